@@ -1,0 +1,348 @@
+"""Connections to an AGE engine, graph setup, and running Cypher.
+
+This is the one place where psycopg errors become agefacts errors (:func:`translate`), and the
+one place that wraps Cypher in SQL. Every value reaches the server as a parameter: Cypher
+parameters travel as one JSON string in ``cypher()``'s third argument, and names that cannot
+be parameters (the graph, labels, column names) are checked against a strict pattern first.
+
+Engine facts this module relies on, each pinned by a test:
+- The embedded engine serves every client from ONE backend session, so named prepared
+  statements would collide (``prepare_threshold=None``) and ``SET`` leaks between clients.
+- Every connection needs ``LOAD 'age'`` and the ``ag_catalog`` search path.
+- ``cypher()`` takes its graph name only as a constant, never as a parameter.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from .errors import DatabaseError, EngineError, QueryError
+
+__all__ = [
+    "Database",
+    "resolve_dsn",
+    "check_graph_name",
+    "check_label",
+    "check_column",
+    "translate",
+    "DEFAULT_GRAPH",
+]
+
+DEFAULT_GRAPH = "facts"
+_GRAPH_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{2,62}$")
+_LABEL_RE = re.compile(r"^[A-Z][A-Za-z0-9_]{0,62}$")
+_COLUMN_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+_PG_ENV = ("PGHOST", "PGPORT", "PGDATABASE", "PGUSER", "PGSERVICE")
+
+_LOAD_HINT = (
+    "this role may not LOAD 'age'. Ask an administrator either to add age to "
+    "session_preload_libraries (ALTER DATABASE ... SET session_preload_libraries = 'age'), "
+    "or to link age into $libdir/plugins so that non-superusers can LOAD '$libdir/plugins/age'; "
+    "and to GRANT USAGE ON SCHEMA ag_catalog and CREATE on the database to this role"
+)
+
+
+def check_graph_name(name: str) -> str:
+    """A graph name is interpolated into SQL, so only plain identifiers are accepted."""
+    if not isinstance(name, str) or not _GRAPH_RE.match(name):
+        raise QueryError(
+            f"graph name {name!r} is not accepted: use 3 to 63 letters, digits or underscores, "
+            "starting with a letter or underscore (AGE needs at least 3 characters)"
+        )
+    return name
+
+
+def check_label(name: str) -> str:
+    """Labels are interpolated into Cypher, so they must match ``^[A-Z][A-Za-z0-9_]*$``."""
+    if not isinstance(name, str) or not _LABEL_RE.match(name):
+        raise QueryError(
+            f"label {name!r} is not accepted: a label starts with an upper-case ASCII letter "
+            "followed by letters, digits or underscores"
+        )
+    return name
+
+
+def check_column(name: str) -> str:
+    if not isinstance(name, str) or not _COLUMN_RE.match(name):
+        raise QueryError(
+            f"column name {name!r} is not accepted: use letters, digits and underscores; "
+            "alias the expression in RETURN (RETURN n.name AS name) or pass --columns"
+        )
+    return name
+
+
+def translate(exc: BaseException, doing: str) -> DatabaseError:
+    """Turn a psycopg error into ours, keeping the SQLSTATE and the server's message."""
+    if isinstance(exc, DatabaseError):
+        return exc
+    sqlstate = getattr(exc, "sqlstate", None)
+    msg = str(exc).strip() or type(exc).__name__
+    if isinstance(exc, psycopg.OperationalError) and sqlstate is None:
+        return DatabaseError(f"{doing}: the database connection failed: {msg}", None)
+    return DatabaseError(f"{doing}: {msg}" + (f" (SQLSTATE {sqlstate})" if sqlstate else ""), sqlstate)
+
+
+def resolve_dsn(dsn: str | None = None, *, start: bool = True, engine: Any = None) -> str:
+    """Which server to use: an explicit DSN, then ``AGEFACTS_DSN``, then the standard ``PG*``
+    variables (libpq reads them itself), and otherwise the embedded engine, started if needed."""
+    if dsn:
+        return dsn
+    if os.environ.get("AGEFACTS_DSN"):
+        return os.environ["AGEFACTS_DSN"]
+    if any(os.environ.get(v) for v in _PG_ENV):
+        return ""
+    from .engine import Engine
+
+    engine = engine or Engine()
+    state = engine.state()
+    if state is None:
+        if not start:
+            raise EngineError("the embedded engine is not running; start it with `agefacts db start`")
+        state, _ = engine.start()
+    return state.dsn
+
+
+def _quote_dollar(text: str) -> str:
+    """Dollar-quote ``text`` with a tag that does not occur in it, so no text can end it."""
+    n = 0
+    while True:
+        tag = f"$af{n}$" if n else "$af$"
+        if tag not in text:
+            return f"{tag}{text}{tag}"
+        n += 1
+
+
+@dataclass(frozen=True)
+class Table:
+    """Rows with their column names; ``rows`` hold decoded Python values."""
+
+    columns: list[str]
+    rows: list[tuple]
+
+    def dicts(self) -> list[dict[str, Any]]:
+        return [dict(zip(self.columns, r)) for r in self.rows]
+
+
+class Database:
+    """A connection to one AGE graph.
+
+    ``Database(dsn, graph)`` does no I/O; :meth:`connect` opens the connection, prepares the
+    session for AGE and creates the graph and agefacts' SQL objects if they are missing.
+    """
+
+    def __init__(self, dsn: str, graph: str = DEFAULT_GRAPH, *, connect_timeout: float = 30):
+        self.dsn = dsn
+        self.graph = check_graph_name(graph)
+        self.connect_timeout = connect_timeout
+        self._conn: psycopg.Connection | None = None
+        self._labels: set[tuple[str, str]] = set()
+
+    # -- lifecycle -----------------------------------------------------------------------
+    def __enter__(self) -> Database:
+        self.connect()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def conn(self) -> psycopg.Connection:
+        if self._conn is None or self._conn.closed:
+            self.connect()
+        assert self._conn is not None
+        return self._conn
+
+    def connect(self, retries: int = 0, delay: float = 0.5) -> Database:
+        """Open (or reopen) the connection, retrying a refused connection ``retries`` times."""
+        self.close()
+        last: BaseException | None = None
+        for attempt in range(retries + 1):
+            try:
+                self._conn = psycopg.connect(
+                    self.dsn,
+                    autocommit=True,
+                    prepare_threshold=None,
+                    connect_timeout=int(self.connect_timeout),
+                )
+                break
+            except psycopg.OperationalError as exc:
+                last = exc
+                if attempt < retries:
+                    time.sleep(delay * (2**attempt))
+        else:
+            raise translate(last, "connecting to the database") from last  # type: ignore[arg-type]
+        self._labels.clear()
+        self._prepare_session()
+        self.ensure_graph()
+        return self
+
+    def reconnect(self, retries: int = 5, delay: float = 0.5) -> Database:
+        return self.connect(retries=retries, delay=delay)
+
+    def close(self) -> None:
+        if self._conn is not None:
+            with contextlib.suppress(Exception):
+                self._conn.close()
+        self._conn = None
+
+    def _prepare_session(self) -> None:
+        conn = self._conn
+        assert conn is not None
+        try:
+            conn.execute("CREATE EXTENSION IF NOT EXISTS age")
+        except psycopg.errors.InsufficientPrivilege:
+            pass  # an administrator may have created it already; LOAD below says if not
+        except psycopg.Error as exc:
+            raise translate(exc, "creating the age extension") from exc
+        try:
+            conn.execute("LOAD 'age'")
+        except psycopg.errors.InsufficientPrivilege as exc:
+            raise DatabaseError(f"loading Apache AGE failed: {_LOAD_HINT}", exc.sqlstate) from exc
+        except psycopg.Error as exc:
+            raise translate(exc, "loading Apache AGE (is the age extension installed?)") from exc
+        try:
+            conn.execute('SET search_path = ag_catalog, "$user", public')
+            self._apply_sql()
+        except psycopg.Error as exc:
+            raise translate(exc, "preparing the session") from exc
+
+    def _apply_sql(self) -> None:
+        """Create agefacts' own SQL objects from ``sql/`` (every statement is idempotent)."""
+        files = resources.files("agefacts._sql")
+        for name in sorted(p.name for p in files.iterdir() if p.name.endswith(".sql")):
+            self._conn.execute((files / name).read_text())  # type: ignore[union-attr]
+
+    # -- graph and labels ----------------------------------------------------------------
+    def graph_exists(self) -> bool:
+        row = self.conn.execute(
+            "SELECT 1 FROM ag_catalog.ag_graph WHERE name = %s", (self.graph,)
+        ).fetchone()
+        return row is not None
+
+    def ensure_graph(self) -> None:
+        """Create the graph if it is missing; creating an existing graph is not an error."""
+        if self.graph_exists():
+            return
+        try:
+            with self.conn.transaction():
+                self.conn.execute("SELECT ag_catalog.create_graph(%s)", (self.graph,))
+        except psycopg.errors.InvalidSchemaName:
+            pass  # another client created it between our check and our create
+        except psycopg.Error as exc:
+            raise translate(exc, f"creating graph {self.graph!r}") from exc
+
+    def drop_graph(self) -> None:
+        if self.graph_exists():
+            try:
+                self.conn.execute("SELECT ag_catalog.drop_graph(%s, true)", (self.graph,))
+            except psycopg.Error as exc:
+                raise translate(exc, f"dropping graph {self.graph!r}") from exc
+        self._labels.clear()
+
+    def labels(self) -> dict[str, str]:
+        """The graph's labels and their kinds ('v' or 'e'), AGE's internal defaults excluded."""
+        rows = self.conn.execute(
+            "SELECT l.name, l.kind FROM ag_catalog.ag_label l "
+            "JOIN ag_catalog.ag_graph g ON g.graphid = l.graph "
+            "WHERE g.name = %s AND l.name NOT LIKE '\\_ag\\_label\\_%%'",
+            (self.graph,),
+        ).fetchall()
+        return {name: kind for name, kind in rows}
+
+    def ensure_labels(self, vertex: Sequence[str] = (), edge: Sequence[str] = ()) -> None:
+        """Create missing labels up front, so that concurrent writers never race to create one
+        inside a MERGE and a MATCH on a label that has no rows yet is valid."""
+        wanted = [(check_label(v), "v") for v in vertex] + [(check_label(e), "e") for e in edge]
+        if all(w in self._labels for w in wanted):
+            return
+        have = self.labels()
+        for name, kind in wanted:
+            if name in have:
+                if have[name] != kind:
+                    raise QueryError(
+                        f"label {name!r} exists in graph {self.graph!r} as "
+                        f"{'a vertex' if have[name] == 'v' else 'an edge'} label; it cannot be "
+                        "used for the other kind"
+                    )
+            else:
+                fn = "create_vlabel" if kind == "v" else "create_elabel"
+                try:
+                    with self.conn.transaction():
+                        self.conn.execute(
+                            sql.SQL("SELECT ag_catalog.{}(%s::cstring, %s::cstring)").format(
+                                sql.Identifier(fn)
+                            ),
+                            (self.graph, name),
+                        )
+                except psycopg.errors.DuplicateObject:
+                    pass  # created meanwhile by another client
+                except psycopg.Error as exc:
+                    raise translate(exc, f"creating label {name!r}") from exc
+            self._labels.add((name, kind))
+
+    # -- running Cypher ------------------------------------------------------------------
+    def cypher_sql(self, query: str, columns: Sequence[str] = ("v",), with_params: bool = False) -> sql.Composed:
+        cols = sql.SQL(", ").join(
+            sql.SQL("{} agtype").format(sql.Identifier(check_column(c))) for c in columns
+        )
+        return sql.SQL("SELECT * FROM ag_catalog.cypher({}, {}{}) AS ({})").format(
+            sql.Literal(self.graph),
+            sql.SQL(_quote_dollar(" " + query + " ")),
+            sql.SQL(", %s") if with_params else sql.SQL(""),
+            cols,
+        )
+
+    def cypher_raw(
+        self,
+        query: str,
+        params: Mapping[str, Any] | None = None,
+        columns: Sequence[str] = ("v",),
+    ) -> list[tuple[str | None, ...]]:
+        """Run Cypher and return the rows as agtype text (``None`` for SQL NULL)."""
+        stmt = self.cypher_sql(query, columns, with_params=params is not None)
+        args = (json.dumps(params, ensure_ascii=False),) if params is not None else None
+        try:
+            cur = self.conn.execute(stmt, args)
+            return cur.fetchall() if cur.description else []
+        except psycopg.Error as exc:
+            raise translate(exc, "running Cypher") from exc
+
+    def cypher(
+        self,
+        query: str,
+        params: Mapping[str, Any] | None = None,
+        columns: Sequence[str] = ("v",),
+    ) -> Table:
+        """Run Cypher and decode every value (scalars, maps, lists, vertices, edges, paths)."""
+        from .agtype import decode
+
+        rows = self.cypher_raw(query, params, columns)
+        return Table(list(columns), [tuple(decode(v) for v in row) for row in rows])
+
+    def execute(self, query: str | sql.Composable, params: Sequence[Any] | Mapping[str, Any] | None = None) -> list[tuple]:
+        """Run plain SQL (our own statements only)."""
+        try:
+            cur = self.conn.execute(query, params)  # type: ignore[arg-type]
+            return cur.fetchall() if cur.description else []
+        except psycopg.Error as exc:
+            raise translate(exc, "running SQL") from exc
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        """One transaction (a savepoint when nested); errors inside become ours."""
+        try:
+            with self.conn.transaction():
+                yield
+        except psycopg.Error as exc:
+            raise translate(exc, "in a transaction") from exc

@@ -1,0 +1,337 @@
+"""The embedded engine: PGlite (PostgreSQL in WebAssembly) with Apache AGE, served over the
+PostgreSQL wire protocol by ``pglite-server``.
+
+The npm packages are pinned by the ``package-lock.json`` beside this file and installed with
+``npm ci`` into a cache folder the first time they are needed, so that a fresh machine needs
+only Node.js and npm. The server runs in the background; its pid, port and data folder are kept
+in a small state file under the agefacts home so that ``db status`` and ``db stop`` can find it
+from another process.
+
+Folders (each can be moved with an environment variable):
+- ``AGEFACTS_HOME`` (default ``$XDG_DATA_HOME/agefacts`` or ``~/.local/share/agefacts``):
+  the default data folder, the state file and the server log.
+- ``AGEFACTS_CACHE`` (default ``$XDG_CACHE_HOME/agefacts`` or ``~/.cache/agefacts``): the npm
+  install, one folder per lockfile so an upgrade never runs against stale packages.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from importlib import resources
+from pathlib import Path
+
+from ..errors import EngineError
+
+__all__ = ["Engine", "EngineState", "DEFAULT_PORT", "MEMORY"]
+
+DEFAULT_PORT = 54329
+MEMORY = "memory"
+# pglite-server serves one backend session to every client; concurrent clients are queued
+# by the server and a transaction keeps its client in front, so a generous limit is safe.
+MAX_CONNECTIONS = 64
+_NODE_HINT = (
+    "the embedded engine needs Node.js 20 or newer and npm on PATH: install them "
+    "(for example `apt-get install nodejs npm`), or point --dsn / AGEFACTS_DSN at a "
+    "PostgreSQL server with Apache AGE"
+)
+
+
+def _env_dir(var: str, xdg: str, fallback: str) -> Path:
+    if os.environ.get(var):
+        return Path(os.environ[var]).expanduser()
+    base = os.environ.get(xdg) or str(Path.home() / fallback)
+    return Path(base).expanduser() / "agefacts"
+
+
+def home_dir() -> Path:
+    return _env_dir("AGEFACTS_HOME", "XDG_DATA_HOME", ".local/share")
+
+
+def cache_dir() -> Path:
+    return _env_dir("AGEFACTS_CACHE", "XDG_CACHE_HOME", ".cache")
+
+
+@dataclasses.dataclass(frozen=True)
+class EngineState:
+    """What a running embedded engine left in its state file."""
+
+    pid: int
+    port: int
+    data: str
+    host: str = "127.0.0.1"
+
+    @property
+    def dsn(self) -> str:
+        return f"host={self.host} port={self.port} user=postgres dbname=postgres sslmode=disable"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie child (started by this very process and exited) still answers kill(0).
+    with contextlib.suppress(ChildProcessError, OSError):
+        done, _ = os.waitpid(pid, os.WNOHANG)
+        if done == pid:
+            return False
+    return True
+
+
+def _port_free(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def _answers_postgres(host: str, port: int, timeout: float = 2.0) -> bool:
+    """True when something on host:port speaks the PostgreSQL protocol (answers SSLRequest)."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as s:
+            s.settimeout(timeout)
+            s.sendall((8).to_bytes(4, "big") + (80877103).to_bytes(4, "big"))
+            return s.recv(1) in (b"N", b"S")
+    except OSError:
+        return False
+
+
+class Engine:
+    """The embedded engine's files and process. Constructing one does no I/O."""
+
+    def __init__(self, home: Path | None = None, cache: Path | None = None):
+        self.home = Path(home) if home else home_dir()
+        self.cache = Path(cache) if cache else cache_dir()
+
+    # -- files ---------------------------------------------------------------------------
+    @property
+    def state_file(self) -> Path:
+        return self.home / "engine.json"
+
+    @property
+    def log_file(self) -> Path:
+        return self.home / "engine.log"
+
+    @property
+    def default_data(self) -> Path:
+        return self.home / "data"
+
+    @staticmethod
+    def _lockfile_text() -> tuple[str, str]:
+        pkg = resources.files(__package__)
+        return (pkg / "package.json").read_text(), (pkg / "package-lock.json").read_text()
+
+    def install_dir(self) -> Path:
+        package_json, lock = self._lockfile_text()
+        digest = hashlib.sha256((package_json + lock).encode()).hexdigest()[:16]
+        return self.cache / f"engine-{digest}"
+
+    def server_script(self) -> Path:
+        return (
+            self.install_dir()
+            / "node_modules/@electric-sql/pglite-socket/dist/scripts/server.js"
+        )
+
+    def node(self) -> str:
+        node = shutil.which("node")
+        if not node:
+            raise EngineError(f"Node.js was not found: {_NODE_HINT}.")
+        return node
+
+    def ensure_installed(self) -> Path:
+        """Install the pinned npm packages once (``npm ci``); later calls do nothing."""
+        target = self.install_dir()
+        stamp = target / ".installed"
+        if stamp.exists():
+            return target
+        self.node()
+        npm = shutil.which("npm")
+        if not npm:
+            raise EngineError(f"npm was not found: {_NODE_HINT}.")
+        target.mkdir(parents=True, exist_ok=True)
+        # Two processes may start the engine for the first time at once; one installs.
+        with open(target / ".lock", "w") as lockf:
+            fcntl.flock(lockf, fcntl.LOCK_EX)
+            if stamp.exists():
+                return target
+            package_json, lock = self._lockfile_text()
+            (target / "package.json").write_text(package_json)
+            (target / "package-lock.json").write_text(lock)
+            proc = subprocess.run(
+                [npm, "ci", "--omit=dev", "--no-audit", "--no-fund", "--loglevel=error"],
+                cwd=target,
+                capture_output=True,
+                text=True,
+            )
+            if proc.returncode != 0:
+                raise EngineError(
+                    f"installing the embedded engine with `npm ci` in {target} failed:\n"
+                    f"{proc.stderr.strip()[-2000:]}\n"
+                    "Check that the npm registry can be reached, or use --dsn / AGEFACTS_DSN."
+                )
+            stamp.write_text("ok\n")
+        return target
+
+    # -- state ---------------------------------------------------------------------------
+    def state(self) -> EngineState | None:
+        """The running engine, or None. A state file whose process is gone is removed."""
+        try:
+            raw = json.loads(self.state_file.read_text())
+            state = EngineState(**raw)
+        except FileNotFoundError:
+            return None
+        except (ValueError, TypeError):
+            self.state_file.unlink(missing_ok=True)
+            return None
+        if not _pid_alive(state.pid):
+            self.state_file.unlink(missing_ok=True)
+            return None
+        return state
+
+    def status(self) -> dict:
+        state = self.state()
+        if state is None:
+            return {"running": False}
+        return {
+            "running": True,
+            "pid": state.pid,
+            "port": state.port,
+            "data": state.data,
+            "accepting": _answers_postgres(state.host, state.port),
+            "dsn": state.dsn,
+        }
+
+    # -- process -------------------------------------------------------------------------
+    def start(
+        self, data: str | os.PathLike | None = None, port: int | None = None, timeout: float = 120.0
+    ) -> tuple[EngineState, bool]:
+        """Start the server in the background and return once it accepts connections.
+
+        Returns the state and whether this call started it. Starting a running engine is
+        harmless: its state is returned, unless it serves other data or another port, which is
+        an error rather than a silent switch.
+        """
+        port = DEFAULT_PORT if port is None else int(port)
+        data_arg = self._data_arg(data)
+        self.home.mkdir(parents=True, exist_ok=True)
+        with open(self.home / ".start.lock", "w") as lockf:
+            fcntl.flock(lockf, fcntl.LOCK_EX)
+            running = self.state()
+            if running is not None:
+                if running.data != data_arg or running.port != port:
+                    raise EngineError(
+                        f"the embedded engine is already running (pid {running.pid}, port "
+                        f"{running.port}, data {running.data}); stop it with `agefacts db stop` "
+                        "before starting it with other data or another port"
+                    )
+                self._wait_ready(running, timeout)
+                return running, False
+            if not _port_free("127.0.0.1", port):
+                who = "a PostgreSQL server" if _answers_postgres("127.0.0.1", port) else "another program"
+                raise EngineError(
+                    f"port {port} on 127.0.0.1 is already in use by {who} that agefacts did not "
+                    "start; choose another with `agefacts db start --port N`, or use that server "
+                    "with --dsn if it has Apache AGE"
+                )
+            node = self.node()
+            self.ensure_installed()
+            if data_arg != MEMORY:
+                Path(data_arg).mkdir(parents=True, exist_ok=True)
+            cmd = [
+                node,
+                "--max-old-space-size=8192",
+                str(self.server_script()),
+                f"--db={'memory://' if data_arg == MEMORY else data_arg}",
+                f"--port={port}",
+                "--host=127.0.0.1",
+                "--extensions=@electric-sql/pglite-age:age",
+                f"--max-connections={MAX_CONNECTIONS}",
+            ]
+            log = open(self.log_file, "ab")
+            proc = subprocess.Popen(
+                cmd,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                cwd=self.install_dir(),
+                start_new_session=True,
+            )
+            log.close()
+            state = EngineState(pid=proc.pid, port=port, data=data_arg)
+            self.state_file.write_text(json.dumps(dataclasses.asdict(state)))
+            try:
+                self._wait_ready(state, timeout)
+            except EngineError:
+                self._terminate(proc.pid)
+                self.state_file.unlink(missing_ok=True)
+                raise
+            return state, True
+
+    def _data_arg(self, data: str | os.PathLike | None) -> str:
+        if data is None:
+            return str(self.default_data.resolve())
+        if str(data) in (MEMORY, "memory://"):
+            return MEMORY
+        return str(Path(data).expanduser().resolve())
+
+    def _wait_ready(self, state: EngineState, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not _pid_alive(state.pid):
+                raise EngineError(
+                    f"the embedded engine exited while starting; its log is {self.log_file}:\n"
+                    + self._log_tail()
+                )
+            if _answers_postgres(state.host, state.port, timeout=1.0):
+                return
+            time.sleep(0.1)
+        raise EngineError(
+            f"the embedded engine did not accept connections on port {state.port} within "
+            f"{timeout:.0f}s; its log is {self.log_file}"
+        )
+
+    def _log_tail(self, n: int = 20) -> str:
+        try:
+            return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-n:])
+        except FileNotFoundError:
+            return "(no log)"
+
+    def stop(self, timeout: float = 30.0) -> bool:
+        """Stop the engine. Returns False when none was running (not an error)."""
+        state = self.state()
+        if state is None:
+            return False
+        self._terminate(state.pid, timeout)
+        self.state_file.unlink(missing_ok=True)
+        return True
+
+    @staticmethod
+    def _terminate(pid: int, timeout: float = 30.0) -> None:
+        # SIGINT lets pglite-server close the database cleanly, which flushes a data folder.
+        for sig, wait in ((signal.SIGINT, timeout), (signal.SIGKILL, 5.0)):
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                return
+            deadline = time.monotonic() + wait
+            while time.monotonic() < deadline:
+                if not _pid_alive(pid):
+                    return
+                time.sleep(0.05)
+        if _pid_alive(pid):  # pragma: no cover - a process that survives SIGKILL
+            raise EngineError(f"the embedded engine (pid {pid}) did not stop")

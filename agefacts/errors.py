@@ -1,0 +1,60 @@
+"""One error hierarchy for agefacts.
+
+Every failure a user can cause or meet is an :class:`AgeFactsError`; its message names the
+input (file, conversation, turn) and what to do about it. Database errors become
+:class:`DatabaseError` in one place (``agefacts.db``) and keep their SQLSTATE.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AgeFactsError",
+    "EngineError",
+    "DatabaseError",
+    "InputError",
+    "OntologyError",
+    "ExtractionError",
+    "CompileError",
+    "LoadError",
+    "QueryError",
+]
+
+
+class AgeFactsError(Exception):
+    """Base of every error agefacts raises on purpose."""
+
+
+class EngineError(AgeFactsError):
+    """The embedded engine could not be installed, started, reached or stopped."""
+
+
+class DatabaseError(AgeFactsError):
+    """A database operation failed. ``sqlstate`` is the server's code when it sent one."""
+
+    def __init__(self, message: str, sqlstate: str | None = None):
+        super().__init__(message)
+        self.sqlstate = sqlstate
+
+
+class InputError(AgeFactsError):
+    """An input file or value is not what agefacts reads; the message says which and why."""
+
+
+class OntologyError(InputError):
+    """An ontology file is invalid."""
+
+
+class ExtractionError(AgeFactsError):
+    """The model endpoint failed or replied with something that is not an extraction."""
+
+
+class CompileError(AgeFactsError):
+    """A result cannot be turned into Cypher (for instance text that PostgreSQL cannot store)."""
+
+
+class LoadError(AgeFactsError):
+    """A conversation could not be loaded; nothing of it was written."""
+
+
+class QueryError(AgeFactsError):
+    """A query is malformed or names something that does not exist."""

@@ -1,0 +1,32 @@
+-- agefacts' own SQL objects, beside the graphs it writes. Every statement is idempotent:
+-- it runs on every connection, and a second run changes nothing.
+CREATE SCHEMA IF NOT EXISTS agefacts;
+
+-- The ingest log: one row per loaded conversation and graph. Wall-clock times, content
+-- hashes and counts live here and never on graph elements, so a replay cannot change the graph.
+CREATE TABLE IF NOT EXISTS agefacts.ingest_log (
+    graph          text        NOT NULL,
+    namespace      text        NOT NULL,
+    conversation   text        NOT NULL,
+    content_hash   text        NOT NULL,
+    counts         jsonb       NOT NULL DEFAULT '{}'::jsonb,
+    source         text,
+    loaded_at      timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (graph, namespace, conversation)
+);
+
+-- The question queue: follow-ups are the caller's questions, not facts about the world.
+-- A follow-up whose gap a later load fills is marked resolved.
+CREATE TABLE IF NOT EXISTS agefacts.questions (
+    graph          text        NOT NULL,
+    namespace      text        NOT NULL,
+    conversation   text        NOT NULL,
+    gap            text        NOT NULL,
+    entity_key     text,
+    priority       text        NOT NULL,
+    question       text        NOT NULL,
+    reason         text,
+    asked_at       text,
+    resolved_at    text,
+    PRIMARY KEY (graph, namespace, conversation, gap)
+);

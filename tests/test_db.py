@@ -1,0 +1,113 @@
+"""The connection layer against the real engine."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from agefacts.agtype import Edge, Path, Vertex
+from agefacts.db import Database, check_graph_name
+from agefacts.errors import DatabaseError, QueryError
+
+
+def test_creating_a_graph_twice_is_not_an_error(dsn, graph_name, db):
+    again = Database(dsn, graph_name).connect()
+    again.ensure_graph()
+    assert again.graph_exists()
+    again.close()
+    rows = db.execute("SELECT count(*) FROM ag_catalog.ag_graph WHERE name = %s", (graph_name,))
+    assert rows == [(1,)]
+
+
+def test_labels_are_created_once_and_kinds_are_checked(db):
+    db.ensure_labels(vertex=["Person", "Statement"], edge=["SUBJECT_OF"])
+    db.ensure_labels(vertex=["Person"], edge=["SUBJECT_OF"])
+    assert db.labels() == {"Person": "v", "Statement": "v", "SUBJECT_OF": "e"}
+    with pytest.raises(QueryError, match="vertex label"):
+        Database(db.dsn, db.graph).connect().ensure_labels(edge=["Person"])
+
+
+@pytest.mark.parametrize("bad", ["ab", "1abc", "a-b", "facts; DROP", "", "x" * 64])
+def test_graph_names_must_be_safe_identifiers(bad):
+    with pytest.raises(QueryError, match="graph name"):
+        check_graph_name(bad)
+
+
+@pytest.mark.parametrize("bad", ["person", "Per son", "P`x", "Person)-[r]-(", ""])
+def test_labels_must_be_safe(db, bad):
+    with pytest.raises(QueryError, match="label"):
+        db.ensure_labels(vertex=[bad])
+
+
+def test_parameters_carry_any_text_verbatim(db):
+    nasty = "O'Brien said \"$$ $x$ \\\\ \n'); DROP TABLE x; --\u2028 é 😀"
+    db.cypher("CREATE (:Person {k: $k, name: $name})", {"k": "p1", "name": nasty})
+    rows = db.cypher("MATCH (p:Person) WHERE p.name = $name RETURN p.name, p", {"name": nasty}, columns=("a", "b")).rows
+    assert rows[0][0] == nasty
+    assert isinstance(rows[0][1], Vertex) and rows[0][1].properties["name"] == nasty
+
+
+def test_vertices_edges_and_paths_decode(db):
+    db.cypher("CREATE (:Person {k: 'a'})-[:KNOWS {since: 2020}]->(:Person {k: 'b'})")
+    (p, e), = db.cypher("MATCH p = (:Person)-[e:KNOWS]->() RETURN p, e", columns=("p", "e")).rows
+    assert isinstance(p, Path) and [type(x) for x in p.elements] == [Vertex, Edge, Vertex]
+    assert isinstance(e, Edge) and e.properties == {"since": 2020}
+    assert e.start_id == p.elements[0].id and e.end_id == p.elements[2].id
+
+
+def test_database_errors_keep_their_sqlstate(db):
+    with pytest.raises(DatabaseError) as info:
+        db.cypher("MATCH (n RETURN n")
+    assert info.value.sqlstate == "42601"
+
+
+def test_one_backend_session_is_shared_by_every_client(dsn, db):
+    """The embedded engine serves all clients from one session: a SET made on one connection
+    is seen by another. This is why agefacts never relies on session state between calls
+    (and why it connects with prepare_threshold=None). Fails on the day the engine gives each
+    client its own session; native PostgreSQL does, and AGEFACTS_TEST_DSN runs skip nothing."""
+    other = Database(dsn, db.graph).connect()
+    db.execute("SET application_name = 'agefacts-shared-session-probe'")
+    shown = other.execute("SHOW application_name")[0][0]
+    other.close()
+    if "pglite" in db.execute("SELECT version()")[0][0].lower():
+        assert shown == "agefacts-shared-session-probe"
+    else:
+        assert shown != "agefacts-shared-session-probe"
+
+
+def test_two_connections_work_concurrently(dsn, graph_name, db):
+    errors: list[BaseException] = []
+
+    def worker(prefix: str) -> None:
+        try:
+            conn = Database(dsn, graph_name).connect()
+            for i in range(25):
+                with conn.transaction():
+                    conn.cypher("MERGE (:Person {k: $k})", {"k": f"{prefix}{i}"})
+                    conn.cypher(
+                        "MATCH (p:Person {k: $k}) SET p.n = $n", {"k": f"{prefix}{i}", "n": i}
+                    )
+            conn.close()
+        except BaseException as exc:  # reported below, with the thread's name
+            errors.append(exc)
+
+    db.ensure_labels(vertex=["Person"])
+    threads = [threading.Thread(target=worker, args=(p,)) for p in ("a", "b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors, errors
+    rows = db.cypher("MATCH (p:Person) RETURN p.k, p.n", columns=("k", "n")).rows
+    assert sorted(rows) == sorted([(f"{p}{i}", i) for p in "ab" for i in range(25)])
+
+
+def test_a_failed_transaction_leaves_nothing(db):
+    db.ensure_labels(vertex=["Person"])
+    with pytest.raises(DatabaseError):
+        with db.transaction():
+            db.cypher("CREATE (:Person {k: 'x'})")
+            db.execute("SELECT 1/0")
+    assert db.cypher("MATCH (p:Person) RETURN count(p)").rows == [(0,)]

@@ -1,0 +1,104 @@
+"""The embedded engine's life cycle, against real pglite-server processes."""
+
+from __future__ import annotations
+
+import json
+import socket
+
+import pytest
+
+from agefacts.cli import main
+from agefacts.db import Database
+from agefacts.engine import Engine
+from agefacts.errors import EngineError
+
+from .conftest import free_port
+
+
+@pytest.fixture
+def own_engine(tmp_path):
+    """An engine with its own home (state file, log), so these tests can start and stop it."""
+    engine = Engine(home=tmp_path / "home")
+    yield engine
+    engine.stop()
+
+
+def test_start_status_url_stop(own_engine, tmp_path, monkeypatch, capsys):
+    port = free_port()
+    state, started = own_engine.start(data=tmp_path / "data", port=port)
+    assert started and state.port == port
+    status = own_engine.status()
+    assert status["running"] and status["accepting"] and status["pid"] == state.pid
+
+    # The CLI reads the same state file, through AGEFACTS_HOME.
+    monkeypatch.setenv("AGEFACTS_HOME", str(own_engine.home))
+    assert main(["db", "url"]) == 0
+    assert capsys.readouterr().out.strip() == state.dsn
+    assert main(["db", "status", "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["port"] == port
+
+    assert main(["db", "stop"]) == 0
+    assert "stopped" in capsys.readouterr().out
+    assert own_engine.status() == {"running": False}
+    assert main(["db", "status"]) == 3
+    assert capsys.readouterr().out.strip() == "not running"
+    # Stopping a stopped engine is not an error.
+    assert main(["db", "stop"]) == 0
+    assert "was not running" in capsys.readouterr().out
+
+
+def test_start_twice_is_harmless(own_engine, tmp_path):
+    port = free_port()
+    first, started = own_engine.start(data="memory", port=port)
+    second, started_again = own_engine.start(data="memory", port=port)
+    assert started and not started_again
+    assert second.pid == first.pid
+    with pytest.raises(EngineError, match="already running"):
+        own_engine.start(data=tmp_path / "other", port=port)
+
+
+def test_stale_pid_is_detected_and_cleared(own_engine):
+    own_engine.home.mkdir(parents=True)
+    # A pid that cannot be running: beyond the kernel's pid limit.
+    own_engine.state_file.write_text(json.dumps({"pid": 2**22 + 17, "port": 1, "data": "memory"}))
+    assert own_engine.status() == {"running": False}
+    assert not own_engine.state_file.exists()
+    state, started = own_engine.start(data="memory", port=free_port())
+    assert started and own_engine.status()["pid"] == state.pid
+
+
+def test_port_in_use_is_explained(own_engine):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        with pytest.raises(EngineError, match=rf"port {port} .*in use.*--port"):
+            own_engine.start(data="memory", port=port)
+    assert own_engine.status() == {"running": False}
+
+
+def test_missing_node_says_what_to_install(own_engine, tmp_path, monkeypatch, capsys):
+    empty = tmp_path / "empty-bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    with pytest.raises(EngineError, match="Node.js 20 or newer and npm"):
+        own_engine.start(data="memory", port=free_port())
+    monkeypatch.setenv("AGEFACTS_HOME", str(own_engine.home))
+    assert main(["db", "start", "--data", "memory", "--port", str(free_port())]) == 1
+    err = capsys.readouterr().err
+    assert "install them" in err and "--dsn" in err and err.count("\n") == 1
+
+
+def test_data_persists_and_clients_reconnect_after_restart(own_engine, tmp_path):
+    data, port = tmp_path / "data", free_port()
+    state, _ = own_engine.start(data=data, port=port)
+    db = Database(state.dsn, "restart_graph").connect()
+    db.cypher("CREATE (:Person {k: 'p1', name: 'Ada'})")
+    own_engine.stop()
+    state, started = own_engine.start(data=data, port=port)
+    assert started
+    # The old connection died with the server; reconnecting finds the data still there.
+    db.reconnect(retries=3)
+    rows = db.cypher("MATCH (p:Person {k: 'p1'}) RETURN p.name").rows
+    assert rows == [("Ada",)]
+    db.close()
