@@ -128,13 +128,146 @@ def cmd_digest(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def cmd_demo(args: argparse.Namespace) -> int:
-    from . import output, query
+def _ontology(args: argparse.Namespace):
+    from .ontology import load_ontology
 
-    with _open_db(args) as db:
-        table = query.run(db, "RETURN 'agefacts is connected' AS status, 1 + 1 AS two")
-    _print(output.render(table.columns, table.rows, "table"))
+    return load_ontology(getattr(args, "ontology", None))
+
+
+def _one_or_more_conversations(paths: Sequence[str]):
+    from .errors import InputError
+    from .load import read_conversations
+
+    good, bad = [], []
+    for source, item in read_conversations(paths):
+        (bad if isinstance(item, InputError) else good).append((source, item))
+    return good, bad
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    from .models import Conversation, ConversationResult
+
+    if args.what == "conversation":
+        schema = Conversation.model_json_schema()
+    elif args.what == "result":
+        schema = ConversationResult.model_json_schema()
+    else:
+        schema = _ontology(args).result_schema()
+    _print(json.dumps(schema, indent=2, ensure_ascii=False))
     return EXIT_OK
+
+
+def cmd_compile(args: argparse.Namespace) -> int:
+    from .compile import compile_conversation
+
+    ontology = _ontology(args)
+    good, bad = _one_or_more_conversations(args.conversation)
+    for _, conv in good:
+        sys.stdout.write(compile_conversation(conv, ontology))
+    for _, exc in bad:
+        print(f"agefacts: error: {exc}", file=sys.stderr)
+    return EXIT_FAILED if bad else EXIT_OK
+
+
+def cmd_load(args: argparse.Namespace) -> int:
+    from .load import load_paths, terminal_progress
+
+    ontology = _ontology(args)
+    progress = terminal_progress() if args.format == "table" else None
+    with _open_db(args) as db:
+        summary = load_paths(db, args.paths, ontology, force=args.force, progress=progress)
+    if progress:
+        sys.stderr.write("\r\033[K")
+    if args.format == "json":
+        _print(json.dumps(summary.to_json(), ensure_ascii=False, indent=2))
+    else:
+        _print(summary.text())
+    return EXIT_FAILED if summary.failed else EXIT_OK
+
+
+def cmd_extract(args: argparse.Namespace) -> int:
+    import asyncio
+    from pathlib import Path
+
+    from .extract import LLMClient, api_key_from_env, extract_all
+
+    ontology = _ontology(args)
+    good, bad = _one_or_more_conversations(args.conversations)
+    for _, exc in bad:
+        print(f"agefacts: error: {exc}", file=sys.stderr)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    client = LLMClient(
+        args.llm_url,
+        args.model,
+        api_key=api_key_from_env(args.api_key_env),
+        timeout=args.timeout,
+        retries=args.retries,
+    )
+
+    async def run():
+        async with client:
+            return await extract_all(client, [c for _, c in good], ontology, args.concurrency)
+
+    outcomes = asyncio.run(run())
+    failed = bool(bad)
+    for oc in outcomes:
+        name = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in oc.conversation.id) + ".json"
+        (out / name).write_text(
+            json.dumps(oc.conversation.model_dump(mode="json", exclude_none=True), ensure_ascii=False, indent=2) + "\n",
+            encoding="utf-8",
+        )
+        for err in oc.errors:
+            failed = True
+            print(f"agefacts: error: {err}", file=sys.stderr)
+    _print(f"extracted {len(outcomes)} conversation(s) into {out}")
+    return EXIT_FAILED if failed else EXIT_OK
+
+
+def cmd_grade(args: argparse.Namespace) -> int:
+    from . import output
+    from .consolidate import result_of
+    from .grade import combine, grade
+
+    ontology = _ontology(args)
+    good, bad = _one_or_more_conversations(args.fixtures)
+    for _, exc in bad:
+        print(f"agefacts: error: {exc}", file=sys.stderr)
+    reports = [grade(conv, result_of(conv, ontology)) for _, conv in good if conv.gold is not None]
+    rows = [r.row() for r in reports] + ([combine(reports).row()] if reports else [])
+    if args.format == "table":
+        cols = ["conversation", "gold", "found", "recall", "extra", "immediate_gold", "immediate_hit", "rejected"]
+        table_rows = [
+            [r[c] if c != "rejected" else ", ".join(f"{k}={v}" for k, v in r[c].items()) for c in cols] for r in rows
+        ]
+        _print(output.render(cols, table_rows, "table"))
+    else:
+        _print(output.render(list(rows[0]) if rows else [], [list(r.values()) for r in rows], args.format))
+    return EXIT_FAILED if bad else EXIT_OK
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from importlib import resources
+
+    from . import output, query
+    from .load import load_paths
+
+    examples = resources.files("agefacts.examples")
+    with resources.as_file(examples) as folder, _open_db(args) as db:
+        summary = load_paths(db, [folder], _ontology(args))
+        _print(summary.text())
+        table = query.run(
+            db,
+            "MATCH (x)-[:SUBJECT_OF]->(s:Statement)-[e:EVIDENCED_BY]->(m:Message) "
+            "WHERE s.superseded_at IS NULL AND s.ends_fact IS NULL "
+            "OPTIONAL MATCH (s)-[:ABOUT]->(o) "
+            "RETURN s.namespace AS namespace, coalesce(x.name, x.role, x.k) AS subject, s.predicate AS predicate, "
+            "coalesce(o.name, o.k, s.value) AS object, e.quote AS quote "
+            "ORDER BY namespace, subject, predicate, object LIMIT 12",
+        )
+    _print("\nSome facts, with the words they were read from:")
+    _print(output.render(table.columns, table.rows, "table"))
+    return EXIT_FAILED if summary.failed else EXIT_OK
 
 
 # -- the parser -----------------------------------------------------------------------------------
@@ -167,7 +300,43 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("digest", parents=[dbo], help="print the hash of the graph's logical content")
     p.set_defaults(func=cmd_digest)
-    p = sub.add_parser("demo", parents=[dbo], help="run the demonstration on the embedded engine")
+    ont = argparse.ArgumentParser(add_help=False)
+    ont.add_argument("--ontology", default=None, help="ontology file (JSON; default: the shipped one)")
+
+    p = sub.add_parser("schema", parents=[ont], help="print a JSON Schema: conversation, result, or reply")
+    p.add_argument("what", choices=["conversation", "result", "reply"])
+    p.set_defaults(func=cmd_schema)
+
+    p = sub.add_parser("compile", parents=[ont], help="print the Cypher a conversation compiles to")
+    p.add_argument("conversation", nargs="+", help="conversation file(s) (JSON or JSONL)")
+    p.set_defaults(func=cmd_compile)
+
+    p = sub.add_parser("load", parents=[dbo, ont], help="load conversations into the graph")
+    p.add_argument("paths", nargs="+", help="files, folders or JSONL files")
+    p.add_argument("--force", action="store_true", help="load conversations even when already loaded unchanged")
+    _format_option(p)
+    p.set_defaults(func=cmd_load)
+
+    p = sub.add_parser("extract", parents=[ont], help="record extractions from an OpenAI-compatible model")
+    p.add_argument("conversations", nargs="+", help="conversation files (JSON or JSONL)")
+    p.add_argument("--out", required=True, help="folder for the recorded conversations")
+    p.add_argument("--llm-url", default=os.environ.get("AGEFACTS_LLM_URL", "http://127.0.0.1:8080/v1"),
+                   help="the endpoint's base URL (default: $AGEFACTS_LLM_URL)")
+    p.add_argument("--model", default=os.environ.get("AGEFACTS_LLM_MODEL", "default"),
+                   help="model name to ask for (default: $AGEFACTS_LLM_MODEL)")
+    p.add_argument("--api-key-env", default=None,
+                   help="environment variable holding the API key (default: AGEFACTS_LLM_API_KEY, then OPENAI_API_KEY)")
+    p.add_argument("--concurrency", type=int, default=4, help="conversations in flight at once")
+    p.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for one reply")
+    p.add_argument("--retries", type=int, default=4, help="retries after 429, 5xx and timeouts")
+    p.set_defaults(func=cmd_extract)
+
+    p = sub.add_parser("grade", parents=[ont], help="compare recorded extractions with gold")
+    p.add_argument("fixtures", nargs="+", help="conversation files with gold")
+    _format_option(p, ("table", "json", "jsonl"))
+    p.set_defaults(func=cmd_grade)
+
+    p = sub.add_parser("demo", parents=[dbo, ont], help="load the shipped examples and show some facts")
     p.set_defaults(func=cmd_demo)
     return parser
 

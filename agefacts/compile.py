@@ -1,0 +1,391 @@
+"""The compiler: a conversation and its consolidated result in, deterministic openCypher out.
+
+It is a pure function. :func:`plan` builds the graph the conversation writes (vertices and
+edges with their keys and properties, and the groups to recompute); :func:`to_cypher` renders
+it, one statement per line, each ready to be wrapped in
+``SELECT * FROM cypher('facts', $$ ... $$) AS (v agtype)``. The same input gives the same
+bytes whatever the hash seed: everything is sorted by key.
+
+How the text is written:
+
+- Vertices: ``MERGE`` on the label and ``k``, then ``SET`` of the properties that are a function
+  of the key, so replaying a line changes nothing.
+- Edges: a guarded create. On the embedded engine (AGE 1.7.0 built for 32-bit WebAssembly) a
+  ``MERGE`` of an edge between vertices bound by earlier clauses stores it with start_id =
+  end_id = 0: Cypher cannot see it and every replay adds another (native AGE stores it
+  correctly). So each edge is ``MATCH`` both ends by key, ``OPTIONAL MATCH`` the keyed edge,
+  and ``CREATE`` only ``WHERE e IS NULL``. A test pins the engine's behaviour, to come back to
+  plain MERGE the day it is fixed. A plain, unguarded CREATE never appears.
+- Properties that several conversations contribute to (an entity's name and mentions, a
+  statement's known time and confidence, supersession) are recomputed from all the evidence in
+  the graph after the writes, so the graph does not depend on the order of loading.
+- Follow-ups are trailing comments: they are the caller's questions, not facts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import __version__
+from . import cypher as cy
+from .errors import CompileError
+from .keys import conversation_key, edge_key, entity_key, message_key, statement_key, user_key
+from .models import USER, Conversation, ConversationResult, Entity
+from .ontology import Ontology
+
+__all__ = ["Vertex", "Edge", "Plan", "plan", "to_cypher", "compile_conversation", "EXTRACTOR"]
+
+EXTRACTOR = f"agefacts/{__version__}"
+
+
+@dataclass(frozen=True)
+class Vertex:
+    label: str
+    k: str
+    props: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Edge:
+    label: str
+    start_label: str
+    start: str
+    end_label: str
+    end: str
+    k: str
+    props: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class FollowupRow:
+    gap: str
+    entity_key: str | None
+    priority: str
+    question: str
+    reason: str | None
+    asked_at: str | None
+
+
+@dataclass
+class Plan:
+    """Everything one conversation writes, sorted, plus what must be recomputed."""
+
+    namespace: str
+    conversation: str
+    vertices: list[Vertex] = field(default_factory=list)
+    edges: list[Edge] = field(default_factory=list)
+    entities: list[tuple[str, str]] = field(default_factory=list)  # (label, k) to recompute
+    statements: list[str] = field(default_factory=list)  # statement keys to recompute
+    groups: list[tuple[str, str, str]] = field(default_factory=list)  # (label, subject k, predicate)
+    followups: list[FollowupRow] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def vertex_labels(self) -> list[str]:
+        return sorted({v.label for v in self.vertices})
+
+    @property
+    def edge_labels(self) -> list[str]:
+        return sorted({e.label for e in self.edges} | ({"SUPERSEDES"} if self.groups else set()))
+
+
+def _clean(props: dict[str, Any]) -> dict[str, Any]:
+    """None is not stored: AGE drops null properties, and an absent value means unknown."""
+    return {k: v for k, v in props.items() if v is not None}
+
+
+def plan(conv: Conversation, result: ConversationResult, ontology: Ontology) -> Plan:
+    ns, cid = conv.namespace, conv.id
+    p = Plan(namespace=ns, conversation=cid)
+    ck = conversation_key(ns, cid)
+    vertices: dict[str, Vertex] = {}
+    edges: dict[str, Edge] = {}
+
+    def add_vertex(v: Vertex) -> None:
+        old = vertices.get(v.k)
+        if old is not None and old != v:
+            raise CompileError(f"two different vertices share key {v.k} in conversation {cid!r}")
+        vertices[v.k] = v
+
+    def add_edge(label: str, sl: str, s: str, el: str, e: str, props: dict[str, Any], *extra: Any) -> None:
+        k = edge_key(label, s, e, *extra)
+        edges[k] = Edge(label, sl, s, el, e, k, _clean({"k": k, **props}))
+
+    add_vertex(Vertex("Conversation", ck, _clean({"k": ck, "namespace": ns, "id": cid, "title": conv.title})))
+    msg_keys: dict[int, str] = {}
+    times = [t.at for t in conv.turns if t.at]
+    first_at = min(_instant(t) for t in times) if times else None
+    for i, turn in enumerate(conv.turns):
+        mk = message_key(ns, cid, i)
+        msg_keys[i] = mk
+        add_vertex(
+            Vertex(
+                "Message",
+                mk,
+                _clean(
+                    {
+                        "k": mk,
+                        "namespace": ns,
+                        "conversation": cid,
+                        "ordinal": i,
+                        "speaker": turn.speaker,
+                        "at": _instant(turn.at) if turn.at else None,
+                        "text": turn.text,
+                    }
+                ),
+            )
+        )
+        add_edge("PART_OF", "Message", mk, "Conversation", ck, {})
+
+    # Entities: the user always; others by key, several handles may share one key.
+    uk = user_key(ns)
+    ut = ontology.user_type
+    add_vertex(Vertex(ut, uk, {"k": uk, "namespace": ns, "type": ut, "role": USER, "resolution": "resolved"}))
+    handle_of: dict[str, tuple[str, str]] = {USER: (ut, uk)}
+    by_key: dict[str, list[Entity]] = {}
+    for ent in result.entities:
+        k = entity_key(ns, cid, ent)
+        handle_of[ent.handle] = (ent.type, k)
+        by_key.setdefault(k, []).append(ent)
+    for k, ents in sorted(by_key.items()):
+        label = ents[0].type
+        add_vertex(Vertex(label, k, {"k": k, "namespace": ns, "type": label}))
+        mentions = sorted({m for e in ents for m in result.mentions.get(e.handle, [e.mention]) if m})
+        names = sorted({e.name for e in ents if e.name and e.resolved})
+        attrs: dict[str, str] = {}
+        for e in sorted(ents, key=lambda e: e.handle):
+            attrs.update(e.attrs)
+        add_edge(
+            "MENTIONED_IN",
+            label,
+            k,
+            "Conversation",
+            ck,
+            {
+                "at": first_at,
+                "mentions": mentions,
+                "name": names[0] if names else None,
+                "attrs": attrs or None,
+                "handles": sorted(e.handle for e in ents),
+            },
+        )
+        p.entities.append((label, k))
+
+    # Statements.
+    evidence_count = 0
+    for fact in result.statements:
+        sl, sk = handle_of[fact.subject]
+        ok = handle_of[fact.object][1] if fact.object is not None else None
+        stk = statement_key(ns, sk, fact.predicate, ok, fact.value, fact.valid_from, fact.valid_until, fact.recurrence, fact.ends_validity)
+        add_vertex(
+            Vertex(
+                "Statement",
+                stk,
+                _clean(
+                    {
+                        "k": stk,
+                        "namespace": ns,
+                        "predicate": fact.predicate,
+                        "value": fact.value,
+                        "valid_from": fact.valid_from,
+                        "valid_until": fact.valid_until,
+                        "recurrence": fact.recurrence,
+                        "ends_fact": True if fact.ends_validity else None,
+                    }
+                ),
+            )
+        )
+        add_edge("SUBJECT_OF", sl, sk, "Statement", stk, {})
+        if fact.object is not None:
+            ol, okey = handle_of[fact.object]
+            add_edge("ABOUT", "Statement", stk, ol, okey, {})
+        for ev in fact.evidence:
+            evidence_count += 1
+            add_edge(
+                "EVIDENCED_BY",
+                "Statement",
+                stk,
+                "Message",
+                msg_keys[ev.turn],
+                {
+                    "quote": ev.quote,
+                    "char_start": ev.char_start,
+                    "char_end": ev.char_end,
+                    "byte_start": ev.byte_start,
+                    "byte_end": ev.byte_end,
+                    "match": ev.match,
+                    "at": _instant(ev.at) if ev.at else None,
+                    "confidence": ev.confidence,
+                    "model": conv.model,
+                    "extractor": EXTRACTOR,
+                    "schema_ref": ontology.ref,
+                },
+                ev.char_start,
+                ev.char_end,
+            )
+        p.statements.append(stk)
+        spec = ontology.predicate(fact.predicate)
+        if spec is not None and spec.single_valued:
+            p.groups.append((sl, sk, fact.predicate))
+
+    for f in result.followups:
+        h = f.handle
+        asked = conv.turns[-1].at if conv.turns and conv.turns[-1].at else first_at
+        p.followups.append(
+            FollowupRow(f.gap, handle_of[h][1] if h in handle_of else None, f.priority, f.question, f.reason, _instant(asked) if asked else None)
+        )
+
+    p.vertices = sorted(vertices.values(), key=lambda v: (_VORDER.get(v.label, 2), v.k))
+    p.edges = sorted(edges.values(), key=lambda e: (_EORDER.get(e.label, 9), e.k))
+    p.entities = sorted(set(p.entities), key=lambda t: t[1])
+    p.statements = sorted(set(p.statements))
+    p.groups = sorted(set(p.groups), key=lambda g: (g[1], g[2]))
+    p.counts = {
+        "entities": len(by_key),
+        "statements": len(p.statements),
+        "evidence": evidence_count,
+        "rejected": len(result.rejected),
+        "followups": len(p.followups),
+    }
+    return p
+
+
+_VORDER = {"Conversation": 0, "Message": 1, "Statement": 3}
+_EORDER = {"PART_OF": 0, "MENTIONED_IN": 1, "SUBJECT_OF": 2, "ABOUT": 3, "EVIDENCED_BY": 4}
+
+
+def _instant(at: str) -> str:
+    from .temporal import normalise_instant
+
+    return normalise_instant(at)
+
+
+# -- rendering ------------------------------------------------------------------------------------
+def vertex_cypher(v: Vertex) -> str:
+    rest = {k: val for k, val in v.props.items() if k != "k"}
+    sets = ", ".join(f"n.{cy.prop(k)} = {cy.literal(val)}" for k, val in sorted(rest.items()))
+    line = f"MERGE (n:{cy.label(v.label)} {{k: {cy.literal(v.k)}}})"
+    return line + (f" SET {sets}" if sets else "")
+
+
+def edge_cypher(e: Edge) -> str:
+    return (
+        f"MATCH (a:{cy.label(e.start_label)} {{k: {cy.literal(e.start)}}}), "
+        f"(b:{cy.label(e.end_label)} {{k: {cy.literal(e.end)}}}) "
+        f"OPTIONAL MATCH (a)-[e:{cy.label(e.label)} {{k: {cy.literal(e.k)}}}]->(b) "
+        f"WITH a, b, e WHERE e IS NULL "
+        f"CREATE (a)-[:{cy.label(e.label)} {cy.props_map(e.props)}]->(b)"
+    )
+
+
+def entity_recompute(label: str, k: str) -> list[str]:
+    """An entity's name, resolution and attributes come from the latest conversation that
+    gave them, its mentions from all; recomputed from every MENTIONED_IN edge."""
+    node = f"(n:{cy.label(label)} {{k: {cy.literal(k)}}})"
+    return [
+        f"MATCH {node}-[m:MENTIONED_IN]->(:Conversation) "
+        "WITH n, m ORDER BY m.at DESC, m.k DESC "
+        "WITH n, collect(m.name) AS names, collect(m.attrs) AS attrs "
+        "SET n.name = head(names), n.attrs = head(attrs), "
+        "n.resolution = CASE WHEN size(names) > 0 THEN 'resolved' ELSE 'nil_placeholder' END",
+        f"MATCH {node}-[m:MENTIONED_IN]->(:Conversation) UNWIND m.mentions AS x "
+        "WITH DISTINCT n, x ORDER BY x WITH n, collect(x) AS xs SET n.mentions = xs",
+    ]
+
+
+def statement_recompute(k: str) -> str:
+    """Known time is the earliest evidence; provenance is that evidence's; confidence the
+    highest any evidence gave."""
+    return (
+        f"MATCH (s:Statement {{k: {cy.literal(k)}}})-[e:EVIDENCED_BY]->(:Message) "
+        "WITH s, e ORDER BY e.at, e.k "
+        "WITH s, min(e.at) AS first, max(e.confidence) AS conf, collect(e.model) AS models, "
+        "collect(e.extractor) AS xs, collect(e.schema_ref) AS refs "
+        "SET s.recorded_at = first, s.confidence = conf, s.model = head(models), "
+        "s.extractor = head(xs), s.schema_ref = head(refs)"
+    )
+
+
+def supersession(label: str, subject: str, predicate: str) -> list[str]:
+    """Recompute one (subject, single-valued predicate) group from scratch.
+
+    Statements are ordered by valid time (``valid_from``; for a fact that only states its end,
+    ``valid_until``; with neither, ``recorded_at``), then known time, then key. A fact's
+    successor is the first later statement with another object or value, or a later statement
+    that ends this very fact: a negation ("I don't live there any more") or the same fact with
+    only an end ("I left Acme in March"). The successor closes the fact: ``valid_until``
+    becomes the successor's start, or the end the closing statement gives (marked
+    ``valid_until_inferred``), unless the fact stated its own; ``superseded_at`` becomes the
+    successor's ``recorded_at`` (or the fact's own, when the successor was learned first: a
+    closing cannot be known before the fact itself)."""
+    head = (
+        f"MATCH (x:{cy.label(label)} {{k: {cy.literal(subject)}}})-[:SUBJECT_OF]->"
+        f"(s:Statement {{predicate: {cy.literal(predicate)}}})"
+    )
+    return [
+        f"{head}-[r:SUPERSEDES]->(:Statement) DELETE r",
+        f"{head} WHERE s.valid_until_inferred = true SET s.valid_until = null",
+        f"{head} SET s.valid_until_inferred = null, s.superseded_at = null",
+        f"{head} OPTIONAL MATCH (s)-[:ABOUT]->(o) "
+        "WITH s, coalesce(o.k, toString(s.value)) AS ident, coalesce(s.valid_from, s.valid_until, s.recorded_at) AS t "
+        "ORDER BY t, s.recorded_at, s.k "
+        "WITH collect(s.k) AS ks, collect(ident) AS ids, collect(coalesce(s.ends_fact, false)) AS negs, "
+        "collect(coalesce(s.ends_fact, false) OR (s.valid_from IS NULL AND s.valid_until IS NOT NULL)) AS closing, "
+        "collect(coalesce(s.valid_from, s.recorded_at)) AS begins, "
+        "collect(coalesce(s.valid_until, s.valid_from, s.recorded_at)) AS endings, "
+        "collect(s.recorded_at) AS learned "
+        "UNWIND range(0, size(ks) - 1) AS i "
+        "WITH ks, ids, negs, closing, begins, endings, learned, i, "
+        "[j IN range(i + 1, size(ks) - 1) WHERE (NOT closing[j] AND ids[j] <> ids[i]) OR (closing[j] AND ids[j] = ids[i])] AS later "
+        "WHERE NOT negs[i] AND size(later) > 0 "
+        "WITH ks[i] AS old_k, ks[head(later)] AS new_k, learned[head(later)] AS new_known, "
+        "CASE WHEN ids[head(later)] = ids[i] THEN endings[head(later)] ELSE begins[head(later)] END AS new_start "
+        "MATCH (old:Statement {k: old_k}), (new:Statement {k: new_k}) "
+        "SET old.superseded_at = CASE WHEN new_known > old.recorded_at THEN new_known ELSE old.recorded_at END, "
+        "old.valid_until_inferred = CASE WHEN old.valid_until IS NULL THEN true ELSE null END, "
+        "old.valid_until = coalesce(old.valid_until, new_start) "
+        "WITH old, new, 'sup:' + old_k + '>' + new_k AS ek "
+        "OPTIONAL MATCH (new)-[e:SUPERSEDES {k: ek}]->(old) "
+        "WITH old, new, ek, e WHERE e IS NULL "
+        "CREATE (new)-[:SUPERSEDES {k: ek}]->(old)",
+    ]
+
+
+def to_cypher(p: Plan) -> list[str]:
+    lines = [cy.comment(f"agefacts {EXTRACTOR}: namespace {p.namespace!r}, conversation {p.conversation!r}")]
+    lines += [vertex_cypher(v) for v in p.vertices]
+    lines += [edge_cypher(e) for e in p.edges]
+    for label, k in p.entities:
+        lines += entity_recompute(label, k)
+    lines += [statement_recompute(k) for k in p.statements]
+    for group in p.groups:
+        lines += supersession(*group)
+    for f in p.followups:
+        import json
+
+        lines.append(
+            cy.comment(
+                "follow-up "
+                + json.dumps(
+                    {"gap": f.gap, "priority": f.priority, "question": f.question, "reason": f.reason},
+                    ensure_ascii=False,
+                    sort_keys=True,
+                )
+            )
+        )
+    return lines
+
+
+def compile_conversation(conv: Conversation, ontology: Ontology, result: ConversationResult | None = None) -> str:
+    """The compiled Cypher of one conversation, as text (one statement per line)."""
+    from .consolidate import result_of
+
+    res = result if result is not None else result_of(conv, ontology)
+    return "\n".join(to_cypher(plan(conv, res, ontology))) + "\n"
+
+
+def executable(lines: Iterable[str]) -> list[str]:
+    """The lines to run: comments are for the reader and the question queue."""
+    return [line for line in lines if line and not line.startswith("//")]

@@ -1,0 +1,107 @@
+"""Consolidation: per-turn results into one conversation result.
+
+- Entities union by handle: a later turn fills in a name and resolution (a placeholder such as
+  "my husband" named in a later turn stays one entity) and adds attributes. The first mention
+  is kept as ``mention``.
+- Statements dedupe by content; the evidence of every turn that said it is kept, in order.
+- Follow-ups dedupe by gap, keep the strongest priority, and are dropped once the gap is
+  filled (the entity gained the name or attribute the gap asked for).
+- Rejections are kept as they are: they are the record of what the model got wrong.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from .models import USER, ConversationResult, Entity, Fact, Followup, TurnResult
+
+__all__ = ["consolidate", "merge_entity"]
+
+_PRIORITY = {"banked": 0, "immediate": 1}
+
+
+def merge_entity(old: Entity, new: Entity) -> Entity:
+    """``new`` is a later mention of ``old``'s handle."""
+    name = new.name or old.name
+    attrs = {**old.attrs, **new.attrs}
+    resolution = "resolved" if name else (new.resolution or old.resolution)
+    return Entity(
+        handle=old.handle,
+        type=old.type,
+        mention=old.mention or new.mention,
+        resolution=resolution,
+        name=name,
+        attrs=attrs,
+    )
+
+
+def _filled(gap: str, entities: dict[str, Entity]) -> bool:
+    handle, _, field = gap.partition(".")
+    ent = entities.get(handle)
+    if ent is None:
+        return False
+    field = field or "name"
+    if field == "name":
+        return bool(ent.name)
+    return field in ent.attrs or (field.startswith("attrs.") and field[6:] in ent.attrs)
+
+
+def consolidate(conversation: str, namespace: str, turns: Iterable[TurnResult]) -> ConversationResult:
+    entities: dict[str, Entity] = {}
+    facts: dict[tuple, Fact] = {}
+    followups: dict[str, Followup] = {}
+    rejected = []
+    mentions: dict[str, list[str]] = {}
+    for tr in sorted(turns, key=lambda t: t.turn):
+        for ent in tr.entities:
+            if ent.mention and ent.mention not in mentions.setdefault(ent.handle, []):
+                mentions[ent.handle].append(ent.mention)
+            entities[ent.handle] = merge_entity(entities[ent.handle], ent) if ent.handle in entities else ent
+        for fact in tr.statements:
+            key = fact.content()
+            if key in facts:
+                old = facts[key]
+                conf = [c for c in (old.confidence, fact.confidence) if c is not None]
+                evidence = tuple(sorted(set(old.evidence) | set(fact.evidence), key=lambda e: (e.turn, e.char_start, e.char_end)))
+                facts[key] = old.model_copy(update={"evidence": evidence, "confidence": max(conf) if conf else None})
+            else:
+                facts[key] = fact
+        for f in tr.followups:
+            prev = followups.get(f.gap)
+            if prev is None or _PRIORITY[f.priority] > _PRIORITY[prev.priority]:
+                followups[f.gap] = f
+        rejected.extend(tr.rejected)
+    kept = [f for gap, f in followups.items() if not (gap.split(".")[0] != USER and _filled(gap, entities))]
+    return ConversationResult(
+        conversation=conversation,
+        namespace=namespace,
+        entities=sorted(entities.values(), key=lambda e: e.handle),
+        statements=list(facts.values()),
+        followups=sorted(kept, key=lambda f: f.gap),
+        rejected=rejected,
+        mentions={h: m for h, m in sorted(mentions.items()) if h in entities},
+    )
+
+
+def result_of(conv, ontology) -> ConversationResult:
+    """Ground, gate and consolidate every recorded user turn of a conversation.
+
+    Each turn is gated knowing the entities of the turns before it, so a statement may refer
+    to a handle introduced earlier. A turn whose extraction failed is kept as a rejection."""
+    from .gate import gate_turn
+    from .models import Rejection
+
+    known: dict[str, Entity] = {}
+    results: list[TurnResult] = []
+    for i, turn in enumerate(conv.turns):
+        if turn.error:
+            results.append(
+                TurnResult(turn=i, rejected=[Rejection(turn=i, kind="turn", reason="extraction_failed", detail=turn.error)])
+            )
+        if turn.speaker != "user" or turn.recorded is None:
+            continue
+        tr = gate_turn(i, turn.text, turn.at, turn.recorded, ontology, known)
+        for ent in tr.entities:
+            known[ent.handle] = merge_entity(known[ent.handle], ent) if ent.handle in known else ent
+        results.append(tr)
+    return consolidate(conv.id, conv.namespace, results)

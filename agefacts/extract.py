@@ -1,0 +1,277 @@
+"""The extractor: a model behind any OpenAI-compatible ``/v1/chat/completions`` endpoint
+proposes entities, statements and follow-ups for each user turn.
+
+Extraction is incremental: each user turn is sent with the turns before it as context and the
+entity handles already known, so the model reuses "e1" for the husband it met two turns ago.
+The reply is constrained by the ontology's JSON schema (``response_format``) and still parsed
+defensively: small models wrap JSON in fences or prose, and an item that is not the shape of an
+entity, statement or follow-up is kept as an invalid item for the gate to report rather than
+failing the turn. A reply that holds no JSON object at all is an error for that turn only.
+
+What the model returned is recorded into the conversation (``recorded`` on each user turn, and
+the model id), so a run can be replayed, loaded and graded with no network. A proposal carries
+no span: grounding makes those.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import os
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+from pydantic import ValidationError
+
+from .consolidate import merge_entity
+from .errors import ExtractionError
+from .models import Claim, Conversation, Entity, Followup, InvalidItem, Proposal, Turn
+from .ontology import Ontology
+
+__all__ = ["LLMClient", "build_messages", "parse_reply", "extract_conversation", "extract_all", "ConversationOutcome"]
+
+DEFAULT_KEY_ENV = "AGEFACTS_LLM_API_KEY"
+_RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
+
+
+class LLMClient:
+    """A small client for ``/v1/chat/completions``: JSON in, the reply's text and model id
+    out, with bounded retries (429, 5xx, timeouts, dropped connections) and exponential
+    backoff that honours ``Retry-After``. The API key is sent as a bearer token and never
+    appears in an error or a log line."""
+
+    def __init__(
+        self,
+        url: str,
+        model: str,
+        *,
+        api_key: str | None = None,
+        timeout: float = 120.0,
+        retries: int = 4,
+        backoff: float = 1.0,
+        max_backoff: float = 30.0,
+        temperature: float | None = 0.0,
+        max_tokens: int | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+        sleep: Callable[[float], Any] = asyncio.sleep,
+    ):
+        self.url = _completions_url(url)
+        self.model = model
+        self._api_key = api_key
+        self.timeout = timeout
+        self.retries = retries
+        self.backoff = backoff
+        self.max_backoff = max_backoff
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        self._transport = transport
+        self._sleep = sleep
+        self._client: httpx.AsyncClient | None = None
+
+    async def __aenter__(self) -> LLMClient:
+        headers = {"Content-Type": "application/json"}
+        if self._api_key:
+            headers["Authorization"] = f"Bearer {self._api_key}"
+        self._client = httpx.AsyncClient(headers=headers, timeout=self.timeout, transport=self._transport)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+        self._client = None
+
+    async def complete(self, messages: list[dict[str, str]], schema: dict[str, Any] | None = None) -> tuple[str, str]:
+        """The text of the first choice and the model id the server reports."""
+        if self._client is None:
+            raise RuntimeError("use LLMClient as an async context manager")
+        body: dict[str, Any] = {"model": self.model, "messages": messages}
+        if self.temperature is not None:
+            body["temperature"] = self.temperature
+        if self.max_tokens is not None:
+            body["max_tokens"] = self.max_tokens
+        if schema is not None:
+            body["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": "extraction", "schema": schema, "strict": False},
+            }
+        last = ""
+        for attempt in range(self.retries + 1):
+            wait = min(self.max_backoff, self.backoff * (2**attempt)) * (0.5 + random.random() / 2)
+            try:
+                resp = await self._client.post(self.url, json=body)
+            except httpx.TimeoutException:
+                last = f"no answer within {self.timeout:g}s"
+            except httpx.TransportError as exc:
+                last = f"connection failed ({type(exc).__name__})"
+            else:
+                if resp.status_code == 200:
+                    return _reply_text(resp)
+                last = f"HTTP {resp.status_code}: {resp.text[:300]}"
+                if resp.status_code not in _RETRY_STATUS:
+                    raise ExtractionError(f"the model endpoint {self.url} refused the request: {last}")
+                wait = max(wait, _retry_after(resp) or 0)
+            if attempt < self.retries:
+                await self._sleep(min(wait, self.max_backoff))
+        raise ExtractionError(f"the model endpoint {self.url} failed after {self.retries + 1} attempts: {last}")
+
+
+def _completions_url(url: str) -> str:
+    u = url.rstrip("/")
+    if u.endswith("/chat/completions"):
+        return u
+    if u.endswith("/v1"):
+        return u + "/chat/completions"
+    return u + "/v1/chat/completions"
+
+
+def _retry_after(resp: httpx.Response) -> float | None:
+    raw = resp.headers.get("retry-after")
+    if not raw:
+        return None
+    try:
+        return max(0.0, float(raw))
+    except ValueError:
+        when = email.utils.parsedate_to_datetime(raw)
+        return max(0.0, when.timestamp() - time.time()) if when else None
+
+
+def _reply_text(resp: httpx.Response) -> tuple[str, str]:
+    try:
+        data = resp.json()
+        choice = data["choices"][0]["message"]
+        content = choice.get("content")
+        if content is None and isinstance(choice.get("parsed"), dict):
+            content = json.dumps(choice["parsed"])
+        if not isinstance(content, str):
+            raise KeyError("content")
+        return content, str(data.get("model") or "")
+    except (ValueError, KeyError, IndexError, TypeError):
+        raise ExtractionError(
+            f"the model endpoint answered with something that is not a chat completion: {resp.text[:300]!r}"
+        ) from None
+
+
+# -- the prompt ----------------------------------------------------------------------------------
+def _describe(e: Entity) -> str:
+    bits = [f"{e.handle} ({e.type})", f"mentioned as {e.mention!r}" if e.mention else ""]
+    if e.name:
+        bits.append(f"named {e.name!r}")
+    bits += [f"{k}={v}" for k, v in sorted(e.attrs.items())]
+    return "- " + ", ".join(b for b in bits if b)
+
+
+def build_messages(
+    ontology: Ontology, prior: Sequence[Turn], known: Sequence[Entity], utterance: str, at: str | None = None
+) -> list[dict[str, str]]:
+    """The system prompt (with the vocabulary), then one user message holding the prior
+    turns, the known handles and the message to extract from."""
+    parts = []
+    if prior:
+        parts.append("Conversation so far:\n" + "\n".join(f"{t.speaker}: {t.text}" for t in prior))
+    if known:
+        parts.append("Known entities (reuse these handles):\n" + "\n".join(_describe(e) for e in known))
+    if at:
+        parts.append(f"Message time: {at}")
+    parts.append("Message to extract from:\n" + utterance)
+    parts.append("Reply with the JSON object only.")
+    return [{"role": "system", "content": ontology.prompt()}, {"role": "user", "content": "\n\n".join(parts)}]
+
+
+def parse_reply(text: str) -> Proposal:
+    """The JSON object in a reply (fences and prose around it are ignored), item by item: an
+    item that is not the right shape becomes an :class:`InvalidItem`, not a failure."""
+    start, end = text.find("{"), text.rfind("}")
+    if start < 0 or end <= start:
+        raise ExtractionError(f"the reply holds no JSON object: {text[:200]!r}")
+    try:
+        data = json.loads(text[start : end + 1])
+    except ValueError as exc:
+        raise ExtractionError(f"the reply's JSON does not parse ({exc}): {text[start:start + 200]!r}") from None
+    if not isinstance(data, dict):
+        raise ExtractionError("the reply's JSON is not an object")
+    out: dict[str, list] = {"entities": [], "statements": [], "followups": [], "invalid": []}
+    for field, model, kind in (("entities", Entity, "entity"), ("statements", Claim, "statement"), ("followups", Followup, "followup")):
+        items = data.get(field) or []
+        if not isinstance(items, list):
+            out["invalid"].append(InvalidItem(kind=kind, item=items, reason=f"'{field}' is not a list"))
+            continue
+        for item in items:
+            try:
+                out[field].append(model.model_validate(item))
+            except ValidationError as exc:
+                reason = "; ".join(
+                    f"{'.'.join(str(x) for x in e['loc'])}: {e['msg'].removeprefix('Value error, ')}" for e in exc.errors()[:3]
+                )
+                try:
+                    json.dumps(item)
+                    kept = item
+                except (TypeError, ValueError):
+                    kept = repr(item)
+                out["invalid"].append(InvalidItem(kind=kind, item=kept, reason=reason))
+    return Proposal(**out)
+
+
+# -- running -------------------------------------------------------------------------------------
+@dataclass
+class ConversationOutcome:
+    conversation: Conversation
+    errors: list[str]
+
+
+async def extract_conversation(client: LLMClient, conv: Conversation, ontology: Ontology) -> ConversationOutcome:
+    """Extract every user turn of ``conv`` in order. A turn that fails keeps its error in the
+    conversation (``error``) and the next turns go on."""
+    turns: list[Turn] = []
+    known: dict[str, Entity] = {}
+    errors: list[str] = []
+    model_id = ""
+    for i, turn in enumerate(conv.turns):
+        if turn.speaker != "user":
+            turns.append(turn)
+            continue
+        messages = build_messages(ontology, turns, list(known.values()), turn.text, turn.at)
+        try:
+            text, model_id = await client.complete(messages, ontology.result_schema())
+            proposal = parse_reply(text)
+        except ExtractionError as exc:
+            errors.append(f"conversation {conv.id!r} turn {i}: {exc}")
+            turns.append(turn.model_copy(update={"recorded": None, "error": str(exc)}))
+            continue
+        if proposal.statements and not turn.at:
+            msg = "the turn has statements but no 'at' time, so they could not be given a known time; add 'at' to the turn"
+            errors.append(f"conversation {conv.id!r} turn {i}: {msg}")
+            turns.append(turn.model_copy(update={"recorded": None, "error": msg}))
+            continue
+        for ent in proposal.entities:
+            known[ent.handle] = merge_entity(known[ent.handle], ent) if ent.handle in known else ent
+        turns.append(turn.model_copy(update={"recorded": proposal, "error": None}))
+    recorded = conv.model_copy(update={"turns": turns, "model": model_id or client.model})
+    # Validate the whole again: a turn with statements must carry its time.
+    return ConversationOutcome(Conversation.model_validate(recorded.model_dump()), errors)
+
+
+async def extract_all(
+    client: LLMClient, conversations: Sequence[Conversation], ontology: Ontology, concurrency: int = 4
+) -> list[ConversationOutcome]:
+    """Many conversations at once, at most ``concurrency`` in flight; one conversation's
+    failure never stops the others."""
+    sem = asyncio.Semaphore(max(1, concurrency))
+
+    async def one(conv: Conversation) -> ConversationOutcome:
+        async with sem:
+            try:
+                return await extract_conversation(client, conv, ontology)
+            except (ExtractionError, ValidationError) as exc:
+                return ConversationOutcome(conv, [f"conversation {conv.id!r}: {exc}"])
+
+    return list(await asyncio.gather(*(one(c) for c in conversations)))
+
+
+def api_key_from_env(var: str | None = None) -> str | None:
+    name = var or DEFAULT_KEY_ENV
+    return os.environ.get(name) or (os.environ.get("OPENAI_API_KEY") if var is None else None)

@@ -1,0 +1,212 @@
+"""The gate: decides which of a model's proposals become data.
+
+A refusal is a :class:`~agefacts.models.Rejection` with a reason code, never an exception:
+most messages assert nothing, and a turn whose every claim was refused is an ordinary result.
+Reasons, in the order they are checked:
+
+- ``invalid``: the model's item was not the shape of a claim, entity or follow-up
+- ``unknown_entity_type``: an entity's type is not in the ontology
+- ``no_polarity`` / ``no_tense``: the model did not say; an unanswered polarity is not "asserted"
+- ``unknown_predicate``: not in the closed vocabulary
+- ``unknown_handle``: subject or object names no entity of this conversation
+- ``unresolvable_subject``: the subject is a term like "it" or "someone"
+- ``object_expected`` / ``value_expected``: the predicate takes the other kind of object
+- ``subject_type`` / ``object_type``: the predicate's type signature does not allow it
+- ``invalid_time``: valid_from, valid_until or recurrence is not a valid time or RRULE
+- ``polarity`` / ``tense``: the policy does not admit it (past and future are admitted when the
+  ontology's ``dated_tenses`` allows it and the statement carries its own validity)
+- ``not_in_message``: the quote cannot be found in the message
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from .cypher import is_identifier
+from .ground import locate
+from .models import USER, Claim, Entity, Evidence, Fact, Followup, Proposal, Rejection, TurnResult
+from .ontology import Ontology
+from .temporal import TimeError, normalise_instant, normalise_rrule, normalise_valid
+
+__all__ = ["gate_turn", "normalise_value"]
+
+
+def normalise_value(value: object) -> object:
+    """Literal values are stored normalised: Unicode NFC and whitespace runs collapsed, case
+    kept. The stored value is a function of the statement's key, whatever conversation said it."""
+    import unicodedata
+
+    if isinstance(value, str):
+        return " ".join(unicodedata.normalize("NFC", value).split())
+    return value
+
+
+def gate_turn(
+    turn: int,
+    text: str,
+    at: str | None,
+    proposal: Proposal,
+    ontology: Ontology,
+    known: Mapping[str, Entity],
+) -> TurnResult:
+    """Ground and gate one user turn's proposal.
+
+    ``known`` holds the entities of earlier turns by handle (this turn's entities are added to
+    it here, so a statement may name an entity introduced in the same turn)."""
+    rejected: list[Rejection] = []
+    entities: list[Entity] = []
+    types = set(ontology.entity_types)
+    at_norm = normalise_instant(at) if at else None
+
+    for bad in proposal.invalid:
+        rejected.append(Rejection(turn=turn, kind=bad.kind, reason="invalid", detail=bad.reason, item=bad.item))
+
+    handles: dict[str, Entity] = dict(known)
+    refused_handles: set[str] = set()
+    for ent in proposal.entities:
+        if ent.type not in types:
+            rejected.append(_rej(turn, "entity", "unknown_entity_type", f"entity type {ent.type!r} is not in the ontology", ent))
+            refused_handles.add(ent.handle)
+            continue
+        bad_attrs = sorted(k for k in ent.attrs if not is_identifier(k))
+        if bad_attrs:
+            # The attribute names become map keys in the graph; the entity itself is fine.
+            rejected.append(_rej(turn, "entity", "invalid", f"attribute names {bad_attrs} are not identifiers; dropped", ent))
+            ent = ent.model_copy(update={"attrs": {k: v for k, v in ent.attrs.items() if is_identifier(k)}})
+        if ent.handle == USER:
+            rejected.append(_rej(turn, "entity", "invalid", "the handle 'user' is reserved for the person speaking", ent))
+            continue
+        entities.append(ent)
+        handles[ent.handle] = ent
+
+    facts: list[Fact] = []
+    for claim in proposal.statements:
+        fact = _gate_claim(turn, text, at_norm, claim, ontology, handles, refused_handles, rejected)
+        if fact is not None:
+            facts.append(fact)
+
+    followups: list[Followup] = []
+    for f in proposal.followups:
+        if f.handle != USER and f.handle not in handles:
+            rejected.append(_rej(turn, "followup", "unknown_handle", f"gap {f.gap!r} names no known entity", f))
+            continue
+        followups.append(f)
+
+    return TurnResult(turn=turn, entities=entities, statements=facts, followups=followups, rejected=rejected)
+
+
+def _rej(turn: int, kind: str, reason: str, detail: str, item: object) -> Rejection:
+    dumped = item.model_dump(mode="json", exclude_none=True) if hasattr(item, "model_dump") else item
+    return Rejection(turn=turn, kind=kind, reason=reason, detail=detail, item=dumped)  # type: ignore[arg-type]
+
+
+def _type_of(handle: str, handles: Mapping[str, Entity], ontology: Ontology) -> str:
+    return ontology.user_type if handle == USER else handles[handle].type
+
+
+def _gate_claim(
+    turn: int,
+    text: str,
+    at: str | None,
+    c: Claim,
+    ontology: Ontology,
+    handles: Mapping[str, Entity],
+    refused: set[str],
+    rejected: list[Rejection],
+) -> Fact | None:
+    def no(reason: str, detail: str) -> None:
+        rejected.append(_rej(turn, "statement", reason, detail, c))
+
+    # An empty answer is refused, not defaulted: a claim nobody decided the polarity of
+    # would otherwise be stored as true.
+    if c.polarity is None:
+        return no("no_polarity", "the model gave no polarity (asserted, negated, hedged, hypothetical, reported)")
+    if c.tense is None:
+        return no("no_tense", "the model gave no tense (current, past, future)")
+    spec = ontology.predicate(c.predicate)
+    if spec is None:
+        return no("unknown_predicate", f"predicate {c.predicate!r} is not in the ontology's vocabulary")
+    for side, h in (("subject", c.subject), ("object", c.object)):
+        if h is None or h == USER:
+            continue
+        if h in refused:
+            return no("unknown_entity_type", f"{side} {h!r} is an entity whose type was refused")
+        if h not in handles:
+            return no("unknown_handle", f"{side} handle {h!r} names no entity of this conversation")
+    subject_terms = {c.subject.casefold()}
+    if c.subject in handles:
+        subj = handles[c.subject]
+        subject_terms |= {subj.mention.strip().casefold()}
+        if subj.name:
+            subject_terms.add(subj.name.strip().casefold())
+    if c.subject != USER and (subject_terms & ontology.unresolvable()) and not (
+        c.subject in handles and handles[c.subject].resolved
+    ):
+        return no("unresolvable_subject", f"subject {c.subject!r} is a term that cannot name anyone")
+    if c.object is not None and not spec.takes_object:
+        return no("value_expected", f"predicate {spec.name!r} takes a literal value, not an entity")
+    if c.value is not None and not spec.takes_value:
+        return no("object_expected", f"predicate {spec.name!r} takes an entity as its object, not a literal")
+    st = _type_of(c.subject, handles, ontology)
+    if spec.subject is not None and st not in spec.subject:
+        return no("subject_type", f"{spec.name!r} takes a subject of type {'|'.join(spec.subject)}, not {st}")
+    if c.object is not None and spec.object is not None:
+        ot = _type_of(c.object, handles, ontology)
+        if ot not in spec.object:
+            return no("object_type", f"{spec.name!r} takes an object of type {'|'.join(spec.object)}, not {ot}")
+    times: dict[str, str | None] = {}
+    for field, norm in (("valid_from", normalise_valid), ("valid_until", normalise_valid), ("recurrence", normalise_rrule)):
+        raw = getattr(c, field)
+        try:
+            times[field] = norm(raw) if raw is not None else None
+        except TimeError as exc:
+            return no("invalid_time", f"{field} {raw!r} {exc}")
+    if times["valid_from"] and times["valid_until"] and times["valid_until"] < times["valid_from"]:
+        return no("invalid_time", f"valid_until {times['valid_until']} is before valid_from {times['valid_from']}")
+    if c.confidence is not None and not 0 <= c.confidence <= 1:
+        return no("invalid", f"confidence {c.confidence} is not between 0 and 1")
+
+    admit = ontology.admit
+    ends = False
+    if c.polarity not in admit.polarity:
+        if (
+            c.polarity == "negated"
+            and admit.negation_ends_validity
+            and spec.single_valued
+            and c.tense == "current"
+        ):
+            ends = True  # "I don't live in Amman any more" closes the matching fact
+        else:
+            return no("polarity", f"polarity {c.polarity!r} is not admitted as a fact")
+    dated = any(times.values())
+    if c.tense not in admit.tense and not (c.tense in admit.dated_tenses and dated):
+        hint = " without its own date or recurrence" if c.tense in admit.dated_tenses else ""
+        return no("tense", f"tense {c.tense!r} is not admitted as a fact{hint}")
+
+    span = locate(text, c.quote)
+    if span is None:
+        return no("not_in_message", f"the quote {c.quote!r} is not in the message")
+    evidence = Evidence(
+        turn=turn,
+        quote=span.quote,
+        char_start=span.char_start,
+        char_end=span.char_end,
+        byte_start=span.byte_start,
+        byte_end=span.byte_end,
+        match=span.match,
+        at=at,
+        confidence=c.confidence,
+    )
+    return Fact(
+        subject=c.subject,
+        predicate=c.predicate,
+        object=c.object,
+        value=normalise_value(c.value),  # type: ignore[arg-type]
+        valid_from=times["valid_from"],
+        valid_until=times["valid_until"],
+        recurrence=times["recurrence"],
+        confidence=c.confidence,
+        tense=c.tense,
+        ends_validity=ends,
+        evidence=(evidence,),
+    )

@@ -1,0 +1,115 @@
+"""Grounding: the only code that creates spans.
+
+A model's quote is a search term. It is looked for in the message, and what is stored is the
+text found there, so a span can only ever index the text it claims to. The search goes:
+
+1. exact;
+2. with every run of whitespace collapsed to one space (a model copying a sentence turns line
+   breaks into spaces; the words are the same words);
+3. with typographic quotes and dashes folded to ASCII as well (’ “ ” – — become ' " " - -), since
+   models routinely retype them.
+
+Case is never folded: a model that changed case retyped rather than copied, and a tolerance
+wide enough for that is wide enough for a sentence the model composed. Of several occurrences
+the first wins: the same words resolve to the same citation. Offsets a model offers are never
+used.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .models import MatchTier
+
+__all__ = ["Span", "locate"]
+
+# One character to one character, so that positions map back without arithmetic.
+_FOLD = str.maketrans(
+    {
+        "\u2018": "'", "\u2019": "'", "\u201a": "'", "\u201b": "'", "\u2032": "'",
+        "\u201c": '"', "\u201d": '"', "\u201e": '"', "\u201f": '"', "\u2033": '"',
+        "\u00ab": '"', "\u00bb": '"',
+        "\u2010": "-", "\u2011": "-", "\u2012": "-", "\u2013": "-", "\u2014": "-",
+        "\u2015": "-", "\u2212": "-",
+    }
+)
+
+
+@dataclass(frozen=True)
+class Span:
+    char_start: int
+    char_end: int
+    byte_start: int
+    byte_end: int
+    match: MatchTier
+    quote: str
+    """The text of the message at the span: what is stored, whatever the model typed."""
+
+
+@dataclass(frozen=True)
+class _Normalised:
+    text: str
+    starts: list[int]  # for each character, where it starts in the original
+    ends: list[int]  # for each character, where it ends in the original
+
+
+def _collapse(s: str) -> _Normalised:
+    """Every whitespace run becomes one space; leading and trailing whitespace goes."""
+    out: list[str] = []
+    starts: list[int] = []
+    ends: list[int] = []
+    i, n = 0, len(s)
+    while i < n:
+        if s[i].isspace():
+            j = i
+            while j < n and s[j].isspace():
+                j += 1
+            if out:  # no leading space
+                out.append(" ")
+                starts.append(i)
+                ends.append(j)
+            i = j
+        else:
+            out.append(s[i])
+            starts.append(i)
+            ends.append(i + 1)
+            i += 1
+    if out and out[-1] == " ":
+        out.pop()
+        starts.pop()
+        ends.pop()
+    return _Normalised("".join(out), starts, ends)
+
+
+def _span(text: str, start: int, end: int, tier: MatchTier) -> Span:
+    return Span(
+        char_start=start,
+        char_end=end,
+        byte_start=len(text[:start].encode("utf-8")),
+        byte_end=len(text[:end].encode("utf-8")),
+        match=tier,
+        quote=text[start:end],
+    )
+
+
+def locate(text: str, quote: str) -> Span | None:
+    """Find ``quote`` in ``text`` (see the module's rules); None when it is not there."""
+    if not quote or not quote.strip():
+        return None
+    i = text.find(quote)
+    if i >= 0:
+        return _span(text, i, i + len(quote), "exact")
+    norm_text = _collapse(text)
+    norm_quote = _collapse(quote).text
+    if not norm_quote:
+        return None
+    for tier, haystack, needle in (
+        ("whitespace", norm_text.text, norm_quote),
+        ("typography", norm_text.text.translate(_FOLD), norm_quote.translate(_FOLD)),
+    ):
+        j = haystack.find(needle)
+        if j >= 0:
+            start = norm_text.starts[j]
+            end = norm_text.ends[j + len(needle) - 1]
+            return _span(text, start, end, tier)  # type: ignore[arg-type]
+    return None

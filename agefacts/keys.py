@@ -1,0 +1,92 @@
+"""Stable keys: the ``k`` property of every vertex and edge agefacts writes.
+
+A key is a deterministic function of the namespace and the content that identifies the
+element, never of load order, wall time or AGE ids: ``<kind>:<32 hex digits>``, the first 128
+bits of the SHA-256 of the canonical JSON of the identifying fields below. Keys never cross
+namespaces, because the namespace is always one of the fields.
+
+- conversation: namespace, conversation id
+- message: namespace, conversation id, turn ordinal
+- entity, by the first rule that applies:
+  the user: namespace, "user" (one vertex per namespace);
+  an entity with a role to the user (``attrs.rel``, e.g. spouse_of:user): namespace, type, rel;
+  a named entity: namespace, type, normalised name (NFC, case-folded, whitespace collapsed);
+  a placeholder: namespace, conversation id, handle (one vertex per conversation, filled
+  in place when a later turn names it).
+- statement: namespace, subject key, predicate, object key or normalised value, valid_from,
+  valid_until, recurrence (and whether it ends a fact rather than states one).
+- edge: label, start key, end key (and, for evidence, the span).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import unicodedata
+from typing import Any
+
+from .models import USER, Entity
+
+__all__ = [
+    "make_key",
+    "conversation_key",
+    "message_key",
+    "entity_key",
+    "statement_key",
+    "edge_key",
+    "normalise_name",
+]
+
+
+def make_key(kind: str, *fields: Any) -> str:
+    blob = json.dumps(fields, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    return f"{kind}:{hashlib.sha256(blob.encode('utf-8')).hexdigest()[:32]}"
+
+
+def normalise_name(name: str) -> str:
+    return " ".join(unicodedata.normalize("NFC", name).casefold().split())
+
+
+def conversation_key(namespace: str, conversation: str) -> str:
+    return make_key("conv", namespace, conversation)
+
+
+def message_key(namespace: str, conversation: str, ordinal: int) -> str:
+    return make_key("msg", namespace, conversation, ordinal)
+
+
+def user_key(namespace: str) -> str:
+    return make_key("ent", namespace, USER)
+
+
+def entity_key(namespace: str, conversation: str, entity: Entity) -> str:
+    if entity.handle == USER:
+        return user_key(namespace)
+    rel = entity.attrs.get("rel")
+    if rel:
+        return make_key("ent", namespace, entity.type, "rel", rel)
+    if entity.name and entity.resolved:
+        return make_key("ent", namespace, entity.type, "name", normalise_name(entity.name))
+    return make_key("ent", namespace, "placeholder", conversation, entity.handle)
+
+
+def statement_key(
+    namespace: str,
+    subject_key: str,
+    predicate: str,
+    object_key: str | None,
+    value: Any,
+    valid_from: str | None,
+    valid_until: str | None,
+    recurrence: str | None,
+    ends_validity: bool = False,
+) -> str:
+    val = None if value is None else [type(value).__name__, value]
+    fields = [namespace, subject_key, predicate, object_key, val, valid_from, valid_until, recurrence]
+    if ends_validity:
+        fields.append("ends")
+    return make_key("stmt", *fields)
+
+
+def edge_key(label: str, start: str, end: str, *extra: Any) -> str:
+    return make_key("edge", label, start, end, *extra)

@@ -1,0 +1,283 @@
+"""The data passed between pipeline stages, as frozen pydantic models.
+
+The shapes follow the project's design: a conversation file holds turns, each user turn may
+carry what a model proposed for it (``recorded``), and an optional ``gold`` result for grading.
+A model's proposal (:class:`Claim`) has a quote but no span: only grounding creates spans, so
+only a :class:`Fact` carries :class:`Evidence`.
+
+Two kinds of checks live in two places. Whether a file is the shape agefacts reads is decided
+here, and a violation is an input error for the whole conversation. Whether what a model said
+is acceptable (a known predicate, a quote that is in its message, a polarity at all) is decided
+by the gate, and a refusal there is a rejection with a reason, kept as ordinary data.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
+
+__all__ = [
+    "Polarity",
+    "Tense",
+    "Resolution",
+    "Priority",
+    "MatchTier",
+    "Entity",
+    "Claim",
+    "Followup",
+    "Proposal",
+    "InvalidItem",
+    "Turn",
+    "Conversation",
+    "Evidence",
+    "Fact",
+    "Rejection",
+    "TurnResult",
+    "ConversationResult",
+    "USER",
+]
+
+USER = "user"
+"""The handle that always means the namespace's owner; it needs no entity entry."""
+
+Polarity = Literal["asserted", "negated", "hedged", "hypothetical", "reported"]
+Tense = Literal["current", "past", "future"]
+Resolution = Literal["resolved", "nil_placeholder"]
+Priority = Literal["immediate", "banked"]
+MatchTier = Literal["exact", "whitespace", "typography"]
+Scalar = str | int | float | bool
+
+NonEmpty = Annotated[str, StringConstraints(min_length=1)]
+
+
+def _check_text(value: Any, where: str = "text") -> Any:
+    """PostgreSQL text cannot hold NUL, and UTF-8 cannot encode a lone surrogate."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise ValueError(f"{where} contains a NUL character, which PostgreSQL cannot store; remove it")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ValueError(
+                f"{where} contains a lone surrogate (U+{ord(value[exc.start]):04X}) that UTF-8 "
+                "cannot encode; fix the encoding of the source"
+            ) from None
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            _check_text(k, where)
+            _check_text(v, where)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            _check_text(v, where)
+    return value
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _storable_text(cls, data: Any) -> Any:
+        return _check_text(data)
+
+
+class Entity(Model):
+    """Someone or something mentioned. ``handle`` is conversation-local ("e1") and reused
+    across turns; a placeholder ("my husband") is filled by a later turn naming it."""
+
+    handle: NonEmpty
+    type: NonEmpty
+    mention: str = ""
+    resolution: Resolution | None = None
+    name: str | None = None
+    attrs: dict[str, str] = Field(default_factory=dict)
+
+    @property
+    def resolved(self) -> bool:
+        if self.resolution is not None:
+            return self.resolution == "resolved" and bool(self.name)
+        return bool(self.name)
+
+
+class Claim(Model):
+    """A statement as a model proposes it: subject, predicate and exactly one of ``object``
+    (a handle) or ``value`` (a literal). ``quote`` is a search term, never evidence. An absent
+    polarity or tense is not a default: the gate refuses such a claim."""
+
+    subject: NonEmpty
+    predicate: NonEmpty
+    object: str | None = None
+    value: Scalar | None = None
+    valid_from: str | None = None
+    valid_until: str | None = None
+    recurrence: str | None = None
+    confidence: float | None = None
+    quote: str = ""
+    polarity: Polarity | None = None
+    tense: Tense | None = None
+
+    @model_validator(mode="after")
+    def _object_or_value(self) -> Claim:
+        if (self.object is None) == (self.value is None):
+            raise ValueError(
+                "a statement needs exactly one of 'object' (an entity handle) or 'value' "
+                f"(a literal); {self.subject!r} {self.predicate!r} has "
+                + ("both" if self.object is not None else "neither")
+            )
+        return self
+
+
+class Followup(Model):
+    """A gap the model wants filled ("e1.name"): the caller's question, not a fact."""
+
+    gap: NonEmpty
+    priority: Priority
+    question: str
+    reason: str | None = None
+
+    @property
+    def handle(self) -> str:
+        return self.gap.split(".", 1)[0]
+
+
+class InvalidItem(Model):
+    """Something a model returned that is not the shape of a claim, entity or follow-up,
+    kept so that the gate can report it as a rejection."""
+
+    kind: Literal["entity", "statement", "followup"]
+    item: Any
+    reason: str
+
+
+class Proposal(Model):
+    """What a model proposed for one user turn."""
+
+    entities: list[Entity] = Field(default_factory=list)
+    statements: list[Claim] = Field(default_factory=list)
+    followups: list[Followup] = Field(default_factory=list)
+    invalid: list[InvalidItem] = Field(default_factory=list)
+
+
+class Turn(Model):
+    speaker: Literal["user", "assistant"]
+    text: str
+    at: str | None = None
+    recorded: Proposal | None = None
+    error: str | None = None
+
+
+class Conversation(Model):
+    """One conversation file (or one line of a JSONL file)."""
+
+    id: NonEmpty
+    namespace: NonEmpty
+    title: str | None = None
+    notes: str | None = None
+    model: str | None = None
+    turns: list[Turn]
+    gold: Proposal | None = None
+
+    @model_validator(mode="after")
+    def _times(self) -> Conversation:
+        from .temporal import TimeError, normalise_instant
+
+        for i, turn in enumerate(self.turns):
+            if turn.at is not None:
+                try:
+                    normalise_instant(turn.at)
+                except TimeError as exc:
+                    raise ValueError(f"turn {i}: 'at' {turn.at!r} {exc}") from None
+            if turn.recorded and turn.recorded.statements and turn.at is None:
+                raise ValueError(
+                    f"turn {i} is a user turn with statements but no 'at' time; add the time the "
+                    "message was sent (ISO-8601): it is when its facts became known"
+                )
+            if turn.recorded is not None and turn.speaker != "user":
+                raise ValueError(f"turn {i}: only user turns carry 'recorded' extractions")
+        return self
+
+
+# -- after grounding and gating ------------------------------------------------------------------
+class Evidence(Model):
+    """One place a statement was read: ``text[char_start:char_end] == quote`` and the UTF-8
+    bytes ``byte_start:byte_end`` of the text are the quote's bytes."""
+
+    turn: int
+    quote: str
+    char_start: int
+    char_end: int
+    byte_start: int
+    byte_end: int
+    match: MatchTier
+    at: str | None = None
+    confidence: float | None = None
+
+
+class Fact(Model):
+    """An admitted statement: normalised, with the evidence it was read from."""
+
+    subject: str
+    predicate: str
+    object: str | None = None
+    value: Scalar | None = None
+    valid_from: str | None = None
+    valid_until: str | None = None
+    recurrence: str | None = None
+    confidence: float | None = None
+    tense: Tense = "current"
+    ends_validity: bool = False
+    evidence: tuple[Evidence, ...] = ()
+
+    def content(self) -> tuple:
+        """What makes two statements in one conversation the same statement."""
+        return (
+            self.subject,
+            self.predicate,
+            self.object,
+            None if self.value is None else (type(self.value).__name__, self.value),
+            self.valid_from,
+            self.valid_until,
+            self.recurrence,
+            self.ends_validity,
+        )
+
+
+class Rejection(Model):
+    """A claim, entity or follow-up that did not become data, and why. ``reason`` is a short
+    code (``not_in_message``, ``unknown_predicate``...); ``detail`` says it in words."""
+
+    turn: int
+    kind: Literal["entity", "statement", "followup", "turn"]
+    reason: str
+    detail: str
+    item: Any = None
+
+
+class TurnResult(Model):
+    turn: int
+    entities: list[Entity] = Field(default_factory=list)
+    statements: list[Fact] = Field(default_factory=list)
+    followups: list[Followup] = Field(default_factory=list)
+    rejected: list[Rejection] = Field(default_factory=list)
+
+
+class ConversationResult(Model):
+    """Everything one conversation produced, consolidated across its turns."""
+
+    conversation: str
+    namespace: str
+    entities: list[Entity] = Field(default_factory=list)
+    statements: list[Fact] = Field(default_factory=list)
+    followups: list[Followup] = Field(default_factory=list)
+    rejected: list[Rejection] = Field(default_factory=list)
+    mentions: dict[str, list[str]] = Field(default_factory=dict)
+    """Every way each handle was mentioned, across turns."""
+
+    @field_validator("entities")
+    @classmethod
+    def _unique_handles(cls, v: list[Entity]) -> list[Entity]:
+        handles = [e.handle for e in v]
+        if len(handles) != len(set(handles)):
+            raise ValueError("entity handles must be unique in a consolidated result")
+        return v

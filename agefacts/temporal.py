@@ -1,0 +1,101 @@
+"""Times, normalised to one text form so that they compare as strings in Cypher.
+
+- A message time (``at``, known time) is an instant: stored as UTC ``YYYY-MM-DDTHH:MM:SSZ``
+  (with ``.ffffff`` when it has fractions). An ``at`` without a zone is read as UTC.
+- A valid time keeps the precision it was given: ``YYYY``, ``YYYY-MM``, ``YYYY-MM-DD``, or a
+  datetime, stored in UTC with ``Z`` when it has a zone and without one ("floating", as said)
+  when it has none. Because every form is a prefix of the longer ones, plain string
+  comparison orders them: "2024-06" < "2024-06-15" < "2024-07".
+- A recurrence is an iCalendar RRULE, validated by dateutil and stored upper-case without the
+  ``RRULE:`` prefix, with FREQ first and the other parts sorted.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timezone
+
+from dateutil import rrule
+
+__all__ = ["TimeError", "normalise_instant", "normalise_valid", "normalise_rrule", "now_instant"]
+
+
+class TimeError(ValueError):
+    pass
+
+
+_PARTIAL = re.compile(r"^(\d{4})(?:-(\d{2}))?(?:-(\d{2}))?$")
+
+
+def _parse_datetime(text: str) -> datetime:
+    t = text.strip()
+    if t.endswith(("z", "Z")):
+        t = t[:-1] + "+00:00"
+    try:
+        return datetime.fromisoformat(t)
+    except ValueError:
+        raise TimeError("is not an ISO-8601 date or datetime (e.g. 2024-06-01 or 2024-06-01T09:30:00Z)") from None
+
+
+def _fmt(dt: datetime) -> str:
+    s = dt.strftime("%Y-%m-%dT%H:%M:%S")
+    if dt.microsecond:
+        s += f".{dt.microsecond:06d}"
+    return s
+
+
+def normalise_instant(text: str) -> str:
+    """A message time as UTC ``...Z``; a time without a zone is taken to be UTC."""
+    if not isinstance(text, str) or not text.strip():
+        raise TimeError("is empty")
+    if _PARTIAL.match(text.strip()):
+        m = _PARTIAL.match(text.strip())
+        assert m
+        if m.group(3) is None:
+            raise TimeError("names a year or month, not an instant; give a date or a datetime")
+    dt = _parse_datetime(text)
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return _fmt(dt.astimezone(timezone.utc)) + "Z"
+
+
+def normalise_valid(text: str) -> str:
+    """A valid-time bound, at the precision it was given (see the module's description)."""
+    if not isinstance(text, str) or not text.strip():
+        raise TimeError("is empty")
+    t = text.strip()
+    m = _PARTIAL.match(t)
+    if m:
+        year, month, day = m.groups()
+        try:
+            datetime(int(year), int(month or 1), int(day or 1))
+        except ValueError:
+            raise TimeError("is not a real date") from None
+        return t
+    dt = _parse_datetime(t)
+    if dt.tzinfo is None:
+        return _fmt(dt)
+    return _fmt(dt.astimezone(timezone.utc)) + "Z"
+
+
+def normalise_rrule(text: str) -> str:
+    if not isinstance(text, str) or not text.strip():
+        raise TimeError("is empty")
+    body = text.strip()
+    if body.upper().startswith("RRULE:"):
+        body = body[6:]
+    body = body.upper()
+    try:
+        rrule.rrulestr(body, dtstart=datetime(2000, 1, 1))
+    except (ValueError, TypeError) as exc:
+        raise TimeError(f"is not a valid iCalendar RRULE ({exc})") from None
+    parts = [p for p in body.split(";") if p]
+    freq = [p for p in parts if p.startswith("FREQ=")]
+    if len(freq) != 1:
+        raise TimeError("is not a valid iCalendar RRULE (it needs exactly one FREQ)")
+    return ";".join(freq + sorted(p for p in parts if not p.startswith("FREQ=")))
+
+
+def now_instant() -> str:
+    """Now, in the instant form (used only for query defaults, never stored on the graph)."""
+    return _fmt(datetime.now(timezone.utc)) + "Z"
