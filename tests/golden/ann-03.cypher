@@ -1,0 +1,9 @@
+// agefacts agefacts/0.1.0: namespace 'ann', conversation 'ann-03'
+MERGE (n:Conversation {k: 'conv:844f4688e8e4ed7df3ac17c67c4ee711'}) SET n.id = 'ann-03', n.namespace = 'ann', n.title = 'Thanks'
+MERGE (n:Message {k: 'msg:2fed114e3659d72833ee1ad74b58ee1f'}) SET n.at = '2026-11-10T08:00:30Z', n.conversation = 'ann-03', n.namespace = 'ann', n.ordinal = 2, n.speaker = 'user', n.text = 'Thanks, that worked!'
+MERGE (n:Message {k: 'msg:9b9d2e86616cd10426136260cf38e624'}) SET n.at = '2026-11-10T08:00:02Z', n.conversation = 'ann-03', n.namespace = 'ann', n.ordinal = 1, n.speaker = 'assistant', n.text = 'Your dentist appointment is at 3pm today.'
+MERGE (n:Message {k: 'msg:ed8f31cb9b10790bf078ea7b214de7a7'}) SET n.at = '2026-11-10T08:00:00Z', n.conversation = 'ann-03', n.namespace = 'ann', n.ordinal = 0, n.speaker = 'user', n.text = 'Can you remind me what time the dentist is?'
+MERGE (n:Person {k: 'ent:3196e27e8f44b8fe3fb91bf92b1c1bd8'}) SET n.namespace = 'ann', n.resolution = 'resolved', n.role = 'user', n.type = 'Person'
+MATCH (a:Message {k: 'msg:ed8f31cb9b10790bf078ea7b214de7a7'}), (b:Conversation {k: 'conv:844f4688e8e4ed7df3ac17c67c4ee711'}) OPTIONAL MATCH (a)-[e:PART_OF {k: 'edge:27ec5b880bca2c3001c7161179c43b55'}]->(b) WITH a, b, e WHERE e IS NULL CREATE (a)-[:PART_OF {k: 'edge:27ec5b880bca2c3001c7161179c43b55'}]->(b)
+MATCH (a:Message {k: 'msg:9b9d2e86616cd10426136260cf38e624'}), (b:Conversation {k: 'conv:844f4688e8e4ed7df3ac17c67c4ee711'}) OPTIONAL MATCH (a)-[e:PART_OF {k: 'edge:412cb45541ab759b9ad355494911b3c0'}]->(b) WITH a, b, e WHERE e IS NULL CREATE (a)-[:PART_OF {k: 'edge:412cb45541ab759b9ad355494911b3c0'}]->(b)
+MATCH (a:Message {k: 'msg:2fed114e3659d72833ee1ad74b58ee1f'}), (b:Conversation {k: 'conv:844f4688e8e4ed7df3ac17c67c4ee711'}) OPTIONAL MATCH (a)-[e:PART_OF {k: 'edge:5187c2fc5350abcffda3d16faedebf12'}]->(b) WITH a, b, e WHERE e IS NULL CREATE (a)-[:PART_OF {k: 'edge:5187c2fc5350abcffda3d16faedebf12'}]->(b)

@@ -1,0 +1,201 @@
+"""The extractor against a real local HTTP server that serves recorded completions."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from agefacts.cli import main
+from agefacts.errors import ExtractionError
+from agefacts.extract import LLMClient, extract_all, parse_reply
+from agefacts.models import Conversation
+from agefacts.ontology import default_ontology
+
+REPLY_LYON = {
+    "entities": [{"handle": "e1", "type": "Place", "mention": "Lyon", "resolution": "resolved", "name": "Lyon"}],
+    "statements": [{"subject": "user", "predicate": "lives_in", "object": "e1", "quote": "I live in Lyon", "polarity": "asserted", "tense": "current"}],
+    "followups": [],
+}
+
+
+def completion(content: str, model: str = "test-model-1") -> dict:
+    return {"id": "x", "object": "chat.completion", "model": model, "choices": [{"index": 0, "message": {"role": "assistant", "content": content}}]}
+
+
+class Script:
+    """What the server answers for each message text: a list of steps, used in order."""
+
+    def __init__(self, steps: dict[str, list[tuple]]):
+        self.steps = {k: list(v) for k, v in steps.items()}
+        self.requests: list[dict] = []
+        self.headers: list[dict] = []
+        self.lock = threading.Lock()
+
+    def next(self, utterance: str) -> tuple:
+        with self.lock:
+            queue = self.steps.get(utterance) or [("json", 200, completion(json.dumps({"entities": [], "statements": [], "followups": []})))]
+            return queue.pop(0) if len(queue) > 1 else queue[0]
+
+
+@pytest.fixture
+def server():
+    holder: dict = {}
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):  # keep test output quiet
+            pass
+
+        def do_POST(self):
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            script: Script = holder["script"]
+            with script.lock:
+                script.requests.append(body)
+                script.headers.append(dict(self.headers))
+            utterance = body["messages"][-1]["content"].split("Message to extract from:\n", 1)[1].rsplit("\n\nReply with", 1)[0]
+            step = script.next(utterance)
+            kind = step[0]
+            if kind == "sleep":
+                time.sleep(step[1])
+                step = ("json", 200, completion(json.dumps(REPLY_LYON)))
+            status, payload = step[1], step[2]
+            data = payload.encode() if isinstance(payload, str) else json.dumps(payload).encode()
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                if len(step) > 3:
+                    for k, v in step[3].items():
+                        self.send_header(k, v)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+            except BrokenPipeError:
+                pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+
+    def use(steps):
+        holder["script"] = Script(steps)
+        return f"http://127.0.0.1:{httpd.server_address[1]}/v1", holder["script"]
+
+    yield use
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def conv(cid: str, *texts: str) -> Conversation:
+    turns = []
+    for i, t in enumerate(texts):
+        turns.append({"speaker": "user", "text": t, "at": f"2026-01-01T10:0{i}:00Z"})
+        turns.append({"speaker": "assistant", "text": "I see.", "at": f"2026-01-01T10:0{i}:05Z"})
+    return Conversation.model_validate({"id": cid, "namespace": "t", "turns": turns})
+
+
+def run(url, convs, **kw):
+    async def go():
+        async with LLMClient(url, "test-model", api_key="sk-secret-123", backoff=0.01, **kw) as client:
+            return await extract_all(client, convs, default_ontology(), concurrency=3)
+
+    return asyncio.run(go())
+
+
+def test_fenced_json_is_read_and_the_request_carries_the_schema_and_context(server):
+    fenced = "Sure! Here you go:\n```json\n" + json.dumps(REPLY_LYON) + "\n```\nAnything else?"
+    url, script = server({"I live in Lyon.": [("json", 200, completion(fenced))]})
+    (out,) = run(url, [conv("a", "Hello there.", "I live in Lyon.")])
+    assert out.errors == []
+    turn = out.conversation.turns[2]
+    assert turn.recorded.statements[0].predicate == "lives_in"
+    assert out.conversation.model == "test-model-1"
+    req = script.requests[-1]
+    assert req["response_format"]["type"] == "json_schema"
+    assert "lives_in" in req["response_format"]["json_schema"]["schema"]["properties"]["statements"]["items"]["properties"]["predicate"]["enum"]
+    # Prior turns are context for the next one.
+    assert "user: Hello there." in req["messages"][-1]["content"]
+    assert script.headers[-1]["Authorization"] == "Bearer sk-secret-123"
+
+
+def test_known_handles_are_sent_with_later_turns(server):
+    url, script = server({"I live in Lyon.": [("json", 200, completion(json.dumps(REPLY_LYON)))]})
+    run(url, [conv("a", "I live in Lyon.", "It rains a lot.")])
+    last = script.requests[-1]["messages"][-1]["content"]
+    assert "Known entities (reuse these handles):\n- e1 (Place)" in last
+
+
+def test_invalid_enum_values_become_invalid_items_not_failures(server):
+    bad = json.loads(json.dumps(REPLY_LYON))
+    bad["statements"].append({"subject": "user", "predicate": "lives_in", "object": "e1", "quote": "Lyon", "polarity": "definitely", "tense": "current"})
+    url, _ = server({"I live in Lyon.": [("json", 200, completion(json.dumps(bad)))]})
+    (out,) = run(url, [conv("a", "I live in Lyon.")])
+    rec = out.conversation.turns[0].recorded
+    assert len(rec.statements) == 1
+    (inv,) = rec.invalid
+    assert inv.kind == "statement" and "polarity" in inv.reason
+
+
+def test_429_then_success_is_retried(server):
+    url, script = server(
+        {"I live in Lyon.": [("json", 429, {"error": "slow down"}, {"Retry-After": "0"}), ("json", 200, completion(json.dumps(REPLY_LYON)))]}
+    )
+    (out,) = run(url, [conv("a", "I live in Lyon.")])
+    assert out.errors == [] and len(script.requests) == 2
+
+
+def test_a_timeout_is_retried_and_then_reported_for_its_turn_only(server):
+    url, script = server({"slow": [("sleep", 1.0)]})
+    (out,) = run(url, [conv("a", "slow", "quick")], timeout=0.2, retries=1)
+    assert len(out.errors) == 1 and "turn 0" in out.errors[0] and "no answer within" in out.errors[0]
+    assert out.conversation.turns[0].error and out.conversation.turns[0].recorded is None
+    assert out.conversation.turns[2].recorded is not None
+    asked = [r["messages"][-1]["content"].split("Message to extract from:\n")[1] for r in script.requests]
+    assert sum(1 for a in asked if a.startswith("slow")) == 2
+
+
+def test_a_malformed_reply_is_a_per_turn_error_while_other_conversations_finish(server):
+    url, _ = server(
+        {
+            "broken": [("json", 200, completion("I'm sorry, I can't help with that."))],
+            "I live in Lyon.": [("json", 200, completion(json.dumps(REPLY_LYON)))],
+        }
+    )
+    outs = run(url, [conv("bad", "broken"), conv("good", "I live in Lyon."), conv("good2", "I live in Lyon.")])
+    by_id = {o.conversation.id: o for o in outs}
+    assert "holds no JSON object" in by_id["bad"].errors[0]
+    assert by_id["good"].errors == [] and by_id["good2"].errors == []
+    assert by_id["good"].conversation.turns[0].recorded.statements
+
+
+def test_a_refusal_is_not_retried_and_the_key_is_never_shown(server):
+    url, script = server({"x": [("json", 401, {"error": "bad key"})]})
+    (out,) = run(url, [conv("a", "x")])
+    assert "refused the request: HTTP 401" in out.errors[0]
+    assert "sk-secret-123" not in out.errors[0]
+    assert len(script.requests) == 1
+
+
+def test_parse_reply_rejects_prose():
+    with pytest.raises(ExtractionError, match="no JSON object"):
+        parse_reply("nothing here")
+
+
+def test_extract_command_records_replayable_conversations(server, tmp_path, monkeypatch, capsys):
+    url, _ = server({"I live in Lyon.": [("json", 200, completion(json.dumps(REPLY_LYON)))]})
+    src = tmp_path / "in.jsonl"
+    src.write_text(conv("a", "I live in Lyon.").model_dump_json() + "\n" + conv("b", "I live in Lyon.").model_dump_json() + "\n")
+    monkeypatch.setenv("AGEFACTS_LLM_API_KEY", "sk-secret-123")
+    out = tmp_path / "out"
+    assert main(["extract", str(src), "--out", str(out), "--llm-url", url, "--model", "m"]) == 0
+    captured = capsys.readouterr()
+    assert "sk-secret-123" not in captured.out + captured.err
+    recorded = json.loads((out / "a.json").read_text())
+    assert recorded["model"] == "test-model-1"
+    assert recorded["turns"][0]["recorded"]["statements"][0]["quote"] == "I live in Lyon"
+    # The recording grades and compiles with no network.
+    assert main(["compile", str(out / "a.json")]) == 0
+    assert "lives_in" in capsys.readouterr().out

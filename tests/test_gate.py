@@ -1,0 +1,128 @@
+"""The gate: what becomes a fact, and why the rest does not."""
+
+from __future__ import annotations
+
+import pytest
+
+from agefacts.consolidate import result_of
+from agefacts.ontology import default_ontology, parse_ontology
+
+from .helpers import claim, conversation, place, user_turn
+
+AT = "2026-01-01T10:00:00Z"
+
+
+def gate(text: str, statements, entities=(), ontology=None):
+    conv = conversation("c1", [user_turn(text, AT, entities, statements)])
+    return result_of(conv, ontology or default_ontology())
+
+
+def reasons(result) -> list[str]:
+    return [r.reason for r in result.rejected]
+
+
+def test_an_asserted_current_grounded_claim_becomes_a_fact():
+    r = gate("I live in Lyon.", [claim("user", "lives_in", "I live in Lyon", obj="e1")], [place("e1", "Lyon")])
+    assert reasons(r) == []
+    (fact,) = r.statements
+    (ev,) = fact.evidence
+    assert (ev.quote, ev.char_start, ev.char_end, ev.match) == ("I live in Lyon", 0, 14, "exact")
+    assert ev.at == AT
+
+
+@pytest.mark.parametrize(
+    "statement, reason",
+    [
+        (claim("user", "lives_in", "I live in Lyon", obj="e1", polarity=None), "no_polarity"),
+        (claim("user", "lives_in", "I live in Lyon", obj="e1", tense=None), "no_tense"),
+        (claim("user", "resides", "I live in Lyon", obj="e1"), "unknown_predicate"),
+        (claim("user", "lives_in", "I live in Lyon", obj="e9"), "unknown_handle"),
+        (claim("e9", "lives_in", "I live in Lyon", obj="e1"), "unknown_handle"),
+        (claim("user", "lives_in", "I live in Lyon", value="Lyon"), "object_expected"),
+        (claim("user", "birthday", "I live in Lyon", obj="e1"), "value_expected"),
+        (claim("e1", "lives_in", "I live in Lyon", obj="e1"), "subject_type"),
+        (claim("user", "works_at", "I live in Lyon", obj="e1"), "object_type"),
+        (claim("user", "lives_in", "I live in Lyon", obj="e1", valid_from="last spring"), "invalid_time"),
+        (claim("user", "lives_in", "I live in Lyon", obj="e1", recurrence="FREQ=SOMETIMES"), "invalid_time"),
+        (claim("user", "lives_in", "I live in Lyon", obj="e1", polarity="hedged"), "polarity"),
+        (claim("user", "lives_in", "I live in Lyon", obj="e1", polarity="reported"), "polarity"),
+        (claim("user", "lives_in", "I used to live in Lyon", obj="e1", tense="past"), "tense"),
+        (claim("user", "lives_in", "I live in lyon", obj="e1"), "not_in_message"),
+    ],
+)
+def test_refusals_carry_their_reason(statement, reason):
+    r = gate("I live in Lyon.", [statement], [place("e1", "Lyon")])
+    assert r.statements == []
+    assert reasons(r) == [reason]
+    assert r.rejected[0].detail  # says it in words too
+
+
+def test_past_and_future_are_admitted_when_the_statement_carries_its_own_dates():
+    text = "I left Acme in March. I start at Globex in April."
+    ents = [
+        {"handle": "e1", "type": "Organization", "mention": "Acme", "name": "Acme"},
+        {"handle": "e2", "type": "Organization", "mention": "Globex", "name": "Globex"},
+    ]
+    r = gate(
+        text,
+        [
+            claim("user", "works_at", "I left Acme in March", obj="e1", tense="past", valid_until="2026-03"),
+            claim("user", "works_at", "I start at Globex in April", obj="e2", tense="future", valid_from="2026-04"),
+            claim("user", "works_at", "I start at Globex", obj="e2", tense="future"),
+        ],
+        ents,
+    )
+    assert [(s.object, s.tense) for s in r.statements] == [("e1", "past"), ("e2", "future")]
+    assert reasons(r) == ["tense"]
+
+
+def test_an_unresolvable_subject_is_refused():
+    ents = [{"handle": "e1", "type": "Person", "mention": "someone"}]
+    r = gate("someone likes jazz", [claim("e1", "likes", "someone likes jazz", value="jazz")], ents)
+    assert reasons(r) == ["unresolvable_subject"]
+
+
+def test_a_negated_current_single_valued_fact_ends_the_fact_when_the_ontology_allows():
+    r = gate("I don't live in Lyon any more", [claim("user", "lives_in", "I don't live in Lyon", obj="e1", polarity="negated")], [place("e1", "Lyon")])
+    (fact,) = r.statements
+    assert fact.ends_validity
+    strict = default_ontology().model_copy(update={"admit": default_ontology().admit.model_copy(update={"negation_ends_validity": False})})
+    r = gate("I don't live in Lyon any more", [claim("user", "lives_in", "I don't live in Lyon", obj="e1", polarity="negated")], [place("e1", "Lyon")], strict)
+    assert reasons(r) == ["polarity"]
+
+
+def test_unknown_entity_types_are_refused_with_their_statements():
+    ents = [{"handle": "e1", "type": "Spaceship", "mention": "the Rocinante", "name": "Rocinante"}]
+    r = gate("I fly the Rocinante", [claim("user", "likes", "I fly the Rocinante", obj="e1")], ents)
+    assert reasons(r) == ["unknown_entity_type", "unknown_entity_type"]
+    assert r.entities == []
+
+
+def test_times_are_normalised():
+    r = gate(
+        "We moved in June",
+        [claim("user", "lives_in", "We moved in June", obj="e1", valid_from="2024-06-01T10:00:00+02:00", recurrence="rrule:byday=mo;freq=weekly")],
+        [place("e1", "Oslo")],
+    )
+    (fact,) = r.statements
+    assert fact.valid_from == "2024-06-01T08:00:00Z"
+    assert fact.recurrence == "FREQ=WEEKLY;BYDAY=MO"
+
+
+def test_a_turn_that_asserts_nothing_is_an_empty_result_not_an_error():
+    r = gate("Thanks, that worked!", [])
+    assert r.statements == [] and r.rejected == []
+
+
+def test_a_custom_ontology_changes_the_policy():
+    onto = parse_ontology(
+        {
+            "name": "t",
+            "entity_types": ["Person", "Place"],
+            "predicates": ["lives_in"],
+            "admit": {"polarity": ["asserted", "hedged"], "tense": ["current"]},
+            "system_prompt": "x",
+        }
+    )
+    r = gate("I think I live in Lyon", [claim("user", "lives_in", "I live in Lyon", obj="e1", polarity="hedged")], [place("e1", "Lyon")], onto)
+    assert len(r.statements) == 1

@@ -1,0 +1,76 @@
+"""Grounding: spans always index the text they claim to."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agefacts.ground import locate
+
+
+def test_exact_match_wins_and_first_occurrence_is_taken():
+    span = locate("I live in Lyon. I live in Lyon.", "I live in Lyon")
+    assert (span.char_start, span.char_end, span.match) == (0, 14, "exact")
+
+
+def test_whitespace_runs_are_tolerated_and_mapped_back_to_the_original():
+    text = "We moved\n   to  Oslo in June"
+    span = locate(text, "We moved to Oslo")
+    assert span.match == "whitespace"
+    assert span.quote == "We moved\n   to  Oslo" == text[span.char_start : span.char_end]
+
+
+def test_typographic_quotes_and_dashes_fold_to_ascii():
+    text = "My club – “The Page Turners” – meets at Zoë’s"
+    span = locate(text, 'My club - "The Page Turners"')
+    assert span.match == "typography"
+    assert span.quote == "My club – “The Page Turners”"
+    assert locate(text, "at Zoë's").quote == "at Zoë’s"
+
+
+def test_case_is_never_folded_and_paraphrase_is_not_found():
+    assert locate("moved to Dublin", "moved to dublin") is None
+    assert locate("I speak English at work", "I use English for my job") is None
+
+
+def test_blank_quotes_are_not_found():
+    assert locate("anything", "") is None
+    assert locate("anything", "   ") is None
+
+
+def test_byte_offsets_count_utf8_bytes():
+    text = "Begoña lives in Logroño 🇪🇸 ok"
+    span = locate(text, "Logroño 🇪🇸")
+    data = text.encode("utf-8")
+    assert data[span.byte_start : span.byte_end].decode("utf-8") == "Logroño 🇪🇸"
+    assert span.byte_end - span.byte_start == len("Logroño 🇪🇸".encode())
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(min_size=1), st.data())
+def test_any_substring_is_found_with_agreeing_char_and_byte_spans(text, data):
+    start = data.draw(st.integers(0, len(text) - 1))
+    end = data.draw(st.integers(start + 1, len(text)))
+    quote = text[start:end]
+    span = locate(text, quote)
+    if not quote.strip():
+        assert span is None
+        return
+    assert span is not None
+    assert text[span.char_start : span.char_end] == span.quote
+    assert text.encode("utf-8")[span.byte_start : span.byte_end] == span.quote.encode("utf-8")
+    assert span.byte_start == len(text[: span.char_start].encode("utf-8"))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.text(alphabet=st.characters(blacklist_categories=("Zs", "Zl", "Zp", "Cc", "Cs")), min_size=1, max_size=8), min_size=1, max_size=6),
+    st.lists(st.sampled_from([" ", "\n", "\t ", "  \n  ", "\u00a0"]), min_size=6, max_size=6),
+)
+def test_reflowed_quotes_are_found_in_the_original(words, gaps):
+    text = "".join(w + gaps[i] for i, w in enumerate(words)).rstrip()
+    quote = " ".join(words)
+    span = locate(text, quote)
+    assert span is not None
+    assert span.quote == text[span.char_start : span.char_end]
+    assert " ".join(span.quote.split()) == " ".join(quote.split())
