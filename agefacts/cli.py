@@ -110,13 +110,48 @@ def cmd_db(args: argparse.Namespace) -> int:
 def cmd_query(args: argparse.Namespace) -> int:
     from . import output, query
 
-    if not args.cypher:
-        raise UsageError("agefacts query needs a Cypher query")
+    if args.list:
+        rows = [(q.name, q.kind, q.params_doc, q.description) for q in query.named_queries().values()]
+        _print(output.render(["name", "kind", "params", "description"], rows, args.format))
+        return EXIT_OK
+    if bool(args.cypher) == bool(args.name):
+        raise UsageError("agefacts query takes a Cypher query or --name NAME (see --list), not both")
     params = _parse_params(args.param)
     columns = [c.strip() for c in args.columns.split(",")] if args.columns else None
     with _open_db(args) as db:
-        table = query.run(db, args.cypher, params, columns)
+        if args.name:
+            table = query.run_named(db, args.name, params)
+        else:
+            table = query.run(db, args.cypher, params, columns)
     _print(output.render(table.columns, table.rows, args.format))
+    return EXIT_OK
+
+
+def cmd_facts(args: argparse.Namespace) -> int:
+    from . import output, query
+
+    with _open_db(args) as db:
+        table = query.facts(db, args.entity, namespace=args.namespace, valid_at=args.valid_at, known_at=args.known_at)
+    if args.format == "table":
+        keep = ["subject", "predicate", "value", "object", "valid_from", "valid_until", "recorded_at", "superseded_at", "quote", "conversation"]
+        idx = [table.columns.index(c) for c in keep]
+        _print(output.render(keep, [[r[i] for i in idx] for r in table.rows], "table"))
+    else:
+        _print(output.render(table.columns, table.rows, args.format))
+    return EXIT_OK
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    from . import output, query
+
+    with _open_db(args) as db:
+        table = query.history(db, args.entity, args.predicate, namespace=args.namespace)
+    if args.format == "table":
+        keep = ["subject", "kind", "value", "object", "valid_from", "valid_until", "recorded_at", "superseded_at", "quote"]
+        idx = [table.columns.index(c) for c in keep]
+        _print(output.render(keep, [[r[i] for i in idx] for r in table.rows], "table"))
+    else:
+        _print(output.render(table.columns, table.rows, args.format))
     return EXIT_OK
 
 
@@ -293,10 +328,27 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("query", parents=[dbo], help="run a Cypher query and print the rows")
     p.add_argument("cypher", nargs="?", help="the Cypher query")
+    p.add_argument("--name", help="run a named query instead (see --list)")
+    p.add_argument("--list", action="store_true", help="list the named queries and their parameters")
     p.add_argument("--param", action="append", metavar="NAME=VALUE", help="a query parameter ($NAME)")
     p.add_argument("--columns", help="comma-separated result column names (default: read from RETURN)")
     _format_option(p, ("table", "json", "jsonl", "csv"))
     p.set_defaults(func=cmd_query)
+
+    p = sub.add_parser("facts", parents=[dbo], help="the facts about an entity, as of a valid and a known time")
+    p.add_argument("entity", help="an entity key, name or mention; 'user' is the namespace's owner")
+    p.add_argument("--namespace", help="whose memory (default: every namespace)")
+    p.add_argument("--valid-at", help="what was true at this time (default: now)")
+    p.add_argument("--known-at", help="as it was known at this instant (default: now)")
+    _format_option(p, ("table", "json", "jsonl", "csv"))
+    p.set_defaults(func=cmd_facts)
+
+    p = sub.add_parser("history", parents=[dbo], help="an entity's values for one predicate over time")
+    p.add_argument("entity", help="an entity key, name or mention; 'user' is the namespace's owner")
+    p.add_argument("predicate", help="a predicate, such as lives_in")
+    p.add_argument("--namespace", help="whose memory (default: every namespace)")
+    _format_option(p, ("table", "json", "jsonl", "csv"))
+    p.set_defaults(func=cmd_history)
 
     p = sub.add_parser("digest", parents=[dbo], help="print the hash of the graph's logical content")
     p.set_defaults(func=cmd_digest)

@@ -24,6 +24,7 @@ How the text is written:
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -80,7 +81,7 @@ class Plan:
     statements: list[str] = field(default_factory=list)  # statement keys to recompute
     groups: list[tuple[str, str, str]] = field(default_factory=list)  # (label, subject k, predicate)
     followups: list[FollowupRow] = field(default_factory=list)
-    counts: dict[str, int] = field(default_factory=dict)
+    counts: dict[str, Any] = field(default_factory=dict)
 
     @property
     def vertex_labels(self) -> list[str]:
@@ -248,6 +249,7 @@ def plan(conv: Conversation, result: ConversationResult, ontology: Ontology) -> 
         "evidence": evidence_count,
         "rejected": len(result.rejected),
         "followups": len(p.followups),
+        "rejected_reasons": dict(sorted(Counter(r.reason for r in result.rejected).items())),
     }
     return p
 

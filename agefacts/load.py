@@ -38,7 +38,7 @@ class Outcome:
     namespace: str | None
     status: str  # loaded | skipped | failed
     reason: str | None = None
-    counts: dict[str, int] = field(default_factory=dict)
+    counts: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

@@ -9,12 +9,24 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from .db import Database, Table
 from .errors import QueryError
 
-__all__ = ["return_columns", "run", "digest", "graph_content"]
+__all__ = [
+    "return_columns",
+    "run",
+    "digest",
+    "graph_content",
+    "NamedQuery",
+    "named_queries",
+    "run_named",
+    "find_entities",
+    "facts",
+    "history",
+]
 
 
 def _split_top(text: str, sep: str = ",") -> list[str]:
@@ -152,3 +164,126 @@ def digest(db: Database) -> str:
         h.update(line.encode("utf-8"))
         h.update(b"\n")
     return h.hexdigest()
+
+
+# -- named queries ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class NamedQuery:
+    """A query shipped in ``cypher/`` (Cypher) or ``sql/queries/`` (SQL over agefacts' own
+    tables). Its header comment gives one line of description and a ``params:`` line."""
+
+    name: str
+    kind: str  # cypher | sql
+    description: str
+    params: list[str]
+    params_doc: str
+    text: str
+
+
+_PARAM_NAME = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*(\([^)]*\))?")
+
+
+def _parse_named(name: str, kind: str, raw: str) -> NamedQuery:
+    marker = "//" if kind == "cypher" else "--"
+    header, body = [], []
+    for line in raw.splitlines():
+        if not body and line.startswith(marker):
+            header.append(line[len(marker):].strip())
+        elif line.strip() or body:
+            body.append(line)
+    description = header[0] if header else ""
+    params_doc = next((h[len("params:"):].strip() for h in header if h.startswith("params:")), "")
+    params = [m.group(1) for m in _PARAM_NAME.finditer(re.sub(r"\([^)]*\)", "", params_doc))]
+    return NamedQuery(name, kind, description, params, params_doc, "\n".join(body).strip())
+
+
+def named_queries() -> dict[str, NamedQuery]:
+    from importlib import resources
+
+    out: dict[str, NamedQuery] = {}
+    for pkg, kind, ext in (("agefacts._cypher", "cypher", ".cypher"), ("agefacts._sql.queries", "sql", ".sql")):
+        for entry in resources.files(pkg).iterdir():
+            if entry.name.endswith(ext):
+                name = entry.name[: -len(ext)]
+                out[name] = _parse_named(name, kind, entry.read_text(encoding="utf-8"))
+    return dict(sorted(out.items()))
+
+
+def run_named(db: Database, name: str, params: Mapping[str, Any] | None = None) -> Table:
+    """Run a named query; parameters it declares and the caller leaves out are null."""
+    queries = named_queries()
+    if name not in queries:
+        raise QueryError(f"no named query {name!r}; `agefacts query --list` shows them")
+    q = queries[name]
+    given = dict(params or {})
+    unknown = sorted(set(given) - set(q.params))
+    if unknown:
+        raise QueryError(f"query {name!r} takes no parameter {', '.join(unknown)}; it takes: {', '.join(q.params) or 'none'}")
+    values = {p: given.get(p) for p in q.params}
+    if q.kind == "sql":
+        values["graph"] = db.graph
+        rows = db.execute(q.text, values)
+        cur_cols = _sql_columns(q.text)
+        return Table(cur_cols, [tuple(r) for r in rows])
+    return run(db, q.text, values)
+
+
+def _sql_columns(text: str) -> list[str]:
+    select = re.search(r"\bSELECT\b(.*?)\bFROM\b", text, re.IGNORECASE | re.DOTALL)
+    cols = []
+    for item in _split_top(select.group(1) if select else ""):
+        m = re.search(r"\bAS\s+([A-Za-z_][A-Za-z0-9_]*)\s*$", item.strip(), re.IGNORECASE)
+        cols.append(m.group(1) if m else item.strip().split(".")[-1])
+    return cols
+
+
+# -- facts and history ------------------------------------------------------------------------------
+def find_entities(db: Database, text: str, namespace: str | None = None) -> list[dict[str, Any]]:
+    """Entities matched by key, name or mention (case-insensitive); ``user`` is the owner."""
+    return run_named(db, "entities", {"text": text, "namespace": namespace}).dicts()
+
+
+def _entity_keys(db: Database, entity: str, namespace: str | None) -> list[str]:
+    found = find_entities(db, entity, namespace)
+    if not found:
+        where = f" in namespace {namespace!r}" if namespace else ""
+        raise QueryError(f"no entity {entity!r}{where}: give a key, a name or a mention (`agefacts query --name entities`)")
+    return [e["key"] for e in found]
+
+
+def facts(
+    db: Database,
+    entity: str,
+    *,
+    namespace: str | None = None,
+    valid_at: str | None = None,
+    known_at: str | None = None,
+) -> Table:
+    """The facts about an entity valid at ``valid_at`` as known at ``known_at`` (both default
+    to now), one row per statement with its earliest quote."""
+    from .temporal import TimeError, normalise_instant, normalise_valid, now_instant
+
+    try:
+        valid = normalise_valid(valid_at) if valid_at else now_instant()
+        known = normalise_instant(known_at) if known_at else now_instant()
+    except TimeError as exc:
+        raise QueryError(f"time {valid_at if valid_at else known_at!r} {exc}") from None
+    tables = [run_named(db, "facts", {"entity": k, "valid_at": valid, "known_at": known}) for k in _entity_keys(db, entity, namespace)]
+    rows = [r for t in tables for r in t.rows]
+    columns = tables[0].columns if tables else []
+    return Table(columns, _dedupe(rows))
+
+
+def history(db: Database, entity: str, predicate: str, *, namespace: str | None = None) -> Table:
+    tables = [run_named(db, "history", {"entity": k, "predicate": predicate}) for k in _entity_keys(db, entity, namespace)]
+    return Table(tables[0].columns, [r for t in tables for r in t.rows])
+
+
+def _dedupe(rows: list[tuple]) -> list[tuple]:
+    seen, out = set(), []
+    for r in rows:
+        key = json.dumps(r, sort_keys=True, default=str)
+        if key not in seen:
+            seen.add(key)
+            out.append(r)
+    return out

@@ -1,0 +1,19 @@
+// Facts about one entity (as subject or object), valid at a time and as known at a time, each with the earliest quote it was read from.
+// params: entity (an entity key), valid_at (a valid time), known_at (an instant, UTC with Z)
+// A statement is visible when it was recorded by known_at and valid_at falls in its validity as
+// known at known_at: the closed interval once its supersession is known, the stated one before.
+MATCH (subj)-[:SUBJECT_OF]->(s:Statement)
+OPTIONAL MATCH (s)-[:ABOUT]->(o)
+WITH subj, s, o WHERE (subj.k = $entity OR o.k = $entity) AND s.ends_fact IS NULL AND s.recorded_at <= $known_at
+WITH subj, s, o,
+     CASE WHEN s.superseded_at IS NOT NULL AND s.superseded_at <= $known_at THEN s.valid_until
+          WHEN s.valid_until_inferred = true THEN null
+          ELSE s.valid_until END AS until,
+     CASE WHEN s.superseded_at IS NOT NULL AND s.superseded_at <= $known_at THEN s.superseded_at ELSE null END AS superseded
+WHERE (s.valid_from IS NULL OR s.valid_from <= $valid_at) AND (until IS NULL OR $valid_at < until)
+MATCH (s)-[e:EVIDENCED_BY]->(m:Message)
+WHERE e.at <= $known_at
+WITH subj, s, o, until, superseded, e, m ORDER BY e.at, e.k
+WITH subj, s, o, until, superseded, collect(e.quote) AS quotes, collect(m.conversation) AS convs, collect(m.ordinal) AS ordinals, collect(e.char_start) AS span_from, collect(e.char_end) AS span_to
+RETURN coalesce(subj.name, subj.role, subj.k) AS subject, s.predicate AS predicate, s.value AS value, coalesce(o.name, o.k) AS object, s.valid_from AS valid_from, until AS valid_until, s.recorded_at AS recorded_at, superseded AS superseded_at, s.recurrence AS recurrence, quotes[0] AS quote, convs[0] AS conversation, ordinals[0] AS message, span_from[0] AS char_start, span_to[0] AS char_end, size(quotes) AS evidence, s.namespace AS namespace, s.k AS statement
+ORDER BY predicate, valid_from, recorded_at, statement

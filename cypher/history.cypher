@@ -1,0 +1,10 @@
+// The succession of one entity's values for one predicate over time, superseded and ended facts included.
+// params: entity (an entity key), predicate (a predicate name)
+MATCH (subj {k: $entity})-[:SUBJECT_OF]->(s:Statement {predicate: $predicate})
+OPTIONAL MATCH (s)-[:ABOUT]->(o)
+WITH subj, s, o
+MATCH (s)-[e:EVIDENCED_BY]->(m:Message)
+WITH subj, s, o, e, m ORDER BY e.at, e.k
+WITH subj, s, o, collect(e.quote) AS quotes, collect(m.conversation) AS convs
+RETURN coalesce(subj.name, subj.role, subj.k) AS subject, s.predicate AS predicate, s.value AS value, coalesce(o.name, o.k) AS object, CASE WHEN s.ends_fact = true THEN 'ends' ELSE 'states' END AS kind, s.valid_from AS valid_from, s.valid_until AS valid_until, coalesce(s.valid_until_inferred, false) AS until_inferred, s.recorded_at AS recorded_at, s.superseded_at AS superseded_at, quotes[0] AS quote, convs[0] AS conversation, s.k AS statement
+ORDER BY coalesce(s.valid_from, s.valid_until, s.recorded_at), s.recorded_at, s.k

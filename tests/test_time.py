@@ -1,0 +1,159 @@
+"""Two kinds of time: valid time, known time, supersession and as-of queries."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from importlib import resources
+from pathlib import Path
+
+import pytest
+
+from agefacts.cli import main
+from agefacts.db import Database
+from agefacts.errors import QueryError
+from agefacts.load import Loader, read_conversations
+from agefacts.ontology import default_ontology
+from agefacts.query import digest, facts, history
+from agefacts.temporal import TimeError, normalise_instant, normalise_rrule, normalise_valid
+
+EXAMPLES = Path(str(resources.files("agefacts.examples")))
+ONTO = default_ontology()
+
+
+def convs(*ids):
+    by_id = {c.id: c for _, c in read_conversations([EXAMPLES])}
+    return [by_id[i] for i in ids]
+
+
+def load(db, items):
+    loader = Loader(db, ONTO)
+    for c in items:
+        assert loader.load(c).status == "loaded"
+
+
+def cities(table):
+    return [r["object"] for r in table.dicts()]
+
+
+@pytest.mark.parametrize(
+    "valid_at, city",
+    [("2024-03-01", "Lyon"), ("2024-10-01", "Oslo"), ("2025-06-01", "Bergen"), ("2024-06-15", "Oslo"), ("2025-02-28", "Oslo")],
+)
+def test_the_right_city_at_each_valid_time(db, valid_at, city):
+    load(db, convs("nina-01", "nina-02", "nina-03"))
+    assert cities(facts(db, "user", namespace="nina", valid_at=valid_at)) == [city]
+
+
+def test_as_known_before_the_second_conversation_the_old_city_is_still_valid(db):
+    load(db, convs("nina-01", "nina-02", "nina-03"))
+    assert cities(facts(db, "user", namespace="nina", valid_at="2024-10-01", known_at="2024-07-01")) == ["Lyon"]
+    assert cities(facts(db, "user", namespace="nina", valid_at="2024-10-01", known_at="2024-07-03")) == ["Oslo"]
+    # Before anything was said there is nothing to know.
+    assert cities(facts(db, "user", namespace="nina", known_at="2023-12-31")) == []
+
+
+def test_all_six_loading_orders_give_one_digest(dsn, graph_name):
+    digests = set()
+    for i, order in enumerate(itertools.permutations(("nina-01", "nina-02", "nina-03"))):
+        db = Database(dsn, f"{graph_name}_{i}").connect()
+        try:
+            load(db, convs(*order))
+            digests.add(digest(db))
+        finally:
+            db.drop_graph()
+    assert len(digests) == 1
+
+
+def test_supersession_closes_the_old_fact_and_links_successor_to_predecessor(db):
+    load(db, convs("nina-03", "nina-01", "nina-02"))
+    rows = history(db, "user", "lives_in", namespace="nina").dicts()
+    assert [(r["object"], r["valid_from"], r["valid_until"], r["until_inferred"]) for r in rows] == [
+        ("Lyon", None, "2024-06", True),
+        ("Oslo", "2024-06", "2025-03-01", True),
+        ("Bergen", "2025-03-01", None, False),
+    ]
+    assert [r["superseded_at"] for r in rows] == ["2024-07-02T09:00:00Z", "2025-03-10T18:00:00Z", None]
+    links = db.cypher(
+        "MATCH (n:Statement)-[:SUPERSEDES]->(o:Statement)-[:ABOUT]->(p), (n)-[:ABOUT]->(q) RETURN q.name, p.name ORDER BY p.name",
+        columns=("new", "old"),
+    ).rows
+    assert links == [("Oslo", "Lyon"), ("Bergen", "Oslo")]
+
+
+def test_a_job_left_after_the_fact_ends_where_it_was_said_to(db):
+    load(db, convs("dan-02", "dan-01"))
+    works = [r for r in facts(db, "user", namespace="dan", valid_at="2026-02-15").dicts() if r["predicate"] == "works_at"]
+    # Both statements about Acme hold then, each with its own quote.
+    assert sorted((r["object"], r["quote"]) for r in works) == [("Acme", "I left Acme in March"), ("Acme", "I work at Acme")]
+    works = [r for r in facts(db, "user", namespace="dan", valid_at="2026-04-15").dicts() if r["predicate"] == "works_at"]
+    assert [r["object"] for r in works] == ["Globex"]
+    rows = history(db, "user", "works_at", namespace="dan").dicts()
+    acme_first = rows[0]
+    assert (acme_first["object"], acme_first["valid_until"]) == ("Acme", "2026-03")
+
+
+def test_a_negation_ends_the_fact_it_denies(db):
+    load(db, convs("omar-01", "omar-02", "omar-03"))
+    now = [r["object"] for r in facts(db, "user", namespace="omar").dicts() if r["predicate"] == "lives_in"]
+    assert now == ["Berlin"]
+    mid = [r["object"] for r in facts(db, "user", namespace="omar", valid_at="2026-11-01").dicts() if r["predicate"] == "lives_in"]
+    assert mid == ["Hamburg"]
+    kinds = [(r["object"], r["kind"]) for r in history(db, "user", "lives_in", namespace="omar").dicts()]
+    assert ("Hamburg", "ends") in kinds
+
+
+def test_a_weekly_class_keeps_its_recurrence(db):
+    load(db, convs("sofia-01", "sofia-02"))
+    rows = {r["object"]: r["recurrence"] for r in facts(db, "user", namespace="sofia", valid_at="2026-04-01").dicts()}
+    assert rows == {"pottery": "FREQ=WEEKLY;BYDAY=TU", "Spanish class": "FREQ=WEEKLY;BYDAY=MO,WE;BYHOUR=19"}
+    # The class starts on 9 March: not valid before.
+    early = {r["object"] for r in facts(db, "user", namespace="sofia", valid_at="2026-03-06").dicts()}
+    assert early == {"pottery"}
+
+
+def test_known_time_never_comes_from_the_clock(dsn, db):
+    load(db, convs("nina-01"))
+    first = digest(db)
+    Loader(db, ONTO, force=True).load(convs("nina-01")[0])
+    assert digest(db) == first
+    props = db.cypher("MATCH (s:Statement) RETURN s.recorded_at").rows
+    assert props == [("2024-01-15T10:00:00Z",)]
+
+
+def test_facts_command_json_has_the_contract_fields(cli_env, capsys):
+    assert main(["load", str(EXAMPLES)]) == 0
+    capsys.readouterr()
+    assert main(["facts", "user", "--namespace", "nina", "--valid-at", "2024-10-01", "--format", "json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    for field in ("subject", "predicate", "value", "object", "valid_from", "valid_until", "recorded_at", "superseded_at", "quote", "conversation"):
+        assert field in row
+    assert (row["object"], row["quote"], row["conversation"]) == ("Oslo", "We moved to Oslo in June", "nina-02")
+    assert main(["facts", "nobody-at-all"]) == 1
+    assert "no entity 'nobody-at-all'" in capsys.readouterr().err
+
+
+def test_bad_times_in_queries_are_explained(db):
+    load(db, convs("nina-01"))
+    with pytest.raises(QueryError, match="ISO-8601"):
+        facts(db, "user", namespace="nina", valid_at="last tuesday")
+
+
+@pytest.mark.parametrize(
+    "given, normal",
+    [("2024", "2024"), ("2024-06", "2024-06"), ("2024-06-01", "2024-06-01"), ("2024-06-01T10:00:00+02:00", "2024-06-01T08:00:00Z"),
+     ("2024-06-01T10:00:00", "2024-06-01T10:00:00"), ("2024-06-01T10:00:00.5Z", "2024-06-01T10:00:00.500000Z")],
+)
+def test_valid_times_normalise(given, normal):
+    assert normalise_valid(given) == normal
+
+
+def test_instants_and_rrules_normalise_or_explain():
+    assert normalise_instant("2024-06-01") == "2024-06-01T00:00:00Z"
+    assert normalise_instant("2024-06-01T12:00:00-05:00") == "2024-06-01T17:00:00Z"
+    assert normalise_rrule("RRULE:byday=mo,we;freq=weekly") == "FREQ=WEEKLY;BYDAY=MO,WE"
+    for bad in ("2024-13-01", "soon", ""):
+        with pytest.raises(TimeError):
+            normalise_valid(bad)
+    with pytest.raises(TimeError, match="RRULE"):
+        normalise_rrule("FREQ=FORTNIGHTLY")
