@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
 
-.PHONY: install demo test bench clean
+.PHONY: install system-deps demo test bench clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,8 +16,17 @@ install: $(BIN)/.installed
 demo: install
 	$(BIN)/agefacts demo
 
+# The picture tests need Graphviz (agefacts show) and Debian's Chromium (to open the page).
+system-deps:
+	@if command -v dot >/dev/null && command -v chromium >/dev/null; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq graphviz chromium >/dev/null; \
+	else \
+		echo "the tests need graphviz and chromium: sudo apt-get install graphviz chromium" >&2; exit 1; \
+	fi
+
 # pytest exits 5 when it collected no tests: that is a broken test command, not a pass.
-test: install
+test: install system-deps
 	@$(BIN)/python -m pytest $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest ran no tests: treating that as a failure" >&2; exit 1; fi; \
 	exit $$rc

@@ -155,6 +155,53 @@ def cmd_history(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_ask(args: argparse.Namespace) -> int:
+    from . import output
+    from .retrieve import ask
+
+    with _open_db(args) as db:
+        answer = ask(db, args.question, _ontology(args), namespace=args.namespace, k=args.k,
+                     valid_at=args.valid_at, known_at=args.known_at)
+    if args.format == "json":
+        _print(json.dumps(answer.to_json(), ensure_ascii=False, indent=2))
+        return EXIT_OK
+    if not answer.entities:
+        _print("The question names no known entity.")
+        return EXIT_OK
+    _print("Linked: " + ", ".join(f"{e.name or e.key} ({e.surface!r})" for e in answer.entities))
+    cols = ["subject", "predicate", "value", "object", "valid_from", "valid_until", "quote", "conversation", "message"]
+    _print(output.render(cols, [[f[c] for c in cols] for f in answer.facts], "table"))
+    for r in answer.rejected:
+        _print(f"not served: {r['subject']} {r['predicate']} {r['object'] or r['value']}: {r['reason']}")
+    return EXIT_OK
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from . import picture, query
+
+    with _open_db(args) as db:
+        found = query.find_entities(db, args.entity, args.namespace)
+        if not found:
+            raise AgeFactsError(f"no entity {args.entity!r}: give a key, a name or a mention")
+        if len(found) > 1:
+            keys = ", ".join(f"{e['key']} ({e['namespace']}, {e['name']})" for e in found)
+            raise UsageError(f"{args.entity!r} names {len(found)} entities; pick one by key or --namespace: {keys}")
+        entity = found[0]
+        rows = query.facts(db, entity["key"], valid_at=args.valid_at, known_at=args.known_at).dicts()
+    svg = picture.render_svg(picture.dot_source(entity, rows))
+    out = Path(args.out)
+    if out.suffix.lower() == ".svg":
+        out.write_text(svg, encoding="utf-8")
+    elif out.suffix.lower() in (".html", ".htm"):
+        out.write_text(picture.render_html(entity, rows, svg), encoding="utf-8")
+    else:
+        raise UsageError(f"--out {out}: give a .html or .svg file")
+    _print(f"wrote {out} ({len(rows)} facts about {entity['name'] or entity['key']})")
+    return EXIT_OK
+
+
 def cmd_digest(args: argparse.Namespace) -> int:
     from . import query
 
@@ -349,6 +396,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--namespace", help="whose memory (default: every namespace)")
     _format_option(p, ("table", "json", "jsonl", "csv"))
     p.set_defaults(func=cmd_history)
+
+    p = sub.add_parser("ask", parents=[dbo], help="facts about the entities a question names, with citations")
+    p.add_argument("question")
+    p.add_argument("--namespace", help="whose memory (default: every namespace)")
+    p.add_argument("-k", type=int, default=10, help="at most this many facts (default 10)")
+    p.add_argument("--valid-at", help="what was true at this time (default: now)")
+    p.add_argument("--known-at", help="as it was known at this instant (default: now)")
+    p.add_argument("--ontology", default=None, help="ontology file that facts must fit (default: the shipped one)")
+    _format_option(p)
+    p.set_defaults(func=cmd_ask)
+
+    p = sub.add_parser("show", parents=[dbo], help="draw an entity and its facts as HTML or SVG")
+    p.add_argument("entity", help="an entity key, name or mention")
+    p.add_argument("--namespace", help="whose memory")
+    p.add_argument("--out", required=True, help="FILE.html (interactive page) or FILE.svg")
+    p.add_argument("--valid-at", help="what was true at this time (default: now)")
+    p.add_argument("--known-at", help="as it was known at this instant (default: now)")
+    p.set_defaults(func=cmd_show)
 
     p = sub.add_parser("digest", parents=[dbo], help="print the hash of the graph's logical content")
     p.set_defaults(func=cmd_digest)

@@ -1,0 +1,210 @@
+"""Querying: typed rows, named queries, retrieval with citations, and the picture."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from decimal import Decimal
+from importlib import resources
+from pathlib import Path
+
+import pytest
+
+from agefacts.agtype import Edge, Path as AgPath, Vertex, decode
+from agefacts.cli import main
+from agefacts.load import load_paths
+from agefacts.ontology import default_ontology
+from agefacts.query import named_queries, return_columns, run, run_named
+from agefacts.retrieve import ask, link
+
+EXAMPLES = Path(str(resources.files("agefacts.examples")))
+ONTO = default_ontology()
+
+
+@pytest.fixture
+def loaded(db):
+    summary = load_paths(db, [EXAMPLES], ONTO)
+    assert not summary.failed
+    return db
+
+
+def test_scalars_maps_and_lists_decode_to_python(db):
+    row = run(db, "RETURN 1 AS i, 2.5 AS f, 'x' AS s, true AS b, null AS n, {a: [1, {b: 'c'}]} AS m, [1, 'two', null] AS l").dicts()[0]
+    assert row == {"i": 1, "f": 2.5, "s": "x", "b": True, "n": None, "m": {"a": [1, {"b": "c"}]}, "l": [1, "two", None]}
+    assert type(row["i"]) is int and type(row["f"]) is float
+
+
+def test_graph_values_decode_to_vertices_edges_and_paths(db):
+    db.cypher("CREATE (:Person {k: 'a', name: 'Ada'})-[:KNOWS {since: 2020}]->(:Person {k: 'b'})")
+    row = run(db, "MATCH p = (a:Person)-[e:KNOWS]->(b) RETURN a, e, p, [a, b] AS both").dicts()[0]
+    assert isinstance(row["a"], Vertex) and row["a"].label == "Person" and row["a"].properties["name"] == "Ada"
+    assert isinstance(row["e"], Edge) and row["e"].start_id == row["a"].id
+    assert isinstance(row["p"], AgPath) and len(row["p"].elements) == 3
+    assert [v.properties["k"] for v in row["both"]] == ["a", "b"]
+
+
+def test_agtype_text_decodes_escapes_and_numerics():
+    assert decode(r'"a\"b\\c\nd\u00e9"') == 'a"b\\c\ndé'
+    assert decode("1.5::numeric") == Decimal("1.5")
+    v = decode(r'{"id": 1, "label": "P", "properties": {"t": "x\"$$"}}::vertex')
+    assert v.properties == {"t": 'x"$$'}
+
+
+def test_parameters_with_quotes_and_dollars_are_passed_not_interpolated(db):
+    nasty = "it's \"$$\" $x$ \\ '); MATCH (n) DETACH DELETE n //"
+    db.cypher("CREATE (:Person {k: 'p', name: $n})", {"n": nasty})
+    assert run(db, "MATCH (p:Person) WHERE p.name = $n RETURN p.name AS name", {"n": nasty}).rows == [(nasty,)]
+
+
+@pytest.mark.parametrize(
+    "query, columns",
+    [
+        ("RETURN 1", ["1"]),
+        ("MATCH (n) RETURN n.name AS name, count(n)", ["name", "count(n)"]),
+        ("MATCH (n) RETURN DISTINCT n.k ORDER BY n.k LIMIT 3", ["n.k"]),
+        ("MATCH (n) WITH n RETURN {a: 1, b: [n.k, 'x,y']} AS m, 'RETURN, x' AS s", ["m", "s"]),
+        ("MATCH (n) RETURN n.k, n.k", ["n.k", "n.k_2"]),
+        ("CREATE (:X)", []),
+    ],
+)
+def test_result_columns_are_read_from_the_return_clause(query, columns):
+    assert return_columns(query) == columns
+
+
+def test_query_formats(cli_env, capsys):
+    assert main(["query", "RETURN 'a,b' AS x, 2 AS y", "--format", "csv"]) == 0
+    assert capsys.readouterr().out == 'x,y\n"a,b",2\n'
+    assert main(["query", "UNWIND [1, 2] AS n RETURN n", "--format", "jsonl"]) == 0
+    assert capsys.readouterr().out == '{"n": 1}\n{"n": 2}\n'
+    assert main(["query", "RETURN 1 AS a", "--columns", "one"]) == 0
+    assert capsys.readouterr().out.splitlines()[0].strip() == "one"
+
+
+def test_every_named_query_runs_on_the_examples_and_returns_what_it_says(loaded, capsys):
+    db = loaded
+    user_ann = run_named(db, "entities", {"text": "user", "namespace": "ann"}).dicts()
+    assert len(user_ann) == 1 and user_ann[0]["name"] == "user"
+    tom = run_named(db, "entities", {"text": "my husband", "namespace": "ann"}).dicts()
+    assert [e["name"] for e in tom] == ["Tom"]
+    nina = run_named(db, "entities", {"text": "user", "namespace": "nina"}).dicts()[0]["key"]
+    facts = run_named(db, "facts", {"entity": nina, "valid_at": "2024-10", "known_at": "2030-01-01T00:00:00Z"}).dicts()
+    assert [f["object"] for f in facts] == ["Oslo"]
+    hist = run_named(db, "history", {"entity": nina, "predicate": "lives_in"}).dicts()
+    assert [h["object"] for h in hist] == ["Lyon", "Oslo", "Bergen"]
+    rel = run_named(db, "relations", {"entity": user_ann[0]["key"]}).dicts()
+    assert [(r["predicate"], r["object"]) for r in rel] == [("spouse_of", "Tom")]
+    spans = run_named(db, "message_statements", {"conversation": "ann-01", "ordinal": 0, "namespace": "ann"}).dicts()
+    assert [(s["quote"], s["char_start"]) for s in spans] == [("My husband", 0), ("starts at Acme on Monday", 11)]
+    holes = run_named(db, "placeholders", {"namespace": "tess"}).dicts()
+    assert sorted(h["mentions"][0] for h in holes) == ["a friend from work", "her wedding"]
+    questions = run_named(db, "questions", {}).dicts()
+    assert {(q["namespace"], q["gap"]) for q in questions} == {("tess", "e1.name"), ("tess", "e2.valid_from"), ("lukas", "e4.name")}
+    assert questions[0]["priority"] == "immediate"
+    rejections = {r["reason"]: r["claims"] for r in run_named(db, "rejections", {}).dicts()}
+    assert rejections["polarity"] == 5 and rejections["not_in_message"] == 1
+    assert set(named_queries()) == {"entities", "facts", "history", "relations", "message_statements", "placeholders", "questions", "rejections"}
+
+
+def test_query_list_and_name_from_the_command_line(cli_env, capsys):
+    assert main(["load", str(EXAMPLES)]) == 0
+    capsys.readouterr()
+    assert main(["query", "--list"]) == 0
+    listing = capsys.readouterr().out
+    for name in named_queries():
+        assert name in listing
+    assert main(["query", "--name", "placeholders", "--param", "namespace=lukas", "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["mentions"] == ["my boss"]
+    assert main(["query", "--name", "nope"]) == 1
+    assert main(["query", "--name", "facts", "--param", "bogus=1"]) == 1
+    assert "takes no parameter bogus" in capsys.readouterr().err
+
+
+# -- retrieval ------------------------------------------------------------------------------------
+def _plant_places(db, *names):
+    db.ensure_labels(vertex=["Place"])
+    for i, name in enumerate(names):
+        db.cypher("CREATE (:Place {k: $k, namespace: 'geo', type: 'Place', name: $n, mentions: [$n]})", {"k": f"p{i}", "n": name})
+
+
+def test_longest_name_links_first_and_claims_its_words(db):
+    _plant_places(db, "York", "New York City", "New York")
+    linked = link(db, "Is New York City bigger than York?")
+    assert [e.name for e in linked] == ["New York City", "York"]
+    assert [e.name for e in link(db, "I love new york city")] == ["New York City"]
+
+
+def test_a_question_naming_nobody_returns_nothing(loaded):
+    answer = ask(loaded, "What should I cook tonight?", ONTO)
+    assert answer.entities == [] and answer.facts == [] and answer.rejected == []
+
+
+def test_facts_come_with_quotes_and_sources(loaded):
+    answer = ask(loaded, "When is my husband's birthday?", ONTO, namespace="ann")
+    assert [e.name for e in answer.entities] == ["Tom"]
+    birthday = [f for f in answer.facts if f["predicate"] == "birthday"]
+    assert birthday[0]["value"] == "--03-14" and birthday[0]["quote"] == "Tom's birthday is 14 March"
+    assert birthday[0]["conversation"] == "ann-04" and birthday[0]["message"] == 0
+
+
+def test_a_type_violating_fact_planted_in_the_graph_is_not_served(loaded):
+    db = loaded
+    # Written behind the gate's back: Kyoto (a Place) as someone's employer.
+    db.cypher(
+        "MATCH (u:Person {role: 'user', namespace: 'hana'}), (p:Place {name: 'Kyoto'}), (m:Message {conversation: 'hana-01'}) "
+        "CREATE (u)-[:SUBJECT_OF {k: 'x1'}]->(:Statement {k: 'planted', namespace: 'hana', predicate: 'works_at', recorded_at: '2026-10-20T09:00:00Z'})"
+        "-[:ABOUT {k: 'x2'}]->(p), (u)-[:SUBJECT_OF {k: 'x3'}]->(:Statement {k: 'planted2', namespace: 'hana', predicate: 'owns_castle', value: 'yes', recorded_at: '2026-10-20T09:00:00Z'})"
+    )
+    db.cypher(
+        "MATCH (s:Statement), (m:Message {conversation: 'hana-01'}) WHERE s.k IN ['planted', 'planted2'] "
+        "CREATE (s)-[:EVIDENCED_BY {k: s.k + 'e', quote: 'Kyoto', at: '2026-10-20T09:00:00Z'}]->(m)"
+    )
+    answer = ask(db, "Tell me about Kyoto", ONTO, namespace="hana")
+    assert [f["predicate"] for f in answer.facts] == ["lives_in"]
+    (bad,) = answer.rejected
+    assert bad["statement"] == "planted" and "Organization" in bad["reason"]
+    # Facts about the user are filtered the same way.
+    assert main_ask_json(db, "Does Kyoto matter?")["rejected"][0]["statement"] == "planted"
+
+
+def main_ask_json(db, question):
+    from agefacts.retrieve import ask as ask_
+
+    return ask_(db, question, ONTO, namespace="hana").to_json()
+
+
+def test_ask_command(cli_env, capsys):
+    assert main(["load", str(EXAMPLES)]) == 0
+    capsys.readouterr()
+    assert main(["ask", "Where does my sister live?", "--namespace", "jose", "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [e["name"] for e in out["entities"]] == ["Begoña"]
+    assert ("lives_in", "Logroño", "Begoña lives in Logroño") in [(f["predicate"], f["object"], f["quote"]) for f in out["facts"]]
+    assert main(["ask", "Nothing here"]) == 0
+    assert "names no known entity" in capsys.readouterr().out
+
+
+# -- the picture ----------------------------------------------------------------------------------
+def test_show_writes_a_page_that_chromium_renders(cli_env, tmp_path, capsys):
+    chromium = shutil.which("chromium")
+    assert chromium, "the picture test needs Debian's chromium (make test installs it)"
+    assert main(["load", str(EXAMPLES)]) == 0
+    page, svg, shot = tmp_path / "begona.html", tmp_path / "begona.svg", tmp_path / "shot.png"
+    assert main(["show", "Begoña", "--namespace", "jose", "--out", str(page)]) == 0
+    assert main(["show", "Begoña", "--namespace", "jose", "--out", str(svg)]) == 0
+    assert svg.read_text().startswith("<svg") and "Logroño" in svg.read_text()
+    flags = [
+        "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync",
+        f"--user-data-dir={tmp_path / 'profile'}",
+    ]
+    dom = subprocess.run([chromium, *flags, "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120)
+    assert "<h1>Begoña</h1>" in dom.stdout
+    assert "Begoña lives in Logroño" in dom.stdout  # the quote, in the tooltip and the list
+    subprocess.run([chromium, *flags, "--window-size=1100,700", f"--screenshot={shot}", page.as_uri()], capture_output=True, timeout=120)
+    assert shot.stat().st_size > 5_000
+
+
+def test_show_refuses_other_file_types(cli_env, tmp_path, capsys):
+    assert main(["load", str(EXAMPLES / "jose-01.json")]) == 0
+    assert main(["show", "Begoña", "--out", str(tmp_path / "x.pdf")]) == 2
