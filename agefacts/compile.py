@@ -273,9 +273,11 @@ def vertex_cypher(v: Vertex) -> str:
 
 
 def edge_cypher(e: Edge) -> str:
+    # Ends are matched with WHERE n.k = ..., which AGE serves from the key index; a pattern
+    # property {k: ...} would scan the label.
     return (
-        f"MATCH (a:{cy.label(e.start_label)} {{k: {cy.literal(e.start)}}}), "
-        f"(b:{cy.label(e.end_label)} {{k: {cy.literal(e.end)}}}) "
+        f"MATCH (a:{cy.label(e.start_label)}), (b:{cy.label(e.end_label)}) "
+        f"WHERE a.k = {cy.literal(e.start)} AND b.k = {cy.literal(e.end)} "
         f"OPTIONAL MATCH (a)-[e:{cy.label(e.label)} {{k: {cy.literal(e.k)}}}]->(b) "
         f"WITH a, b, e WHERE e IS NULL "
         f"CREATE (a)-[:{cy.label(e.label)} {cy.props_map(e.props)}]->(b)"
@@ -285,14 +287,15 @@ def edge_cypher(e: Edge) -> str:
 def entity_recompute(label: str, k: str) -> list[str]:
     """An entity's name, resolution and attributes come from the latest conversation that
     gave them, its mentions from all; recomputed from every MENTIONED_IN edge."""
-    node = f"(n:{cy.label(label)} {{k: {cy.literal(k)}}})"
+    node = f"(n:{cy.label(label)})"
+    where = f"WHERE n.k = {cy.literal(k)} "
     return [
-        f"MATCH {node}-[m:MENTIONED_IN]->(:Conversation) "
-        "WITH n, m ORDER BY m.at DESC, m.k DESC "
+        f"MATCH {node}-[m:MENTIONED_IN]->(:Conversation) {where}"
+        "WITH n, m ORDER BY coalesce(m.at, '') DESC, m.k DESC "
         "WITH n, collect(m.name) AS names, collect(m.attrs) AS attrs "
         "SET n.name = head(names), n.attrs = head(attrs), "
         "n.resolution = CASE WHEN size(names) > 0 THEN 'resolved' ELSE 'nil_placeholder' END",
-        f"MATCH {node}-[m:MENTIONED_IN]->(:Conversation) UNWIND m.mentions AS x "
+        f"MATCH {node}-[m:MENTIONED_IN]->(:Conversation) {where}UNWIND m.mentions AS x "
         "WITH DISTINCT n, x ORDER BY x WITH n, collect(x) AS xs SET n.mentions = xs",
     ]
 
@@ -301,7 +304,7 @@ def statement_recompute(k: str) -> str:
     """Known time is the earliest evidence; provenance is that evidence's; confidence the
     highest any evidence gave."""
     return (
-        f"MATCH (s:Statement {{k: {cy.literal(k)}}})-[e:EVIDENCED_BY]->(:Message) "
+        f"MATCH (s:Statement)-[e:EVIDENCED_BY]->(:Message) WHERE s.k = {cy.literal(k)} "
         "WITH s, e ORDER BY e.at, e.k "
         "WITH s, min(e.at) AS first, max(e.confidence) AS conf, collect(e.model) AS models, "
         "collect(e.extractor) AS xs, collect(e.schema_ref) AS refs "
@@ -322,16 +325,14 @@ def supersession(label: str, subject: str, predicate: str) -> list[str]:
     ``valid_until_inferred``), unless the fact stated its own; ``superseded_at`` becomes the
     successor's ``recorded_at`` (or the fact's own, when the successor was learned first: a
     closing cannot be known before the fact itself)."""
-    head = (
-        f"MATCH (x:{cy.label(label)} {{k: {cy.literal(subject)}}})-[:SUBJECT_OF]->"
-        f"(s:Statement {{predicate: {cy.literal(predicate)}}})"
-    )
+    pattern = f"MATCH (x:{cy.label(label)})-[:SUBJECT_OF]->(s:Statement)"
+    where = f"WHERE x.k = {cy.literal(subject)} AND s.predicate = {cy.literal(predicate)}"
     return [
-        f"{head}-[r:SUPERSEDES]->(:Statement) DELETE r",
-        f"{head} WHERE s.valid_until_inferred = true SET s.valid_until = null",
-        f"{head} SET s.valid_until_inferred = null, s.superseded_at = null",
-        f"{head} OPTIONAL MATCH (s)-[:ABOUT]->(o) "
-        "WITH s, coalesce(o.k, toString(s.value)) AS ident, coalesce(s.valid_from, s.valid_until, s.recorded_at) AS t "
+        f"MATCH (x:{cy.label(label)})-[:SUBJECT_OF]->(s:Statement)-[r:SUPERSEDES]->(:Statement) {where} DELETE r",
+        f"{pattern} {where} AND s.valid_until_inferred = true SET s.valid_until = null",
+        f"{pattern} {where} SET s.valid_until_inferred = null, s.superseded_at = null",
+        f"{pattern} {where} OPTIONAL MATCH (s)-[:ABOUT]->(o) "
+        "WITH s, coalesce(o.k, s.value) AS ident, coalesce(s.valid_from, s.valid_until, s.recorded_at) AS t "
         "ORDER BY t, s.recorded_at, s.k "
         "WITH collect(s.k) AS ks, collect(ident) AS ids, collect(coalesce(s.ends_fact, false)) AS negs, "
         "collect(coalesce(s.ends_fact, false) OR (s.valid_from IS NULL AND s.valid_until IS NOT NULL)) AS closing, "
@@ -344,7 +345,7 @@ def supersession(label: str, subject: str, predicate: str) -> list[str]:
         "WHERE NOT negs[i] AND size(later) > 0 "
         "WITH ks[i] AS old_k, ks[head(later)] AS new_k, learned[head(later)] AS new_known, "
         "CASE WHEN ids[head(later)] = ids[i] THEN endings[head(later)] ELSE begins[head(later)] END AS new_start "
-        "MATCH (old:Statement {k: old_k}), (new:Statement {k: new_k}) "
+        "MATCH (old:Statement), (new:Statement) WHERE old.k = old_k AND new.k = new_k "
         "SET old.superseded_at = CASE WHEN new_known > old.recorded_at THEN new_known ELSE old.recorded_at END, "
         "old.valid_until_inferred = CASE WHEN old.valid_until IS NULL THEN true ELSE null END, "
         "old.valid_until = coalesce(old.valid_until, new_start) "

@@ -289,6 +289,17 @@ class Database:
                     pass  # created meanwhile by another client
                 except psycopg.Error as exc:
                     raise translate(exc, f"creating label {name!r}") from exc
+            try:
+                # The key index (sql/002_indexes.sql): lookups, upserts, and no duplicate keys.
+                self.conn.execute("SELECT agefacts.index_label(%s, %s, %s)", (self.graph, name, kind))
+            except psycopg.errors.UniqueViolation as exc:
+                raise DatabaseError(
+                    f"label {name!r} in graph {self.graph!r} already holds duplicate keys, so its unique "
+                    "key index cannot be built; remove the duplicates (or load into a new graph)",
+                    exc.sqlstate,
+                ) from exc
+            except psycopg.Error as exc:
+                raise translate(exc, f"indexing label {name!r}") from exc
             self._labels.add((name, kind))
 
     # -- running Cypher ------------------------------------------------------------------

@@ -22,6 +22,7 @@ from pydantic import ValidationError
 
 from .compile import EXTRACTOR, Plan, entity_recompute, executable, plan, statement_recompute, supersession, to_cypher
 from .consolidate import result_of
+from . import cypher as cy
 from .db import Database
 from .errors import AgeFactsError, InputError
 from .keys import conversation_key
@@ -229,47 +230,50 @@ class Loader:
 
     # A conversation whose content changed replaces what its earlier version wrote: its
     # messages (with their evidence) and its mentions go, then whatever was left without
-    # evidence or mentions goes, and the rest is recomputed.
+    # evidence or mentions goes, and the rest is recomputed. Edges are deleted before their
+    # vertices, explicitly: the embedded engine's DETACH DELETE leaves a vertex's edges behind.
     def _retract(self, p: Plan) -> dict[str, Any]:
         ck = conversation_key(p.namespace, p.conversation)
         rows = self.db.cypher_raw(
-            "MATCH (c:Conversation {k: $ck})<-[:PART_OF]-(:Message)<-[:EVIDENCED_BY]-(s:Statement)<-[:SUBJECT_OF]-(x) "
-            "RETURN DISTINCT s.k, label(x), x.k, s.predicate",
+            "MATCH (c:Conversation)<-[:PART_OF]-(:Message)<-[:EVIDENCED_BY]-(s:Statement)<-[:SUBJECT_OF]-(x) "
+            "WHERE c.k = $ck RETURN DISTINCT s.k, label(x), x.k, s.predicate",
             {"ck": ck},
             columns=("s", "l", "x", "p"),
         )
         statements = sorted({json.loads(r[0]) for r in rows})
         groups = sorted({(json.loads(r[1]), json.loads(r[2]), json.loads(r[3])) for r in rows})
         ents = self.db.cypher_raw(
-            "MATCH (c:Conversation {k: $ck})<-[:MENTIONED_IN]-(n) RETURN DISTINCT label(n), n.k",
+            "MATCH (c:Conversation)<-[:MENTIONED_IN]-(n) WHERE c.k = $ck RETURN DISTINCT label(n), n.k",
             {"ck": ck},
             columns=("l", "k"),
         )
         entities = sorted({(json.loads(a), json.loads(b)) for a, b in ents})
-        self.db.cypher_raw("MATCH (c:Conversation {k: $ck})<-[:PART_OF]-(m:Message) DETACH DELETE m", {"ck": ck})
-        self.db.cypher_raw("MATCH (c:Conversation {k: $ck})<-[r:MENTIONED_IN]-() DELETE r", {"ck": ck})
+        self.db.cypher_raw(
+            "MATCH (c:Conversation)<-[:PART_OF]-(:Message)<-[r:EVIDENCED_BY]-() WHERE c.k = $ck DELETE r", {"ck": ck}
+        )
+        self.db.cypher_raw("MATCH (c:Conversation)<-[r:MENTIONED_IN]-() WHERE c.k = $ck DELETE r", {"ck": ck})
+        self.db.cypher_raw("MATCH (c:Conversation)<-[r:PART_OF]-(:Message) WHERE c.k = $ck DELETE r", {"ck": ck})
+        self.db.cypher_raw(
+            "MATCH (m:Message) WHERE m.namespace = $ns AND m.conversation = $cid DELETE m",
+            {"ns": p.namespace, "cid": p.conversation},
+        )
         return {"statements": statements, "groups": groups, "entities": entities}
 
     def _settle(self, stale: dict[str, Any], p: Plan) -> None:
         for sk in stale["statements"]:
-            self.db.cypher_raw(
-                "MATCH (s:Statement {k: $k}) WHERE NOT EXISTS((s)-[:EVIDENCED_BY]->()) DETACH DELETE s", {"k": sk}
-            )
+            gone = "WHERE s.k = $k AND NOT EXISTS((s)-[:EVIDENCED_BY]->())"
+            self.db.cypher_raw(f"MATCH (s:Statement)-[r]-() {gone} DELETE r", {"k": sk})
+            self.db.cypher_raw(f"MATCH (s:Statement) {gone} DELETE s", {"k": sk})
         for label, k in stale["entities"]:
             self.db.cypher_raw(
-                f"MATCH (n:{label} {{k: $k}}) WHERE NOT EXISTS((n)-[:MENTIONED_IN]->()) "
-                "AND NOT EXISTS((n)-[:SUBJECT_OF]->()) AND NOT EXISTS((n)<-[:ABOUT]-()) DETACH DELETE n",
-                {"k": k},
+                f"MATCH (n:{cy.label(label)}) WHERE n.k = $k AND NOT EXISTS((n)-[]-()) DELETE n", {"k": k}
             )
-        from . import cypher as cy
-
         for label, k in stale["entities"]:
             for line in entity_recompute(label, k):
                 self.db.cypher_raw(line)
         for sk in stale["statements"]:
             self.db.cypher_raw(statement_recompute(sk))
         for group in stale["groups"]:
-            cy.label(group[0])
             for line in supersession(*group):
                 self.db.cypher_raw(line)
 

@@ -1,0 +1,25 @@
+-- Key lookups in Cypher should be written `MATCH (n:Label) WHERE n.k = $k`: AGE turns that into
+-- the indexed expression below, while a pattern property `(n {k: $k})` becomes a containment
+-- test that this index cannot serve.
+--
+-- Indexes agefacts keeps on every label it writes, created when a label is first used.
+--
+-- - every label: a UNIQUE btree on the key `k`. It makes key lookups (WHERE n.k = ...)
+--   index scans, lets the bulk loader upsert with INSERT ... ON CONFLICT, and turns two loaders
+--   racing to MERGE the same key into a unique violation that is retried, never a duplicate.
+-- - edge labels: AGE itself indexes start_id and end_id, so walking from a vertex to its edges
+--   (statements by subject, evidence by message, mentions by entity) is already an index scan.
+-- - Statement: a btree on the predicate, for statements of one predicate.
+CREATE OR REPLACE FUNCTION agefacts.index_label(graph_name text, label_name text, kind text)
+RETURNS void LANGUAGE plpgsql AS $fn$
+BEGIN
+    EXECUTE format(
+        'CREATE UNIQUE INDEX IF NOT EXISTS %I ON %I.%I (ag_catalog.agtype_access_operator(properties, %L::ag_catalog.agtype))',
+        left(label_name, 50) || '_k', graph_name, label_name, '"k"');
+    IF kind = 'v' AND label_name = 'Statement' THEN
+        EXECUTE format(
+            'CREATE INDEX IF NOT EXISTS %I ON %I.%I (ag_catalog.agtype_access_operator(properties, %L::ag_catalog.agtype))',
+            'Statement_predicate', graph_name, label_name, '"predicate"');
+    END IF;
+END
+$fn$;
