@@ -300,7 +300,10 @@ class Database:
                 ) from exc
             except psycopg.Error as exc:
                 raise translate(exc, f"indexing label {name!r}") from exc
-            self._labels.add((name, kind))
+            # Inside a transaction the label may yet be rolled back: remember it only when
+            # it is committed.
+            if self.conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+                self._labels.add((name, kind))
 
     # -- running Cypher ------------------------------------------------------------------
     def cypher_sql(self, query: str, columns: Sequence[str] = ("v",), with_params: bool = False) -> sql.Composed:

@@ -29,7 +29,7 @@ from .keys import conversation_key
 from .models import Conversation
 from .ontology import Ontology
 
-__all__ = ["Outcome", "Summary", "read_conversations", "parse_conversation", "Loader", "load_paths", "content_hash"]
+__all__ = ["Outcome", "Summary", "read_conversations", "parse_conversation", "Loader", "load_paths", "content_hash", "VIA"]
 
 
 @dataclass
@@ -194,39 +194,147 @@ def content_hash(conv: Conversation, ontology: Ontology) -> str:
 
 
 # -- writing --------------------------------------------------------------------------------------
-class Loader:
-    """Loads conversations into ``db``'s graph through the compiled Cypher."""
+VIA = ("bulk", "cypher")
 
-    def __init__(self, db: Database, ontology: Ontology, *, force: bool = False):
+
+class Loader:
+    """Loads conversations into ``db``'s graph.
+
+    ``via="bulk"`` (the default) writes batches of conversations set-wise into the label
+    tables (:mod:`agefacts.bulk`); ``via="cypher"`` executes the compiled Cypher line by line,
+    the reference path. Both write the same graph. A batch is one transaction; if it fails,
+    its conversations are retried one transaction each, so a conversation is always loaded
+    entirely or not at all and one bad conversation cannot take others with it.
+    """
+
+    def __init__(
+        self,
+        db: Database,
+        ontology: Ontology,
+        *,
+        force: bool = False,
+        via: str = "bulk",
+        batch_statements: int = 5000,
+        batch_conversations: int = 500,
+    ):
+        if via not in VIA:
+            raise ValueError(f"via must be one of {VIA}, not {via!r}")
         self.db = db
         self.ontology = ontology
         self.force = force
+        self.via = via
+        self.batch_statements = batch_statements
+        self.batch_conversations = batch_conversations
+        self._writer = None
 
+    # -- the public calls ---------------------------------------------------------------------
     def load(self, conv: Conversation, source: str = "<conversation>") -> Outcome:
-        h = content_hash(conv, self.ontology)
-        prior = self.db.execute(
-            "SELECT content_hash FROM agefacts.ingest_log WHERE graph = %s AND namespace = %s AND conversation = %s",
-            (self.db.graph, conv.namespace, conv.id),
+        """Load one conversation (see :meth:`load_many`)."""
+        (out,) = list(self.load_many([(source, conv)]))
+        return out
+
+    def load_many(self, items: Iterable[tuple[str, Conversation | InputError]]) -> Iterator[Outcome]:
+        """Load conversations as they come, in batches; yields one outcome per item, in order."""
+        batch: list[tuple[str, Conversation]] = []
+        pending: list[Outcome | None] = []
+        seen: set[tuple[str, str]] = set()
+        size = 0
+        for source, item in items:
+            if isinstance(item, InputError):
+                if not batch:
+                    yield Outcome(source, None, None, "failed", str(item))
+                    continue
+                pending.append(Outcome(source, None, None, "failed", str(item)))
+                continue
+            ident = (item.namespace, item.id)
+            if ident in seen:  # the same conversation twice: the first must land first
+                yield from self._flush(batch, pending)
+                batch, pending, seen, size = [], [], set(), 0
+            batch.append((source, item))
+            pending.append(None)
+            seen.add(ident)
+            size += sum(len(t.recorded.statements) for t in item.turns if t.recorded)
+            if len(batch) >= self.batch_conversations or size >= self.batch_statements:
+                yield from self._flush(batch, pending)
+                batch, pending, seen, size = [], [], set(), 0
+        yield from self._flush(batch, pending)
+
+    # -- batches ------------------------------------------------------------------------------
+    def _flush(self, batch: list[tuple[str, Conversation]], pending: list[Outcome | None]) -> Iterator[Outcome]:
+        results = iter(self._load_batch(batch)) if batch else iter(())
+        for slot in pending:
+            yield slot if slot is not None else next(results)
+
+    def _prior_hashes(self, convs: list[Conversation]) -> dict[tuple[str, str], str]:
+        rows = self.db.execute(
+            "SELECT l.namespace, l.conversation, l.content_hash FROM agefacts.ingest_log l "
+            "JOIN jsonb_to_recordset(%s::jsonb) AS r(ns text, id text) ON l.namespace = r.ns AND l.conversation = r.id "
+            "WHERE l.graph = %s",
+            (json.dumps([{"ns": c.namespace, "id": c.id} for c in convs]), self.db.graph),
         )
-        prior_hash = prior[0][0] if prior else None
-        if prior_hash == h and not self.force:
-            return Outcome(source, conv.id, conv.namespace, "skipped")
-        result = result_of(conv, self.ontology)
-        p = plan(conv, result, self.ontology)
-        lines = executable(to_cypher(p))
-        self.db.ensure_labels(vertex=p.vertex_labels, edge=p.edge_labels)
-        with self.db.transaction():
-            if prior_hash is not None and prior_hash != h:
-                stale = self._retract(p)
+        return {(ns, cid): h for ns, cid, h in rows}
+
+    def _load_batch(self, batch: list[tuple[str, Conversation]]) -> list[Outcome]:
+        prior = self._prior_hashes([c for _, c in batch])
+        outcomes: list[Outcome | None] = [None] * len(batch)
+        todo: list[tuple[int, str, Conversation, str, Plan]] = []
+        for i, (source, conv) in enumerate(batch):
+            try:
+                h = content_hash(conv, self.ontology)
+                old = prior.get((conv.namespace, conv.id))
+                if old == h and not self.force:
+                    outcomes[i] = Outcome(source, conv.id, conv.namespace, "skipped")
+                    continue
+                p = plan(conv, result_of(conv, self.ontology), self.ontology)
+            except AgeFactsError as exc:
+                outcomes[i] = Outcome(source, conv.id, conv.namespace, "failed", str(exc))
+                continue
+            if old is not None and old != h:
+                # Changed content replaces the old version's writes: done one by one.
+                outcomes[i] = self._one(source, conv, h, p, replace=True)
             else:
-                stale = None
-            for line in lines:
-                self.db.cypher_raw(line)
-            if stale is not None:
-                self._settle(stale, p)
-            self._log(conv, h, p, source)
-            self._questions(conv, p)
+                todo.append((i, source, conv, h, p))
+        if todo and self.via == "bulk" and len(todo) > 1:
+            self.db.ensure_labels(
+                vertex=sorted({v for t in todo for v in t[4].vertex_labels}),
+                edge=sorted({e for t in todo for e in t[4].edge_labels} | {"SUPERSEDES"}),
+            )
+            try:
+                with self.db.transaction():
+                    self._bulk([t[4] for t in todo])
+                    self._record([(t[2], t[3], t[4], t[1]) for t in todo])
+                for i, source, conv, _, p in todo:
+                    outcomes[i] = Outcome(source, conv.id, conv.namespace, "loaded", counts=dict(p.counts))
+                todo = []
+            except AgeFactsError:
+                pass  # rolled back whole; each conversation again on its own, below
+        for i, source, conv, h, p in todo:
+            outcomes[i] = self._one(source, conv, h, p)
+        return [o for o in outcomes if o is not None]
+
+    def _one(self, source: str, conv: Conversation, h: str, p: Plan, replace: bool = False) -> Outcome:
+        try:
+            self.db.ensure_labels(vertex=p.vertex_labels, edge=sorted(set(p.edge_labels) | {"SUPERSEDES"}))
+            with self.db.transaction():
+                stale = self._retract(p) if replace else None
+                if self.via == "bulk" and stale is None:
+                    self._bulk([p])
+                else:
+                    for line in executable(to_cypher(p)):
+                        self.db.cypher_raw(line)
+                if stale is not None:
+                    self._settle(stale, p)
+                self._record([(conv, h, p, source)])
+        except AgeFactsError as exc:
+            return Outcome(source, conv.id, conv.namespace, "failed", str(exc))
         return Outcome(source, conv.id, conv.namespace, "loaded", counts=dict(p.counts))
+
+    def _bulk(self, plans: list[Plan]) -> None:
+        from .bulk import BulkWriter
+
+        if self._writer is None:
+            self._writer = BulkWriter(self.db)
+        self._writer.write(plans)
 
     # A conversation whose content changed replaces what its earlier version wrote: its
     # messages (with their evidence) and its mentions go, then whatever was left without
@@ -277,43 +385,60 @@ class Loader:
             for line in supersession(*group):
                 self.db.cypher_raw(line)
 
-    def _log(self, conv: Conversation, h: str, p: Plan, source: str) -> None:
+    def _record(self, loaded: list[tuple[Conversation, str, Plan, str]]) -> None:
+        """The ingest log and the question queue, for conversations just written."""
+        g = self.db.graph
         self.db.execute(
             "INSERT INTO agefacts.ingest_log (graph, namespace, conversation, content_hash, counts, source, loaded_at) "
-            "VALUES (%s, %s, %s, %s, %s::jsonb, %s, now()) "
+            "SELECT %s, r.ns, r.id, r.h, r.counts, r.src, now() FROM jsonb_to_recordset(%s::jsonb) "
+            "AS r(ns text, id text, h text, counts jsonb, src text) "
             "ON CONFLICT (graph, namespace, conversation) DO UPDATE SET content_hash = EXCLUDED.content_hash, "
             "counts = EXCLUDED.counts, source = EXCLUDED.source, loaded_at = EXCLUDED.loaded_at",
-            (self.db.graph, conv.namespace, conv.id, h, json.dumps(p.counts), source),
+            (g, json.dumps([{"ns": c.namespace, "id": c.id, "h": h, "counts": p.counts, "src": src} for c, h, p, src in loaded])),
         )
-
-    def _questions(self, conv: Conversation, p: Plan) -> None:
+        convs = json.dumps([{"ns": c.namespace, "id": c.id} for c, _, _, _ in loaded])
         self.db.execute(
-            "DELETE FROM agefacts.questions WHERE graph = %s AND namespace = %s AND conversation = %s",
-            (self.db.graph, conv.namespace, conv.id),
+            "DELETE FROM agefacts.questions q USING jsonb_to_recordset(%s::jsonb) AS r(ns text, id text) "
+            "WHERE q.graph = %s AND q.namespace = r.ns AND q.conversation = r.id",
+            (convs, g),
         )
-        for f in p.followups:
+        rows = [
+            {"ns": c.namespace, "id": c.id, "gap": f.gap, "ek": f.entity_key, "pr": f.priority, "q": f.question, "why": f.reason, "at": f.asked_at}
+            for c, _, p, _ in loaded
+            for f in p.followups
+        ]
+        if rows:
             self.db.execute(
                 "INSERT INTO agefacts.questions (graph, namespace, conversation, gap, entity_key, priority, question, reason, asked_at) "
-                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                (self.db.graph, conv.namespace, conv.id, f.gap, f.entity_key, f.priority, f.question, f.reason, f.asked_at),
+                "SELECT %s, r.ns, r.id, r.gap, r.ek, r.pr, r.q, r.why, r.at FROM jsonb_to_recordset(%s::jsonb) "
+                "AS r(ns text, id text, gap text, ek text, pr text, q text, why text, at text)",
+                (g, json.dumps(rows)),
             )
-        # A question about a name is answered once the entity has one, whichever load named it.
-        open_rows = self.db.execute(
-            "SELECT conversation, gap, entity_key FROM agefacts.questions WHERE graph = %s AND namespace = %s "
-            "AND resolved_at IS NULL AND entity_key IS NOT NULL AND gap LIKE '%%.name'",
-            (self.db.graph, conv.namespace),
+        # A question about a name is answered once the entity has one, whichever load named it:
+        # resolved at the earliest time a conversation gave the name.
+        namespaces = sorted({c.namespace for c, _, _, _ in loaded})
+        if "MENTIONED_IN" not in self.db.labels():
+            return
+        from psycopg import sql
+
+        self.db.execute(
+            sql.SQL(
+                "UPDATE agefacts.questions q SET resolved_at = r.first FROM ("
+                "  SELECT q2.namespace, q2.conversation, q2.gap, min(((e.properties::text)::jsonb)->>'at') AS first "
+                "  FROM agefacts.questions q2 "
+                "  JOIN {v} v ON ag_catalog.agtype_access_operator(v.properties, '\"k\"'::ag_catalog.agtype) "
+                "     = (to_jsonb(q2.entity_key)::text)::ag_catalog.agtype "
+                "  JOIN {m} e ON e.start_id = v.id "
+                "  WHERE q2.graph = %s AND q2.namespace = ANY(%s) AND q2.resolved_at IS NULL AND q2.gap LIKE '%%.name' "
+                "    AND ((e.properties::text)::jsonb) ? 'name' "
+                "  GROUP BY q2.namespace, q2.conversation, q2.gap) r "
+                "WHERE q.graph = %s AND q.namespace = r.namespace AND q.conversation = r.conversation AND q.gap = r.gap"
+            ).format(
+                v=sql.SQL("{}._ag_label_vertex").format(sql.Identifier(g)),
+                m=sql.SQL("{}.{}").format(sql.Identifier(g), sql.Identifier("MENTIONED_IN")),
+            ),
+            (g, namespaces, g),
         )
-        for conversation, gap, ek in open_rows:
-            rows = self.db.cypher_raw(
-                "MATCH (n {k: $k})-[m:MENTIONED_IN]->() WHERE m.name IS NOT NULL RETURN min(m.at)", {"k": ek}
-            )
-            when = json.loads(rows[0][0]) if rows and rows[0][0] is not None else None
-            if when is not None:
-                self.db.execute(
-                    "UPDATE agefacts.questions SET resolved_at = %s WHERE graph = %s AND namespace = %s "
-                    "AND conversation = %s AND gap = %s",
-                    (when, self.db.graph, conv.namespace, conversation, gap),
-                )
 
 
 def load_paths(
@@ -322,21 +447,21 @@ def load_paths(
     ontology: Ontology,
     *,
     force: bool = False,
+    via: str = "bulk",
     progress: Callable[[int, str], None] | None = None,
 ) -> Summary:
     """Load every conversation found under ``paths``; see :class:`Loader`."""
-    loader = Loader(db, ontology, force=force)
+    loader = Loader(db, ontology, force=force, via=via)
     summary = Summary()
-    for n, (source, item) in enumerate(read_conversations(paths), start=1):
-        if progress:
-            progress(n, source)
-        if isinstance(item, InputError):
-            summary.outcomes.append(Outcome(source, None, None, "failed", str(item)))
-            continue
-        try:
-            summary.outcomes.append(loader.load(item, source))
-        except AgeFactsError as exc:
-            summary.outcomes.append(Outcome(source, item.id, item.namespace, "failed", str(exc)))
+
+    def items() -> Iterator[tuple[str, Conversation | InputError]]:
+        for n, (source, item) in enumerate(read_conversations(paths), start=1):
+            if progress:
+                progress(n, source)
+            yield source, item
+
+    for outcome in loader.load_many(items()):
+        summary.outcomes.append(outcome)
     return summary
 
 

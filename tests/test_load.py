@@ -7,6 +7,7 @@ from importlib import resources
 from pathlib import Path
 
 import psycopg
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -76,22 +77,51 @@ def test_compiled_cypher_run_through_plain_cypher_calls_gives_the_load_digest(ds
             conn.execute("SELECT drop_graph(%s, true)", (target,))
 
 
-def test_a_conversation_failing_on_its_last_statement_leaves_no_trace(db, monkeypatch, capsys):
+@pytest.mark.parametrize("via", ["bulk", "cypher"])
+def test_a_conversation_failing_on_its_last_statement_leaves_no_trace(db, monkeypatch, via):
     load_paths(db, [EXAMPLES / "nina-01.json"], ONTO)
     before = graph_content(db)
-    import agefacts.load as load_mod
+    real = Loader._record
 
-    real = load_mod.to_cypher
+    def record_then_fail(self, loaded):
+        real(self, loaded)
+        self.db.execute("SELECT 1 / 0")  # the conversation's last statement fails
 
-    def failing(plan):
-        return real(plan) + ["MATCH (n) RETURN n.k / 0"]
-
-    monkeypatch.setattr(load_mod, "to_cypher", failing)
-    summary = load_paths(db, [EXAMPLES / "nina-02.json"], ONTO)
-    (out,) = summary.outcomes
-    assert out.status == "failed" and "nina-02" in out.source and out.reason
+    monkeypatch.setattr(Loader, "_record", record_then_fail)
+    summary = load_paths(db, [EXAMPLES / "nina-02.json", EXAMPLES / "nina-03.json"], ONTO, via=via)
+    assert [o.status for o in summary.outcomes] == ["failed", "failed"]
+    assert "division by zero" in summary.outcomes[0].reason
     assert graph_content(db) == before
     assert db.execute("SELECT count(*) FROM agefacts.ingest_log WHERE graph = %s", (db.graph,)) == [(1,)]
+
+
+def test_one_failing_conversation_does_not_take_its_batch_with_it(db, monkeypatch):
+    real = Loader._record
+
+    def fail_for_nina_02(self, loaded):
+        real(self, loaded)
+        if any(c.id == "nina-02" for c, _, _, _ in loaded):
+            self.db.execute("SELECT 1 / 0")
+
+    monkeypatch.setattr(Loader, "_record", fail_for_nina_02)
+    summary = load_paths(db, [EXAMPLES / f"nina-0{i}.json" for i in (1, 2, 3)], ONTO)
+    assert [o.status for o in summary.outcomes] == ["loaded", "failed", "loaded"]
+    convs = db.cypher("MATCH (c:Conversation) RETURN c.id ORDER BY c.id").rows
+    assert convs == [("nina-01",), ("nina-03",)]
+
+
+@pytest.mark.parametrize("via", ["bulk", "cypher"])
+def test_both_load_paths_write_the_same_graph(dsn, db, via):
+    load_paths(db, [EXAMPLES], ONTO, via="cypher")
+    other = Database(dsn, db.graph + "_" + via).connect()
+    try:
+        load_paths(other, [EXAMPLES], ONTO, via=via)
+        assert digest(other) == digest(db)
+        # And again on top: replaying through the other path changes nothing.
+        load_paths(other, [EXAMPLES], ONTO, via="cypher" if via == "bulk" else "bulk", force=True)
+        assert digest(other) == digest(db)
+    finally:
+        other.drop_graph()
 
 
 def test_the_same_fact_from_two_conversations_is_one_statement_with_two_evidence(db):
