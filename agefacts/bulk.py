@@ -33,6 +33,7 @@ KEY = "ag_catalog.agtype_access_operator({t}.properties, '\"k\"'::ag_catalog.agt
 # The unique index's own expression, which ON CONFLICT must name exactly.
 KEY_INDEXED = "ag_catalog.agtype_access_operator(properties, '\"k\"'::ag_catalog.agtype)"
 AG = "ag_catalog.agtype"
+_ENTRY = (1 << 48) - 1  # a graphid is the label id in the top 16 bits, the entry in the rest
 
 
 def _key(alias: str) -> sql.SQL:
@@ -87,15 +88,17 @@ class BulkWriter:
             for v in p.vertices:
                 # Later SETs win, as when the conversations' Cypher runs in this order.
                 vertices[v.label].setdefault(v.k, {}).update(v.props)
+        ids: dict[str, tuple[int, int]] = {}
         for label, rows in sorted(vertices.items()):
-            self._upsert_vertices(label, list(rows.values()))
+            ids.update(self._upsert_vertices(label, list(rows.values())))
 
-        edges: dict[tuple[str, str, str], dict[str, list]] = defaultdict(dict)
+        edges: dict[str, dict[str, list]] = defaultdict(dict)
         for p in plans:
             for e in p.edges:
-                edges[(e.label, e.start_label, e.end_label)].setdefault(e.k, [e.start, e.end, e.props])
-        for (label, sl, el), rows in sorted(edges.items()):
-            self._insert_edges(label, sl, el, list(rows.values()))
+                # Every edge's ends are vertices of the same plan, so their ids are known.
+                edges[e.label].setdefault(e.k, [*ids[e.start], *ids[e.end], e.props])
+        for label, erows in sorted(edges.items()):
+            self._insert_edges(label, list(erows.values()))
 
         entities: dict[str, set[str]] = defaultdict(set)
         for p in plans:
@@ -110,29 +113,36 @@ class BulkWriter:
         if groups:
             self._supersede(groups)
 
-    def _upsert_vertices(self, label: str, rows: list[dict[str, Any]]) -> None:
+    def _upsert_vertices(self, label: str, rows: list[dict[str, Any]]) -> dict[str, tuple[int, int]]:
+        """Insert or merge, and return each key's id as (label id, entry): graphid's text
+        input is unreliable on the embedded engine (32-bit), while ``_graphid(label, entry)``
+        builds one correctly."""
         lid, _ = self._label(label)
         table = self._table(label)
         q = sql.SQL(
-            "INSERT INTO {t} (id, properties) "
+            "INSERT INTO {t} AS v (id, properties) "
             "SELECT ag_catalog._graphid(%s, nextval(%s::regclass)), (r.p::text)::" + AG + " "
             "FROM jsonb_array_elements(%s::jsonb) AS r(p) "
             "ON CONFLICT (" + KEY_INDEXED + ") "
-            "DO UPDATE SET properties = ((({t}.properties::text)::jsonb || (EXCLUDED.properties::text)::jsonb)::text)::" + AG
+            "DO UPDATE SET properties = (((v.properties::text)::jsonb || (EXCLUDED.properties::text)::jsonb)::text)::" + AG + " "
+            "RETURNING v.id::text, " + KEY.format(t="v") + "::text"
         ).format(t=table)
-        self.db.execute(q, (lid, self._seq(label), _dumps(rows)))
+        out = {}
+        for gid, key in self.db.execute(q, (lid, self._seq(label), _dumps(rows))):
+            n = int(gid)
+            out[key] = (n >> 48, n & _ENTRY)  # an agtype string cast to text is the bare string
+        return out
 
-    def _insert_edges(self, label: str, start_label: str, end_label: str, rows: list[list]) -> None:
+    def _insert_edges(self, label: str, rows: list[list]) -> None:
         lid, _ = self._label(label)
         q = sql.SQL(
             "INSERT INTO {t} (id, start_id, end_id, properties) "
-            "SELECT ag_catalog._graphid(%s, nextval(%s::regclass)), a.id, b.id, (r.p::text)::" + AG + " "
-            "FROM jsonb_to_recordset(%s::jsonb) AS r(s text, e text, p jsonb) "
-            "JOIN {a} a ON {ka} = " + _as_agtype_key("r.s") + " "
-            "JOIN {b} b ON {kb} = " + _as_agtype_key("r.e") + " "
+            "SELECT ag_catalog._graphid(%s, nextval(%s::regclass)), ag_catalog._graphid(r.a, r.b), "
+            "ag_catalog._graphid(r.c, r.d), (r.p::text)::" + AG + " "
+            "FROM jsonb_to_recordset(%s::jsonb) AS r(a int, b bigint, c int, d bigint, p jsonb) "
             "ON CONFLICT (" + KEY_INDEXED + ") DO NOTHING"
-        ).format(t=self._table(label), a=self._table(start_label), b=self._table(end_label), ka=_key("a"), kb=_key("b"))
-        payload = [{"s": s, "e": e, "p": props} for s, e, props in rows]
+        ).format(t=self._table(label))
+        payload = [{"a": a, "b": b, "c": c, "d": d, "p": props} for a, b, c, d, props in rows]
         self.db.execute(q, (lid, self._seq(label), _dumps(payload)))
 
     # -- recomputing what several conversations contribute to ---------------------------------

@@ -202,6 +202,24 @@ def cmd_show(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_bench(args: argparse.Namespace) -> int:
+    from .bench import engine_pid_for, run_bench
+    from .db import resolve_dsn
+
+    dsn = resolve_dsn(args.dsn)
+    result = run_bench(
+        dsn,
+        _ontology(args),
+        statements=args.statements,
+        per_conversation=args.per_conversation,
+        reference_cap=args.reference_cap,
+        engine_pid=engine_pid_for(bool(args.dsn)),
+        log=(lambda s: print(f"bench: {s}", file=sys.stderr)) if not args.json else (lambda s: None),
+    )
+    _print(json.dumps(result.data, indent=2) if args.json else result.table())
+    return EXIT_OK
+
+
 def cmd_digest(args: argparse.Namespace) -> int:
     from . import query
 
@@ -257,7 +275,7 @@ def cmd_load(args: argparse.Namespace) -> int:
     ontology = _ontology(args)
     progress = terminal_progress() if args.format == "table" else None
     with _open_db(args) as db:
-        summary = load_paths(db, args.paths, ontology, force=args.force, progress=progress)
+        summary = load_paths(db, args.paths, ontology, force=args.force, via=args.via, progress=progress)
     if progress:
         sys.stderr.write("\r\033[K")
     if args.format == "json":
@@ -361,6 +379,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"agefacts {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     dbo = _db_options()
+    ont = argparse.ArgumentParser(add_help=False)
+    ont.add_argument("--ontology", default=None, help="ontology file (JSON; default: the shipped one)")
+
 
     p = sub.add_parser("db", help="start, stop and inspect the embedded engine")
     dbsub = p.add_subparsers(dest="db_command", metavar="ACTION")
@@ -415,11 +436,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--known-at", help="as it was known at this instant (default: now)")
     p.set_defaults(func=cmd_show)
 
+    p = sub.add_parser("bench", parents=[dbo, ont], help="time the loader against its references")
+    p.add_argument("--statements", type=int, default=10_000, help="statements to generate (default 10000)")
+    p.add_argument("--per-conversation", type=int, default=10, help="statements per conversation (default 10)")
+    p.add_argument("--reference-cap", type=int, default=10_000,
+                   help="run the slow reference path on at most this many statements (default 10000)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=cmd_bench)
+
     p = sub.add_parser("digest", parents=[dbo], help="print the hash of the graph's logical content")
     p.set_defaults(func=cmd_digest)
-    ont = argparse.ArgumentParser(add_help=False)
-    ont.add_argument("--ontology", default=None, help="ontology file (JSON; default: the shipped one)")
-
     p = sub.add_parser("schema", parents=[ont], help="print a JSON Schema: conversation, result, or reply")
     p.add_argument("what", choices=["conversation", "result", "reply"])
     p.set_defaults(func=cmd_schema)
@@ -431,6 +457,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("load", parents=[dbo, ont], help="load conversations into the graph")
     p.add_argument("paths", nargs="+", help="files, folders or JSONL files")
     p.add_argument("--force", action="store_true", help="load conversations even when already loaded unchanged")
+    p.add_argument("--via", choices=["bulk", "cypher"], default="bulk",
+                   help="bulk: set-wise SQL into the label tables (default); cypher: the compiled Cypher, line by line")
     _format_option(p)
     p.set_defaults(func=cmd_load)
 

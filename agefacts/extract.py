@@ -30,7 +30,7 @@ from pydantic import ValidationError
 
 from .consolidate import merge_entity
 from .errors import ExtractionError
-from .models import Claim, Conversation, Entity, Followup, InvalidItem, Proposal, Turn
+from .models import Claim, Conversation, Entity, Followup, InvalidItem, Proposal, Turn, check_text
 from .ontology import Ontology
 
 __all__ = ["LLMClient", "build_messages", "parse_reply", "extract_conversation", "extract_all", "ConversationOutcome"]
@@ -202,17 +202,24 @@ def parse_reply(text: str) -> Proposal:
             continue
         for item in items:
             try:
+                check_text(item, f"a {kind} in the reply")
                 out[field].append(model.model_validate(item))
             except ValidationError as exc:
                 reason = "; ".join(
                     f"{'.'.join(str(x) for x in e['loc'])}: {e['msg'].removeprefix('Value error, ')}" for e in exc.errors()[:3]
                 )
-                try:
-                    json.dumps(item)
-                    kept = item
-                except (TypeError, ValueError):
-                    kept = repr(item)
-                out["invalid"].append(InvalidItem(kind=kind, item=kept, reason=reason))
+            except ValueError as exc:  # text that cannot be stored
+                reason = str(exc)
+            else:
+                continue
+            try:
+                check_text(item)
+                json.dumps(item)
+                kept = item
+            except (TypeError, ValueError):
+                # Kept as escaped ASCII, so the recorded file stays storable.
+                kept = json.dumps(item, ensure_ascii=True, default=repr)
+            out["invalid"].append(InvalidItem(kind=kind, item=kept, reason=reason))
     return Proposal(**out)
 
 

@@ -234,34 +234,57 @@ class Loader:
         return out
 
     def load_many(self, items: Iterable[tuple[str, Conversation | InputError]]) -> Iterator[Outcome]:
-        """Load conversations as they come, in batches; yields one outcome per item, in order."""
+        """Load conversations as they come, in batches; yields one outcome per item, in order.
+
+        While one batch is written, the next is ground, gated and compiled in a worker thread:
+        the database work and the Python work overlap instead of adding up."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        run_seen: set[tuple[str, str]] = set()
+        previous = None
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            for batch, pending in self._batches(items):
+                idents = {(c.namespace, c.id) for _, c in batch}
+                if previous is not None and idents & run_seen:
+                    # A conversation of an earlier batch again: that batch must land first, so
+                    # that this one sees its ingest log row.
+                    yield from self._finish(*previous)
+                    previous = None
+                run_seen |= idents
+                prior = self._prior_hashes([c for _, c in batch]) if batch else {}
+                future = pool.submit(self._prepare, batch, prior)
+                if previous is not None:
+                    yield from self._finish(*previous)
+                previous = (future, pending)
+            if previous is not None:
+                yield from self._finish(*previous)
+
+    # -- batches ------------------------------------------------------------------------------
+    def _batches(self, items: Iterable[tuple[str, Conversation | InputError]]) -> Iterator[tuple[list, list]]:
         batch: list[tuple[str, Conversation]] = []
         pending: list[Outcome | None] = []
         seen: set[tuple[str, str]] = set()
         size = 0
         for source, item in items:
             if isinstance(item, InputError):
-                if not batch:
-                    yield Outcome(source, None, None, "failed", str(item))
-                    continue
                 pending.append(Outcome(source, None, None, "failed", str(item)))
                 continue
             ident = (item.namespace, item.id)
             if ident in seen:  # the same conversation twice: the first must land first
-                yield from self._flush(batch, pending)
+                yield batch, pending
                 batch, pending, seen, size = [], [], set(), 0
             batch.append((source, item))
             pending.append(None)
             seen.add(ident)
             size += sum(len(t.recorded.statements) for t in item.turns if t.recorded)
             if len(batch) >= self.batch_conversations or size >= self.batch_statements:
-                yield from self._flush(batch, pending)
+                yield batch, pending
                 batch, pending, seen, size = [], [], set(), 0
-        yield from self._flush(batch, pending)
+        if pending:
+            yield batch, pending
 
-    # -- batches ------------------------------------------------------------------------------
-    def _flush(self, batch: list[tuple[str, Conversation]], pending: list[Outcome | None]) -> Iterator[Outcome]:
-        results = iter(self._load_batch(batch)) if batch else iter(())
+    def _finish(self, future: Any, pending: list[Outcome | None]) -> Iterator[Outcome]:
+        results = iter(self._write(future.result()))
         for slot in pending:
             yield slot if slot is not None else next(results)
 
@@ -274,26 +297,34 @@ class Loader:
         )
         return {(ns, cid): h for ns, cid, h in rows}
 
-    def _load_batch(self, batch: list[tuple[str, Conversation]]) -> list[Outcome]:
-        prior = self._prior_hashes([c for _, c in batch])
-        outcomes: list[Outcome | None] = [None] * len(batch)
-        todo: list[tuple[int, str, Conversation, str, Plan]] = []
-        for i, (source, conv) in enumerate(batch):
+    def _prepare(self, batch: list[tuple[str, Conversation]], prior: dict[tuple[str, str], str]) -> list[tuple]:
+        """Pure work, no database: hash, skip what is unchanged, ground, gate and compile."""
+        out: list[tuple] = []
+        for source, conv in batch:
             try:
                 h = content_hash(conv, self.ontology)
                 old = prior.get((conv.namespace, conv.id))
                 if old == h and not self.force:
-                    outcomes[i] = Outcome(source, conv.id, conv.namespace, "skipped")
+                    out.append(("done", Outcome(source, conv.id, conv.namespace, "skipped")))
                     continue
                 p = plan(conv, result_of(conv, self.ontology), self.ontology)
             except AgeFactsError as exc:
-                outcomes[i] = Outcome(source, conv.id, conv.namespace, "failed", str(exc))
+                out.append(("done", Outcome(source, conv.id, conv.namespace, "failed", str(exc))))
                 continue
-            if old is not None and old != h:
+            out.append(("replace" if old is not None and old != h else "new", source, conv, h, p))
+        return out
+
+    def _write(self, prepared: list[tuple]) -> list[Outcome]:
+        outcomes: list[Outcome | None] = [None] * len(prepared)
+        todo: list[tuple[int, str, Conversation, str, Plan]] = []
+        for i, entry in enumerate(prepared):
+            if entry[0] == "done":
+                outcomes[i] = entry[1]
+            elif entry[0] == "replace":
                 # Changed content replaces the old version's writes: done one by one.
-                outcomes[i] = self._one(source, conv, h, p, replace=True)
+                outcomes[i] = self._one(*entry[1:], replace=True)
             else:
-                todo.append((i, source, conv, h, p))
+                todo.append((i, *entry[1:]))
         if todo and self.via == "bulk" and len(todo) > 1:
             self.db.ensure_labels(
                 vertex=sorted({v for t in todo for v in t[4].vertex_labels}),

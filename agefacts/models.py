@@ -13,6 +13,7 @@ by the gate, and a refusal there is a rejection with a reason, kept as ordinary 
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
@@ -51,35 +52,44 @@ Scalar = str | int | float | bool
 NonEmpty = Annotated[str, StringConstraints(min_length=1)]
 
 
-def _check_text(value: Any, where: str = "text") -> Any:
-    """PostgreSQL text cannot hold NUL, and UTF-8 cannot encode a lone surrogate."""
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def check_text(value: Any, where: str = "text") -> Any:
+    """PostgreSQL text cannot hold NUL, and UTF-8 cannot encode a lone surrogate: refuse
+    both, anywhere in a JSON-like value, naming the character."""
     if isinstance(value, str):
-        if "\x00" in value:
-            raise ValueError(f"{where} contains a NUL character, which PostgreSQL cannot store; remove it")
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError as exc:
+        m = _UNSTORABLE.search(value)
+        if m:
+            ch = m.group()
+            if ch == "\x00":
+                raise ValueError(f"{where} contains a NUL character, which PostgreSQL cannot store; remove it")
             raise ValueError(
-                f"{where} contains a lone surrogate (U+{ord(value[exc.start]):04X}) that UTF-8 "
-                "cannot encode; fix the encoding of the source"
-            ) from None
+                f"{where} contains a lone surrogate (U+{ord(ch):04X}) that UTF-8 cannot encode; "
+                "fix the encoding of the source"
+            )
     elif isinstance(value, dict):
         for k, v in value.items():
-            _check_text(k, where)
-            _check_text(v, where)
+            check_text(k, where)
+            check_text(v, where)
     elif isinstance(value, (list, tuple)):
         for v in value:
-            _check_text(v, where)
+            check_text(v, where)
     return value
 
 
 class Model(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
+
+class Input(Model):
+    """A model read from outside (a file or a model's reply): its text must be storable.
+    Checked once at the top of what is read, not again in every nested model."""
+
     @model_validator(mode="before")
     @classmethod
     def _storable_text(cls, data: Any) -> Any:
-        return _check_text(data)
+        return check_text(data)
 
 
 class Entity(Model):
@@ -167,7 +177,7 @@ class Turn(Model):
     error: str | None = None
 
 
-class Conversation(Model):
+class Conversation(Input):
     """One conversation file (or one line of a JSONL file)."""
 
     id: NonEmpty

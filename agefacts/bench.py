@@ -1,0 +1,329 @@
+"""``agefacts bench``: how fast the loader is, measured against its own references in one run.
+
+It generates realistic conversations (entities reused across a namespace's conversations,
+relational and literal statements, evidence, single-valued predicates that supersede each
+other) and times, on one engine:
+
+- load: the default (bulk) load of the whole corpus into a new graph;
+- reference: the compiled Cypher executed statement by statement (``--via cypher``), on the
+  first ``reference_cap`` statements' conversations, with the bulk load of that same subset
+  timed too, so the two rates are compared at equal size;
+- copy: the physical reference: the same vertex and edge rows taken into a plain table with
+  a unique key, the fastest way the engine takes rows (COPY on a server; one JSON array
+  parameter on the embedded engine, where COPY FROM STDIN breaks the connection);
+- replay: the unchanged corpus again (skipped by the ingest log), and a forced replay;
+- facts: p50 and p95 of ``facts`` for random entities;
+- the embedded engine's resident memory before and after.
+
+Absolute times depend on the machine; the ratios are what to compare.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .compile import plan
+from .consolidate import result_of
+from .db import Database
+from .load import Loader
+from .models import Conversation
+from .ontology import Ontology
+
+__all__ = ["generate", "run_bench", "BenchResult"]
+
+_FIRST = ["Ana", "Ben", "Chloé", "Dmitri", "Eun-ji", "Farah", "Gustavo", "Hiro", "Ines", "Jonas", "Kemi", "Lars", "Maya", "Nikhil", "Olga", "Pablo"]
+_PLACES = ["Lyon", "Oslo", "Bergen", "Kyoto", "Lagos", "Quito", "Porto", "Tallinn", "Hobart", "Montréal", "Da Nang", "Graz"]
+_ORGS = ["Acme", "Globex", "Initech", "Umbrella Health", "Stark Labs", "Wayne Freight", "Hooli", "Vandelay Imports"]
+_LIKES = ["jazz", "climbing", "sourdough", "chess", "gardening", "sci-fi novels", "jollof rice", "cycling", "pottery", "karaoke"]
+_JOBS = ["nurse", "data engineer", "teacher", "architect", "chef", "pilot", "translator", "welder"]
+_ACTS = [("yoga", "TU"), ("choir", "WE"), ("five-a-side", "TH"), ("Spanish class", "MO"), ("book club", "FR")]
+
+
+def _ent(handle: str, typ: str, name: str, **attrs: str) -> dict:
+    e = {"handle": handle, "type": typ, "mention": name, "resolution": "resolved", "name": name}
+    if attrs:
+        e["attrs"] = attrs
+    return e
+
+
+def _stmt(subject: str, predicate: str, quote: str, obj: str | None = None, value: Any = None, **kw: Any) -> dict:
+    d = {"subject": subject, "predicate": predicate, "quote": quote, "polarity": "asserted", "tense": "current", "confidence": 0.9}
+    if obj is not None:
+        d["object"] = obj
+    if value is not None:
+        d["value"] = value
+    d.update(kw)
+    return d
+
+
+def generate(statements: int, per_conversation: int = 10, seed: int = 7) -> list[dict]:
+    """Conversations (as JSON-ready dicts) holding about ``statements`` statements."""
+    rng = random.Random(seed)
+    n_conv = max(1, -(-statements // per_conversation))
+    out: list[dict] = []
+    made = 0
+    for c in range(n_conv):
+        ns = f"person{c // 20:05d}"  # twenty conversations per person: entities recur
+        day = 86400 * (c % 20 * 9 + rng.randrange(0, 7))
+        base = 1_700_000_000 + day
+        turns: list[dict] = []
+        want = min(per_conversation, statements - made)
+        handles: dict[tuple[str, str], str] = {}
+
+        def handle(typ: str, name: str) -> tuple[str, dict | None]:
+            key = (typ, name)
+            if key in handles:
+                return handles[key], None
+            h = f"e{len(handles) + 1}"
+            handles[key] = h
+            return h, _ent(h, typ, name)
+
+        t = 0
+        while want > 0:
+            ents, stmts, parts = [], [], []
+            for _ in range(min(want, rng.choice((1, 2, 3)))):
+                kind = rng.random()
+                if kind < 0.18:
+                    place = rng.choice(_PLACES)
+                    h, e = handle("Place", place)
+                    month = f"{2023 + c % 20 // 6}-{rng.randrange(1, 13):02d}"
+                    q = f"we moved to {place} in {month}"
+                    stmts.append(_stmt("user", "lives_in", q, obj=h, valid_from=month))
+                elif kind < 0.32:
+                    org = rng.choice(_ORGS)
+                    h, e = handle("Organization", org)
+                    q = f"I work at {org} now"
+                    stmts.append(_stmt("user", "works_at", q, obj=h))
+                elif kind < 0.52:
+                    who = rng.choice(_FIRST)
+                    h, e = handle("Person", who)
+                    q = f"my friend {who}"
+                    stmts.append(_stmt("user", "friend_of", q, obj=h))
+                    if rng.random() < 0.5:
+                        job = rng.choice(_JOBS)
+                        q2 = f"{who} is a {job}"
+                        stmts.append(_stmt(h, "job_title", q2, value=job))
+                        parts.append(q2)
+                elif kind < 0.72:
+                    like = rng.choice(_LIKES)
+                    e = None
+                    q = f"I really like {like}"
+                    stmts.append(_stmt("user", "likes", q, value=like))
+                elif kind < 0.86:
+                    act, day_ = rng.choice(_ACTS)
+                    h, e = handle("Activity", act)
+                    q = f"I go to {act} every week"
+                    stmts.append(_stmt("user", "attends", q, obj=h, recurrence=f"FREQ=WEEKLY;BYDAY={day_}"))
+                else:
+                    job = rng.choice(_JOBS)
+                    e = None
+                    q = f"I'm a {job}"
+                    stmts.append(_stmt("user", "job_title", q, value=job))
+                if e:
+                    ents.append(e)
+                parts.append(q)
+            stmts = stmts[:want]
+            want -= len(stmts)
+            made += len(stmts)
+            at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(base + t * 60))
+            turns.append({"speaker": "user", "text": ". ".join(p[0].upper() + p[1:] for p in parts) + ".", "at": at,
+                          "recorded": {"entities": ents, "statements": stmts, "followups": []}})
+            turns.append({"speaker": "assistant", "text": "Thanks, noted.", "at": at})
+            t += 1
+        out.append({"id": f"bench-{c:06d}", "namespace": ns, "model": "bench-generator", "turns": turns})
+    return out
+
+
+@dataclass
+class BenchResult:
+    data: dict[str, Any]
+
+    def table(self) -> str:
+        d = self.data
+        lines = [f"engine: {d['engine']}", f"statements: {d['statements']} ({d['conversations']} conversations)", ""]
+        lines.append(f"{'path':<15} {'statements':>10} {'seconds':>9} {'statements/s':>13} {'peak RSS MB':>12}")
+        for name, p in d["paths"].items():
+            rss = "" if p.get("peak_rss_mb") is None else f"{p['peak_rss_mb']:.0f}"
+            lines.append(f"{name:<15} {p['statements']:>10} {p['seconds']:>9.2f} {p['statements_per_s']:>13.0f} {rss:>12}")
+        lines.append("")
+        for k, v in d["ratios"].items():
+            lines.append(f"{k:<22} {v:>8.1f}")
+        lines.append(f"facts p50/p95 (ms)      {d['facts_ms']['p50']:.1f} / {d['facts_ms']['p95']:.1f}")
+        if d.get("notes"):
+            lines += ["", *d["notes"]]
+        return "\n".join(lines)
+
+
+def _rss_mb(pid: int | None) -> tuple[float | None, float | None]:
+    if not pid:
+        return None, None
+    try:
+        fields = dict(line.split(":", 1) for line in open(f"/proc/{pid}/status"))
+    except OSError:
+        return None, None
+    kb = lambda k: float(fields[k].split()[0]) / 1024 if k in fields else None  # noqa: E731
+    return kb("VmRSS"), kb("VmHWM")
+
+
+def _timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    t0 = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - t0, out
+
+
+def run_bench(
+    dsn: str,
+    ontology: Ontology,
+    *,
+    statements: int = 10_000,
+    per_conversation: int = 10,
+    reference_cap: int = 10_000,
+    engine_pid: int | None = None,
+    graph_prefix: str = "bench",
+    keep: bool = False,
+    log: Callable[[str], None] = lambda s: None,
+) -> BenchResult:
+    raw = generate(statements, per_conversation)
+    convs = [Conversation.model_validate(c) for c in raw]
+    notes: list[str] = []
+
+    def fresh(name: str) -> Database:
+        db = Database(dsn, f"{graph_prefix}_{name}").connect()
+        db.drop_graph()
+        db.execute("DELETE FROM agefacts.ingest_log WHERE graph = %s", (db.graph,))
+        db.execute("DELETE FROM agefacts.questions WHERE graph = %s", (db.graph,))
+        db.ensure_graph()
+        return db
+
+    def load(db: Database, items: list[Conversation], **kw: Any) -> None:
+        outs = list(Loader(db, ontology, **kw).load_many((c.id, c) for c in items))
+        bad = [o for o in outs if o.status == "failed"]
+        if bad:
+            raise RuntimeError(f"benchmark load failed: {bad[0].reason}")
+
+    rss_before, _ = _rss_mb(engine_pid)
+    paths: dict[str, dict[str, Any]] = {}
+
+    log(f"load: {statements} statements")
+    db = fresh("load")
+    secs, _ = _timed(lambda: load(db, convs))
+    paths["load"] = {"statements": statements, "seconds": secs}
+    paths["load"]["peak_rss_mb"] = _rss_mb(engine_pid)[1]
+
+    log("replay (unchanged)")
+    secs, _ = _timed(lambda: load(db, convs))
+    paths["replay"] = {"statements": statements, "seconds": secs}
+    log("forced replay")
+    secs, _ = _timed(lambda: load(db, convs, force=True))
+    paths["forced_replay"] = {"statements": statements, "seconds": secs}
+
+    log("facts for random entities")
+    keys = [r[0] for r in db.cypher_raw("MATCH (n) WHERE n.type IS NOT NULL RETURN n.k", columns=("k",))]
+    rng = random.Random(3)
+    times = []
+    from .query import facts
+
+    for k in rng.sample(keys, min(60, len(keys))):
+        t0 = time.perf_counter()
+        facts(db, json.loads(k))
+        times.append((time.perf_counter() - t0) * 1000)
+    times.sort()
+    facts_ms = {"p50": statistics.median(times), "p95": times[max(0, int(len(times) * 0.95) - 1)]}
+
+    # The reference path, and the bulk load at the same size for a fair rate.
+    cap = min(reference_cap, statements)
+    subset, n = [], 0
+    for c in convs:
+        if n >= cap:
+            break
+        subset.append(c)
+        n += sum(len(t.recorded.statements) for t in c.turns if t.recorded)
+    if cap < statements:
+        notes.append(f"The reference path ran on the first {n} statements; load_vs_reference compares rates at that size.")
+    log(f"reference (compiled Cypher, statement by statement): {n} statements")
+    ref_db = fresh("reference")
+    secs, _ = _timed(lambda: load(ref_db, subset, via="cypher"))
+    paths["reference"] = {"statements": n, "seconds": secs}
+    if cap < statements:
+        small = fresh("load_small")
+        secs_small, _ = _timed(lambda: load(small, subset))
+        paths["load_at_reference_size"] = {"statements": n, "seconds": secs_small}
+        same_size_load = paths["load_at_reference_size"]
+        if not keep:
+            small.drop_graph()
+    else:
+        same_size_load = paths["load"]
+
+    log("copy: the same rows into a plain table")
+    rows = []
+    for c in convs:
+        p = plan(c, result_of(c, ontology), ontology)
+        rows += [{"label": v.label, "k": v.k, "p": v.props} for v in p.vertices]
+        rows += [{"label": e.label, "k": e.k, "s": e.start, "e": e.end, "p": e.props} for e in p.edges]
+    secs = _copy(db, rows)
+    paths["copy"] = {"statements": statements, "seconds": secs, "rows": len(rows)}
+    for p_ in paths.values():
+        p_["statements_per_s"] = p_["statements"] / p_["seconds"] if p_["seconds"] else float("inf")
+        p_.setdefault("peak_rss_mb", None)
+    rss_after, peak = _rss_mb(engine_pid)
+    ratios = {
+        "load_vs_reference": same_size_load["statements_per_s"] / paths["reference"]["statements_per_s"],
+        "copy_vs_load": paths["load"]["seconds"] / paths["copy"]["seconds"],
+        "first_load_vs_replay": paths["load"]["seconds"] / paths["replay"]["seconds"],
+    }
+    if not keep:
+        for name in ("load", "reference"):
+            Database(dsn, f"{graph_prefix}_{name}").connect().drop_graph()
+    version = db.execute("SELECT version()")[0][0]
+    engine = "embedded (PGlite + AGE)" if "pglite" in version.lower() else version.split(",")[0]
+    data = {
+        "statements": statements,
+        "conversations": len(convs),
+        "engine": engine,
+        "paths": paths,
+        "ratios": ratios,
+        "facts_ms": facts_ms,
+        "engine_rss_mb": {"before": rss_before, "after": rss_after, "peak": peak},
+        "notes": notes,
+    }
+    return BenchResult(data)
+
+
+def _copy(db: Database, rows: list[dict]) -> float:
+    """Time the engine taking ``rows`` into a plain table with a unique key."""
+    db.execute("CREATE SCHEMA IF NOT EXISTS agefacts_bench")
+    db.execute("DROP TABLE IF EXISTS agefacts_bench.rows")
+    db.execute("CREATE TABLE agefacts_bench.rows (k text PRIMARY KEY, label text NOT NULL, s text, e text, p jsonb NOT NULL)")
+    embedded = "pglite" in db.execute("SELECT version()")[0][0].lower()
+    t0 = time.perf_counter()
+    if embedded:
+        # COPY FROM STDIN breaks the embedded engine's connection: one JSON array per batch.
+        for i in range(0, len(rows), 5000):
+            db.execute(
+                "INSERT INTO agefacts_bench.rows SELECT r.k, r.label, r.s, r.e, r.p "
+                "FROM jsonb_to_recordset(%s::jsonb) AS r(k text, label text, s text, e text, p jsonb) ON CONFLICT (k) DO NOTHING",
+                (json.dumps(rows[i : i + 5000], ensure_ascii=False),),
+            )
+    else:
+        with db.conn.cursor() as cur, cur.copy("COPY agefacts_bench.rows (k, label, s, e, p) FROM STDIN") as cp:
+            for r in rows:
+                cp.write_row((r["k"], r["label"], r.get("s"), r.get("e"), json.dumps(r["p"], ensure_ascii=False)))
+    secs = time.perf_counter() - t0
+    db.execute("DROP TABLE agefacts_bench.rows")
+    return secs
+
+
+def engine_pid_for(dsn_given: bool) -> int | None:
+    if dsn_given or os.environ.get("AGEFACTS_DSN"):
+        return None
+    from .engine import Engine
+
+    state = Engine().state()
+    return state.pid if state else None
