@@ -133,7 +133,7 @@ def generate(statements: int, per_conversation: int = 10, seed: int = 7) -> list
             want -= len(stmts)
             made += len(stmts)
             at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(base + t * 60))
-            turns.append({"speaker": "user", "text": ". ".join(p[0].upper() + p[1:] for p in parts) + ".", "at": at,
+            turns.append({"speaker": "user", "text": ". ".join(parts) + ".", "at": at,
                           "recorded": {"entities": ents, "statements": stmts, "followups": []}})
             turns.append({"speaker": "assistant", "text": "Thanks, noted.", "at": at})
             t += 1

@@ -58,8 +58,8 @@ class BulkWriter:
 
     # -- labels ------------------------------------------------------------------------------
     def _label(self, name: str) -> tuple[int, str]:
-        # Label ids are read fresh per batch (see write): a label made inside a transaction
-        # that rolled back is gone again.
+        # The loader creates labels before it opens a batch's transaction, so a label id read
+        # here is never one that a rollback takes away again.
         if name not in self._info:
             rows = self.db.execute(
                 "SELECT l.name, l.id, l.seq_name FROM ag_catalog.ag_label l "
@@ -78,7 +78,6 @@ class BulkWriter:
 
     # -- writing -----------------------------------------------------------------------------
     def write(self, plans: Sequence[Plan]) -> None:
-        self._info.clear()
         vlabels = sorted({v.label for p in plans for v in p.vertices})
         elabels = sorted({e.label for p in plans for e in p.edges} | {"SUPERSEDES"})
         self.db.ensure_labels(vertex=vlabels, edge=elabels)
@@ -88,9 +87,17 @@ class BulkWriter:
             for v in p.vertices:
                 # Later SETs win, as when the conversations' Cypher runs in this order.
                 vertices[v.label].setdefault(v.k, {}).update(v.props)
+        entity_labels = {k: label for p in plans for label, k in p.entities}
+        statement_keys = {k for p in plans for k in p.statements}
+        # What a new vertex's recomputed properties will be, from this batch alone; a vertex
+        # that already existed is recomputed from the whole graph below instead.
+        unsure = self._precompute(plans, vertices, entity_labels, statement_keys)
         ids: dict[str, tuple[int, int]] = {}
+        existed: set[str] = set()
         for label, rows in sorted(vertices.items()):
-            ids.update(self._upsert_vertices(label, list(rows.values())))
+            got, old = self._upsert_vertices(label, list(rows.values()))
+            ids.update(got)
+            existed |= old
 
         edges: dict[str, dict[str, list]] = defaultdict(dict)
         for p in plans:
@@ -101,22 +108,70 @@ class BulkWriter:
             self._insert_edges(label, list(erows.values()))
 
         entities: dict[str, set[str]] = defaultdict(set)
-        for p in plans:
-            for label, k in p.entities:
+        for k, label in entity_labels.items():
+            if k in existed or k in unsure:
                 entities[label].add(k)
         for label, keys in sorted(entities.items()):
             self._recompute_entities(label, sorted(keys))
-        statements = sorted({k for p in plans for k in p.statements})
+        statements = sorted(k for k in statement_keys if k in existed)
         if statements:
             self._recompute_statements(statements)
-        groups = sorted({(g[1], g[2]) for p in plans for g in p.groups})
+        groups = sorted({g for p in plans for g in p.groups})
         if groups:
             self._supersede(groups)
 
-    def _upsert_vertices(self, label: str, rows: list[dict[str, Any]]) -> dict[str, tuple[int, int]]:
-        """Insert or merge, and return each key's id as (label id, entry): graphid's text
-        input is unreliable on the embedded engine (32-bit), while ``_graphid(label, entry)``
-        builds one correctly."""
+    @staticmethod
+    def _precompute(
+        plans: Sequence[Plan],
+        vertices: dict[str, dict[str, dict[str, Any]]],
+        entity_labels: dict[str, str],
+        statement_keys: set[str],
+    ) -> set[str]:
+        """Fill in the recomputed properties of this batch's entities and statements from the
+        batch's own edges, by the same rules as the recompute. Returns the entities whose
+        mentions need sorting by the database's collation (more than one distinct mention),
+        which are left to the SQL recompute."""
+        mentions: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        evidence: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for p in plans:
+            for e in p.edges:
+                if e.label == "MENTIONED_IN":
+                    mentions[e.start].append(e.props)
+                elif e.label == "EVIDENCED_BY":
+                    evidence[e.start].append(e.props)
+        unsure: set[str] = set()
+        for k, label in entity_labels.items():
+            ms = sorted(mentions[k], key=lambda m: (m.get("at") or "", m["k"]), reverse=True)
+            names = [m["name"] for m in ms if "name" in m]
+            attrs = [m["attrs"] for m in ms if "attrs" in m]
+            props = vertices[label][k]
+            props["resolution"] = "resolved" if names else "nil_placeholder"
+            if names:
+                props["name"] = names[0]
+            if attrs:
+                props["attrs"] = attrs[0]
+            distinct = {x for m in ms for x in m.get("mentions", [])}
+            if len(distinct) == 1:
+                props["mentions"] = sorted(distinct)
+            elif len(distinct) > 1:
+                unsure.add(k)
+        for k in statement_keys:
+            ev = sorted(evidence[k], key=lambda e: (e["at"], e["k"]))
+            props = vertices["Statement"][k]
+            props["recorded_at"] = ev[0]["at"]
+            confidences = [e["confidence"] for e in ev if "confidence" in e]
+            if confidences:
+                props["confidence"] = max(confidences)
+            for field in ("model", "extractor", "schema_ref"):
+                firsts = [e[field] for e in ev if field in e]
+                if firsts:
+                    props[field] = firsts[0]
+        return unsure
+
+    def _upsert_vertices(self, label: str, rows: list[dict[str, Any]]) -> tuple[dict[str, tuple[int, int]], set[str]]:
+        """Insert or merge; return each key's id as (label id, entry), and the keys that
+        existed before. Ids travel as pairs because graphid's text input is unreliable on the
+        embedded engine (32-bit), while ``_graphid(label, entry)`` builds one correctly."""
         lid, _ = self._label(label)
         table = self._table(label)
         q = sql.SQL(
@@ -125,13 +180,16 @@ class BulkWriter:
             "FROM jsonb_array_elements(%s::jsonb) AS r(p) "
             "ON CONFLICT (" + KEY_INDEXED + ") "
             "DO UPDATE SET properties = (((v.properties::text)::jsonb || (EXCLUDED.properties::text)::jsonb)::text)::" + AG + " "
-            "RETURNING v.id::text, " + KEY.format(t="v") + "::text"
+            # xmax is 0 on a freshly inserted row and set on one that ON CONFLICT updated.
+            "RETURNING v.id::text, " + KEY.format(t="v") + "::text, v.xmax::text <> '0'"
         ).format(t=table)
-        out = {}
-        for gid, key in self.db.execute(q, (lid, self._seq(label), _dumps(rows))):
+        out, existed = {}, set()
+        for gid, key, old in self.db.execute(q, (lid, self._seq(label), _dumps(rows))):
             n = int(gid)
             out[key] = (n >> 48, n & _ENTRY)  # an agtype string cast to text is the bare string
-        return out
+            if old:
+                existed.add(key)
+        return out, existed
 
     def _insert_edges(self, label: str, rows: list[list]) -> None:
         lid, _ = self._label(label)
@@ -188,8 +246,12 @@ class BulkWriter:
         ).format(t=self._table("Statement"), ks=_key("s"), eb=self._table("EVIDENCED_BY"))
         self.db.execute(q, (keys,))
 
-    def _supersede(self, groups: list[tuple[str, str]]) -> None:
-        """As the compiler's supersession, for every (subject key, predicate) group at once."""
+    def _supersede(self, groups: list[tuple[str, str, str]]) -> None:
+        """As the compiler's supersession, for every (subject key, predicate) group at once.
+
+        The database orders each group (so text compares as AGE compares it); the successor
+        rule runs here; then only the statements and SUPERSEDES edges that change are written,
+        which after the first load of a group is usually one or two."""
         g = sql.Identifier(self.db.graph)
         fmt = {
             "v": sql.SQL("{}._ag_label_vertex").format(g),
@@ -198,55 +260,96 @@ class BulkWriter:
             "ab": self._table("ABOUT"),
             "sup": self._table("SUPERSEDES"),
             "kv": _key("v"),
+            "ks": _key("s"),
+            "kr": _key("r"),
         }
-        grp = (
-            "grp AS (SELECT DISTINCT v.id AS sid, u.pred FROM jsonb_to_recordset(%(groups)s::jsonb) AS u(k text, pred text) "
-            "  JOIN {v} v ON {kv} = " + _as_agtype_key("u.k") + "), "
-            "gs AS (SELECT grp.sid, grp.pred, s.id, (s.properties::text)::jsonb AS p FROM grp "
-            "  JOIN {so} so ON so.start_id = grp.sid JOIN {st} s ON s.id = so.end_id "
-            "  WHERE ((s.properties::text)::jsonb)->>'predicate' = grp.pred)"
-        )
-        params = {"groups": _dumps([{"k": k, "pred": pred} for k, pred in groups])}
-        self.db.execute(sql.SQL("WITH " + grp + " DELETE FROM {sup} r USING gs WHERE r.start_id = gs.id").format(**fmt), params)
-        self.db.execute(
+        # Subjects are looked up in their own label's key index, one part per label.
+        labels = sorted({g[0] for g in groups})
+        grp = sql.SQL(" UNION ALL ").join(
             sql.SQL(
-                "WITH " + grp + " UPDATE {st} s SET properties = (("
-                "  gs.p - ARRAY['valid_until_inferred', 'superseded_at'] "
-                "  - CASE WHEN gs.p->>'valid_until_inferred' = 'true' THEN ARRAY['valid_until'] ELSE ARRAY[]::text[] END"
-                ")::text)::" + AG + " FROM gs WHERE s.id = gs.id"
-            ).format(**fmt),
+                "SELECT DISTINCT v.id AS sid, u.pred FROM jsonb_to_recordset(%s::jsonb) AS u(k text, pred text) "
+                "JOIN {t} v ON {kv} = " + _as_agtype_key("u.k")
+            ).format(t=self._table(label), kv=_key("v"))
+            for label in labels
+        )
+        params = [_dumps([{"k": k, "pred": pred} for lab, k, pred in groups if lab == label]) for label in labels]
+        rows = self.db.execute(
+            sql.SQL(
+                "WITH grp AS ({grp}), "
+                "gs AS (SELECT grp.sid, grp.pred, s.id, (s.properties::text)::jsonb AS p FROM grp "
+                "  JOIN {so} so ON so.start_id = grp.sid JOIN {st} s ON s.id = so.end_id "
+                "  WHERE ((s.properties::text)::jsonb)->>'predicate' = grp.pred), "
+                "st AS (SELECT gs.sid, gs.pred, gs.id, gs.p, "
+                "  CASE WHEN gs.p->>'valid_until_inferred' = 'true' THEN NULL ELSE gs.p->>'valid_until' END AS stated, "
+                "  coalesce(to_jsonb(((o.properties::text)::jsonb)->>'k'), gs.p->'value')::text AS ident "
+                "  FROM gs LEFT JOIN {ab} a ON a.start_id = gs.id LEFT JOIN {v} o ON o.id = a.end_id) "
+                "SELECT st.sid::text, st.pred, st.id::text, st.p->>'k', st.ident, "
+                "  coalesce((st.p->>'ends_fact')::boolean, false), st.stated, st.p->>'valid_from', st.p->>'recorded_at', "
+                "  st.p->>'valid_until', coalesce((st.p->>'valid_until_inferred')::boolean, false), st.p->>'superseded_at', "
+                "  row_number() OVER (PARTITION BY st.sid, st.pred ORDER BY "
+                "    coalesce(st.p->>'valid_from', st.stated, st.p->>'recorded_at'), st.p->>'recorded_at', st.p->>'k') "
+                "FROM st"
+            ).format(grp=grp, **fmt),
             params,
         )
-        lid, _ = self._label("SUPERSEDES")
-        params.update({"lid": lid, "seq": self._seq("SUPERSEDES")})
-        self.db.execute(
-            sql.SQL(
-                "WITH " + grp + ", "
-                "ord AS (SELECT gs.sid, gs.pred, gs.id, gs.p, gs.p->>'k' AS k, "
-                "  coalesce(to_jsonb(((o.properties::text)::jsonb)->>'k'), gs.p->'value') AS ident, "
-                "  coalesce((gs.p->>'ends_fact')::boolean, false) AS neg, "
-                "  coalesce((gs.p->>'ends_fact')::boolean, false) OR (NOT gs.p ? 'valid_from' AND gs.p ? 'valid_until') AS closing, "
-                "  coalesce(gs.p->>'valid_from', gs.p->>'recorded_at') AS begins, "
-                "  coalesce(gs.p->>'valid_until', gs.p->>'valid_from', gs.p->>'recorded_at') AS endings, "
-                "  gs.p->>'recorded_at' AS learned, "
-                "  row_number() OVER (PARTITION BY gs.sid, gs.pred ORDER BY "
-                "    coalesce(gs.p->>'valid_from', gs.p->>'valid_until', gs.p->>'recorded_at'), gs.p->>'recorded_at', gs.p->>'k') AS rn "
-                "  FROM gs LEFT JOIN {ab} a ON a.start_id = gs.id LEFT JOIN {v} o ON o.id = a.end_id), "
-                "pairs AS (SELECT o.id AS old_id, o.k AS old_k, o.p AS old_p, n.id AS new_id, n.k AS new_k, n.learned AS new_known, "
-                "  CASE WHEN n.ident = o.ident THEN n.endings ELSE n.begins END AS new_start "
-                "  FROM ord o CROSS JOIN LATERAL (SELECT * FROM ord j WHERE j.sid = o.sid AND j.pred = o.pred AND j.rn > o.rn "
-                "    AND ((NOT j.closing AND j.ident <> o.ident) OR (j.closing AND j.ident = o.ident)) ORDER BY j.rn LIMIT 1) n "
-                "  WHERE NOT o.neg), "
-                "upd AS (UPDATE {st} s SET properties = (("
-                "  pairs.old_p || jsonb_build_object("
-                "    'superseded_at', CASE WHEN pairs.new_known > pairs.old_p->>'recorded_at' THEN pairs.new_known ELSE pairs.old_p->>'recorded_at' END, "
-                "    'valid_until', coalesce(pairs.old_p->'valid_until', to_jsonb(pairs.new_start))) "
-                "  || CASE WHEN pairs.old_p ? 'valid_until' THEN '{{}}'::jsonb ELSE '{{\"valid_until_inferred\": true}}'::jsonb END"
-                "  )::text)::" + AG + " FROM pairs WHERE s.id = pairs.old_id RETURNING pairs.old_id, pairs.new_id, pairs.old_k, pairs.new_k) "
-                "INSERT INTO {sup} (id, start_id, end_id, properties) "
-                "SELECT ag_catalog._graphid(%(lid)s, nextval(%(seq)s::regclass)), upd.new_id, upd.old_id, "
-                "  (jsonb_build_object('k', 'sup:' || upd.old_k || '>' || upd.new_k)::text)::" + AG + " FROM upd "
-                "ON CONFLICT DO NOTHING"
-            ).format(**fmt),
-            params,
-        )
+        by_group: dict[tuple[str, str], list[tuple]] = defaultdict(list)
+        for r in rows:
+            by_group[(r[0], r[1])].append(r)
+        patches: list[dict[str, Any]] = []
+        wanted: dict[str, tuple[str, str]] = {}  # SUPERSEDES k -> (newer statement id, older statement id)
+        ids = {r[3]: int(r[2]) for r in rows}
+        for members in by_group.values():
+            members.sort(key=lambda r: r[12])
+            for i, old in enumerate(members):
+                _, _, _, k, ident, neg, stated, vfrom, known, until, inferred, superseded, _ = old
+                target = (stated, False, None)  # valid_until, inferred, superseded_at
+                if not neg:
+                    for new in members[i + 1 :]:
+                        closing = new[5] or (new[7] is None and new[6] is not None)
+                        if (not closing and new[4] != ident) or (closing and new[4] == ident):
+                            if new[4] == ident:
+                                start = new[6] or new[7] or new[8]
+                            else:
+                                start = new[7] or new[8]
+                            learned = new[8] if new[8] > known else known
+                            target = (stated if stated is not None else start, stated is None, learned)
+                            wanted[f"sup:{k}>{new[3]}"] = (new[3], k)
+                            break
+                if (until, inferred, superseded) != target:
+                    patches.append({"k": k, "p": {"valid_until": target[0], "valid_until_inferred": target[1] or None, "superseded_at": target[2]}})
+        if patches:
+            self.db.execute(
+                sql.SQL(
+                    "UPDATE {st} s SET properties = (("
+                    "  ((s.properties::text)::jsonb - ARRAY['valid_until', 'valid_until_inferred', 'superseded_at']) "
+                    "  || jsonb_strip_nulls(r.p))::text)::" + AG + " "
+                    "FROM jsonb_to_recordset(%s::jsonb) AS r(k text, p jsonb) WHERE {ks} = " + _as_agtype_key("r.k")
+                ).format(**fmt),
+                (_dumps(patches),),
+            )
+        members = [{"a": int(r[2]) >> 48, "b": int(r[2]) & _ENTRY} for r in rows]
+        existing = {
+            k
+            for (k,) in self.db.execute(
+                sql.SQL(
+                    "SELECT {kr}::text FROM {sup} r JOIN jsonb_to_recordset(%s::jsonb) AS u(a int, b bigint) "
+                    "ON r.start_id = ag_catalog._graphid(u.a, u.b)"
+                ).format(**fmt),
+                (_dumps(members),),
+            )
+        } if members else set()
+        stale = sorted(existing - set(wanted))
+        if stale:
+            self.db.execute(
+                sql.SQL("DELETE FROM {sup} r WHERE {kr} IN (SELECT " + _as_agtype_key("u") + " FROM unnest(%s::text[]) AS u)").format(**fmt),
+                (stale,),
+            )
+        missing = sorted(set(wanted) - existing)
+        if missing:
+            lid, _ = self._label("SUPERSEDES")
+            edges = []
+            for k in missing:
+                new_k, old_k = wanted[k]
+                a, b = ids[new_k], ids[old_k]
+                edges.append([a >> 48, a & _ENTRY, b >> 48, b & _ENTRY, {"k": k}])
+            self._insert_edges("SUPERSEDES", edges)

@@ -214,8 +214,8 @@ class Loader:
         *,
         force: bool = False,
         via: str = "bulk",
-        batch_statements: int = 5000,
-        batch_conversations: int = 500,
+        batch_statements: int = 1000,
+        batch_conversations: int = 200,
     ):
         if via not in VIA:
             raise ValueError(f"via must be one of {VIA}, not {via!r}")

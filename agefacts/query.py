@@ -240,6 +240,17 @@ def _sql_columns(text: str) -> list[str]:
 # -- facts and history ------------------------------------------------------------------------------
 def find_entities(db: Database, text: str, namespace: str | None = None) -> list[dict[str, Any]]:
     """Entities matched by key, name or mention (case-insensitive); ``user`` is the owner."""
+    if text.startswith("ent:"):
+        # A key is looked up in the key indexes rather than by scanning every entity.
+        by_key = run(
+            db,
+            "MATCH (n) WHERE n.k = $text AND n.type IS NOT NULL AND ($namespace IS NULL OR n.namespace = $namespace) "
+            "RETURN n.k AS key, n.namespace AS namespace, n.type AS type, coalesce(n.name, n.role) AS name, "
+            "n.mentions AS mentions, n.resolution AS resolution",
+            {"text": text, "namespace": namespace},
+        ).dicts()
+        if by_key:
+            return by_key
     return run_named(db, "entities", {"text": text, "namespace": namespace}).dicts()
 
 

@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from datetime import datetime, timezone
 
@@ -44,6 +45,7 @@ def _fmt(dt: datetime) -> str:
     return s
 
 
+@functools.lru_cache(maxsize=65536)
 def normalise_instant(text: str) -> str:
     """A message time as UTC ``...Z``; a time without a zone is taken to be UTC."""
     if not isinstance(text, str) or not text.strip():
@@ -59,6 +61,7 @@ def normalise_instant(text: str) -> str:
     return _fmt(dt.astimezone(timezone.utc)) + "Z"
 
 
+@functools.lru_cache(maxsize=65536)
 def normalise_valid(text: str) -> str:
     """A valid-time bound, at the precision it was given (see the module's description)."""
     if not isinstance(text, str) or not text.strip():
@@ -78,6 +81,7 @@ def normalise_valid(text: str) -> str:
     return _fmt(dt.astimezone(timezone.utc)) + "Z"
 
 
+@functools.lru_cache(maxsize=4096)
 def normalise_rrule(text: str) -> str:
     if not isinstance(text, str) or not text.strip():
         raise TimeError("is empty")

@@ -2,9 +2,13 @@
 // params: entity (an entity key), valid_at (a valid time), known_at (an instant, UTC with Z)
 // A statement is visible when it was recorded by known_at and valid_at falls in its validity as
 // known at known_at: the closed interval once its supersession is known, the stated one before.
-MATCH (subj)-[:SUBJECT_OF]->(s:Statement)
+// It starts from the entity's key (an index scan) and walks its edges, so its cost does not
+// grow with the size of the graph.
+MATCH (x) WHERE x.k = $entity
+MATCH (x)-[r]-(s:Statement)
+WHERE label(r) IN ['SUBJECT_OF', 'ABOUT'] AND s.ends_fact IS NULL AND s.recorded_at <= $known_at
+MATCH (subj)-[:SUBJECT_OF]->(s)
 OPTIONAL MATCH (s)-[:ABOUT]->(o)
-WITH subj, s, o WHERE (subj.k = $entity OR o.k = $entity) AND s.ends_fact IS NULL AND s.recorded_at <= $known_at
 WITH subj, s, o,
      CASE WHEN s.superseded_at IS NOT NULL AND s.superseded_at <= $known_at THEN s.valid_until
           WHEN s.valid_until_inferred = true THEN null

@@ -1,6 +1,7 @@
 // The succession of one entity's values for one predicate over time, superseded and ended facts included.
 // params: entity (an entity key), predicate (a predicate name)
-MATCH (subj {k: $entity})-[:SUBJECT_OF]->(s:Statement {predicate: $predicate})
+MATCH (subj)-[:SUBJECT_OF]->(s:Statement)
+WHERE subj.k = $entity AND s.predicate = $predicate
 OPTIONAL MATCH (s)-[:ABOUT]->(o)
 WITH subj, s, o
 MATCH (s)-[e:EVIDENCED_BY]->(m:Message)

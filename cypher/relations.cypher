@@ -1,7 +1,7 @@
 // An entity's current relations to other entities (statements whose object is an entity), with their quotes.
 // params: entity (an entity key)
-MATCH (subj {k: $entity})-[:SUBJECT_OF]->(s:Statement)-[:ABOUT]->(o)
-WHERE s.superseded_at IS NULL AND s.ends_fact IS NULL
+MATCH (subj)-[:SUBJECT_OF]->(s:Statement)-[:ABOUT]->(o)
+WHERE subj.k = $entity AND s.superseded_at IS NULL AND s.ends_fact IS NULL
 MATCH (s)-[e:EVIDENCED_BY]->(:Message)
 WITH subj, s, o, e ORDER BY e.at, e.k
 WITH subj, s, o, collect(e.quote) AS quotes
