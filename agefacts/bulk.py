@@ -29,6 +29,8 @@ from .db import Database
 
 __all__ = ["BulkWriter"]
 
+# Lateral subqueries end in OFFSET 0 so the planner cannot flatten them into hash joins over
+# whole label tables (it has no statistics to know the key lists are short).
 KEY = "ag_catalog.agtype_access_operator({t}.properties, '\"k\"'::ag_catalog.agtype)"
 # The unique index's own expression, which ON CONFLICT must name exactly.
 KEY_INDEXED = "ag_catalog.agtype_access_operator(properties, '\"k\"'::ag_catalog.agtype)"
@@ -208,8 +210,10 @@ class BulkWriter:
         """As the compiler's entity recompute: name, attrs and resolution from the latest
         mention that has them, mentions from all (left alone when there are none)."""
         q = sql.SQL(
-            "WITH ent AS (SELECT v.id FROM {t} v JOIN unnest(%s::text[]) AS u(k) ON {kv} = " + _as_agtype_key("u.k") + "), "
-            "m AS (SELECT e.start_id AS id, (e.properties::text)::jsonb AS p FROM {mi} e JOIN ent ON e.start_id = ent.id), "
+            "WITH ent AS (SELECT v.id FROM unnest(%s::text[]) AS u(k) "
+            "  CROSS JOIN LATERAL (SELECT v.id FROM {t} v WHERE {kv} = " + _as_agtype_key("u.k") + " OFFSET 0) v), "
+            "m AS (SELECT e.start_id AS id, (e.properties::text)::jsonb AS p FROM ent "
+            "  CROSS JOIN LATERAL (SELECT * FROM {mi} e WHERE e.start_id = ent.id OFFSET 0) e), "
             "has AS (SELECT DISTINCT id FROM m), "
             "named AS (SELECT DISTINCT ON (id) id, p->'name' AS v FROM m WHERE p ? 'name' "
             "  ORDER BY id, coalesce(p->>'at', '') DESC, p->>'k' DESC), "
@@ -223,7 +227,7 @@ class BulkWriter:
             "  || jsonb_strip_nulls(jsonb_build_object('name', named.v, 'attrs', attrs.v, 'mentions', ments.v, "
             "     'resolution', CASE WHEN named.v IS NULL THEN 'nil_placeholder' ELSE 'resolved' END)))::text)::" + AG + " "
             "FROM has LEFT JOIN named USING (id) LEFT JOIN attrs USING (id) LEFT JOIN ments USING (id) "
-            "WHERE v.id = has.id"
+            "WHERE v.id = has.id AND v.id = ANY(ARRAY(SELECT id FROM has))"
         ).format(t=self._table(label), kv=_key("v"), mi=self._table("MENTIONED_IN"))
         self.db.execute(q, (keys,))
 
@@ -234,15 +238,18 @@ class BulkWriter:
             "{name} AS (SELECT DISTINCT ON (id) id, p->'{f}' AS v FROM ev WHERE p ? '{f}' ORDER BY id, p->>'at', p->>'k')"
         )
         q = sql.SQL(
-            "WITH st AS (SELECT s.id FROM {t} s JOIN unnest(%s::text[]) AS u(k) ON {ks} = " + _as_agtype_key("u.k") + "), "
-            "ev AS (SELECT e.start_id AS id, (e.properties::text)::jsonb AS p FROM {eb} e JOIN st ON e.start_id = st.id), "
+            "WITH st AS (SELECT s.id FROM unnest(%s::text[]) AS u(k) "
+            "  CROSS JOIN LATERAL (SELECT s.id FROM {t} s WHERE {ks} = " + _as_agtype_key("u.k") + " OFFSET 0) s), "
+            "ev AS (SELECT e.start_id AS id, (e.properties::text)::jsonb AS p FROM st "
+            "  CROSS JOIN LATERAL (SELECT * FROM {eb} e WHERE e.start_id = st.id OFFSET 0) e), "
             "agg AS (SELECT id, min(p->>'at') AS first, max((p->>'confidence')::numeric) AS conf FROM ev GROUP BY id), "
             + ", ".join(first.format(name=n, f=f) for n, f in (("fm", "model"), ("fx", "extractor"), ("fr", "schema_ref")))
             + " UPDATE {t} s SET properties = (("
             "  ((s.properties::text)::jsonb - ARRAY['recorded_at', 'confidence', 'model', 'extractor', 'schema_ref']) "
             "  || jsonb_strip_nulls(jsonb_build_object('recorded_at', agg.first, 'confidence', agg.conf, "
             "     'model', fm.v, 'extractor', fx.v, 'schema_ref', fr.v)))::text)::" + AG + " "
-            "FROM agg LEFT JOIN fm USING (id) LEFT JOIN fx USING (id) LEFT JOIN fr USING (id) WHERE s.id = agg.id"
+            "FROM agg LEFT JOIN fm USING (id) LEFT JOIN fx USING (id) LEFT JOIN fr USING (id) "
+            "WHERE s.id = agg.id AND s.id = ANY(ARRAY(SELECT id FROM st))"
         ).format(t=self._table("Statement"), ks=_key("s"), eb=self._table("EVIDENCED_BY"))
         self.db.execute(q, (keys,))
 
@@ -268,7 +275,7 @@ class BulkWriter:
         grp = sql.SQL(" UNION ALL ").join(
             sql.SQL(
                 "SELECT DISTINCT v.id AS sid, u.pred FROM jsonb_to_recordset(%s::jsonb) AS u(k text, pred text) "
-                "JOIN {t} v ON {kv} = " + _as_agtype_key("u.k")
+                "CROSS JOIN LATERAL (SELECT v.id FROM {t} v WHERE {kv} = " + _as_agtype_key("u.k") + " OFFSET 0) v"
             ).format(t=self._table(label), kv=_key("v"))
             for label in labels
         )
@@ -276,13 +283,15 @@ class BulkWriter:
         rows = self.db.execute(
             sql.SQL(
                 "WITH grp AS ({grp}), "
-                "gs AS (SELECT grp.sid, grp.pred, s.id, (s.properties::text)::jsonb AS p FROM grp "
-                "  JOIN {so} so ON so.start_id = grp.sid JOIN {st} s ON s.id = so.end_id "
-                "  WHERE ((s.properties::text)::jsonb)->>'predicate' = grp.pred), "
+                # LATERAL keeps every step an index lookup whatever the planner guesses.
+                "gs AS (SELECT grp.sid, grp.pred, s.id, s.p FROM grp CROSS JOIN LATERAL ("
+                "  SELECT s.id, (s.properties::text)::jsonb AS p FROM {so} so JOIN {st} s ON s.id = so.end_id "
+                "  WHERE so.start_id = grp.sid OFFSET 0) s WHERE s.p->>'predicate' = grp.pred), "
                 "st AS (SELECT gs.sid, gs.pred, gs.id, gs.p, "
                 "  CASE WHEN gs.p->>'valid_until_inferred' = 'true' THEN NULL ELSE gs.p->>'valid_until' END AS stated, "
                 "  coalesce(to_jsonb(((o.properties::text)::jsonb)->>'k'), gs.p->'value')::text AS ident "
-                "  FROM gs LEFT JOIN {ab} a ON a.start_id = gs.id LEFT JOIN {v} o ON o.id = a.end_id) "
+                "  FROM gs LEFT JOIN LATERAL (SELECT o.properties FROM {ab} a JOIN {v} o ON o.id = a.end_id "
+                "    WHERE a.start_id = gs.id OFFSET 0) o ON true) "
                 "SELECT st.sid::text, st.pred, st.id::text, st.p->>'k', st.ident, "
                 "  coalesce((st.p->>'ends_fact')::boolean, false), st.stated, st.p->>'valid_from', st.p->>'recorded_at', "
                 "  st.p->>'valid_until', coalesce((st.p->>'valid_until_inferred')::boolean, false), st.p->>'superseded_at', "
@@ -323,17 +332,19 @@ class BulkWriter:
                     "UPDATE {st} s SET properties = (("
                     "  ((s.properties::text)::jsonb - ARRAY['valid_until', 'valid_until_inferred', 'superseded_at']) "
                     "  || jsonb_strip_nulls(r.p))::text)::" + AG + " "
-                    "FROM jsonb_to_recordset(%s::jsonb) AS r(k text, p jsonb) WHERE {ks} = " + _as_agtype_key("r.k")
+                    "FROM jsonb_to_recordset(%s::jsonb) AS r(k text, p jsonb) WHERE {ks} = " + _as_agtype_key("r.k") + " "
+                    "AND s.id = ANY(ARRAY(SELECT s2.id FROM jsonb_to_recordset(%s::jsonb) AS r2(k text) "
+                    "  CROSS JOIN LATERAL (SELECT s2.id FROM {st} s2 WHERE " + KEY.format(t="s2") + " = " + _as_agtype_key("r2.k") + " OFFSET 0) s2))"
                 ).format(**fmt),
-                (_dumps(patches),),
+                (_dumps(patches), _dumps([{"k": p["k"]} for p in patches])),
             )
         members = [{"a": int(r[2]) >> 48, "b": int(r[2]) & _ENTRY} for r in rows]
         existing = {
             k
             for (k,) in self.db.execute(
                 sql.SQL(
-                    "SELECT {kr}::text FROM {sup} r JOIN jsonb_to_recordset(%s::jsonb) AS u(a int, b bigint) "
-                    "ON r.start_id = ag_catalog._graphid(u.a, u.b)"
+                    "SELECT {kr}::text FROM jsonb_to_recordset(%s::jsonb) AS u(a int, b bigint) "
+                    "CROSS JOIN LATERAL (SELECT r.properties FROM {sup} r WHERE r.start_id = ag_catalog._graphid(u.a, u.b) OFFSET 0) r"
                 ).format(**fmt),
                 (_dumps(members),),
             )
@@ -341,7 +352,8 @@ class BulkWriter:
         stale = sorted(existing - set(wanted))
         if stale:
             self.db.execute(
-                sql.SQL("DELETE FROM {sup} r WHERE {kr} IN (SELECT " + _as_agtype_key("u") + " FROM unnest(%s::text[]) AS u)").format(**fmt),
+                sql.SQL("DELETE FROM {sup} r WHERE r.id = ANY(ARRAY(SELECT r2.id FROM unnest(%s::text[]) AS u(k) "
+                        "CROSS JOIN LATERAL (SELECT r2.id FROM {sup} r2 WHERE " + KEY.format(t="r2") + " = " + _as_agtype_key("u.k") + " OFFSET 0) r2))").format(**fmt),
                 (stale,),
             )
         missing = sorted(set(wanted) - existing)

@@ -186,7 +186,8 @@ def _gate_claim(
     span = locate(text, c.quote)
     if span is None:
         return no("not_in_message", f"the quote {c.quote!r} is not in the message")
-    evidence = Evidence(
+    # Built without validation: every field here was just validated or computed.
+    evidence = Evidence.model_construct(
         turn=turn,
         quote=span.quote,
         char_start=span.char_start,
@@ -197,7 +198,7 @@ def _gate_claim(
         at=at,
         confidence=c.confidence,
     )
-    return Fact(
+    return Fact.model_construct(
         subject=c.subject,
         predicate=c.predicate,
         object=c.object,

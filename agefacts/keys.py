@@ -38,8 +38,32 @@ __all__ = [
 ]
 
 
+_STR = json.encoder.py_encode_basestring
+try:  # the C version the json module itself uses
+    from _json import encode_basestring as _STR  # type: ignore[no-redef]
+except ImportError:  # pragma: no cover
+    pass
+
+
+def _canon(value: Any) -> str:
+    """Compact JSON of strings, numbers, None and lists: byte for byte what
+    ``json.dumps(value, ensure_ascii=False, separators=(",", ":"))`` writes, several times
+    faster for these small tuples (keys are made for every element of every load)."""
+    if isinstance(value, str):
+        return _STR(value)
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(_canon(v) for v in value) + "]"
+    return json.dumps(value)
+
+
 def make_key(kind: str, *fields: Any) -> str:
-    blob = json.dumps(fields, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    blob = _canon(fields)
     return f"{kind}:{hashlib.sha256(blob.encode('utf-8')).hexdigest()[:32]}"
 
 

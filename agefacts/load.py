@@ -10,6 +10,7 @@ others still load.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import sys
@@ -197,6 +198,44 @@ def content_hash(conv: Conversation, ontology: Ontology) -> str:
 VIA = ("bulk", "cypher")
 
 
+def _prepare(
+    ontology: Ontology, force: bool, batch: list[tuple[str, Conversation]], prior: dict[tuple[str, str], str]
+) -> list[tuple]:
+    """Pure work, no database: hash, skip what is unchanged, ground, gate and compile. A
+    module-level function so that a worker process can run it."""
+    out: list[tuple] = []
+    for source, conv in batch:
+        try:
+            h = content_hash(conv, ontology)
+            old = prior.get((conv.namespace, conv.id))
+            if old == h and not force:
+                out.append(("done", Outcome(source, conv.id, conv.namespace, "skipped")))
+                continue
+            p = plan(conv, result_of(conv, ontology), ontology)
+        except AgeFactsError as exc:
+            out.append(("done", Outcome(source, conv.id, conv.namespace, "failed", str(exc))))
+            continue
+        out.append(("replace" if old is not None and old != h else "new", source, conv, h, p))
+    return out
+
+
+@contextlib.contextmanager
+def _worker():
+    """One worker thread, with the interpreter's thread switch interval shortened while it
+    runs. The loader's main thread spends its time waiting on the database; each time an
+    answer arrives it needs the interpreter lock back, and with the default 5 ms interval
+    a busy worker would hold it that long, hundreds of times a batch. Restored afterwards."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(min(before, 0.0002))
+    try:
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            yield pool
+    finally:
+        sys.setswitchinterval(before)
+
+
 class Loader:
     """Loads conversations into ``db``'s graph.
 
@@ -236,13 +275,11 @@ class Loader:
     def load_many(self, items: Iterable[tuple[str, Conversation | InputError]]) -> Iterator[Outcome]:
         """Load conversations as they come, in batches; yields one outcome per item, in order.
 
-        While one batch is written, the next is ground, gated and compiled in a worker thread:
-        the database work and the Python work overlap instead of adding up."""
-        from concurrent.futures import ThreadPoolExecutor
-
+        While one batch is written, the next is ground, gated and compiled in a worker
+        thread, so the database's work and Python's overlap instead of adding up."""
         run_seen: set[tuple[str, str]] = set()
         previous = None
-        with ThreadPoolExecutor(max_workers=1) as pool:
+        with _worker() as pool:
             for batch, pending in self._batches(items):
                 idents = {(c.namespace, c.id) for _, c in batch}
                 if previous is not None and idents & run_seen:
@@ -252,7 +289,7 @@ class Loader:
                     previous = None
                 run_seen |= idents
                 prior = self._prior_hashes([c for _, c in batch]) if batch else {}
-                future = pool.submit(self._prepare, batch, prior)
+                future = pool.submit(_prepare, self.ontology, self.force, batch, prior)
                 if previous is not None:
                     yield from self._finish(*previous)
                 previous = (future, pending)
@@ -296,23 +333,6 @@ class Loader:
             (json.dumps([{"ns": c.namespace, "id": c.id} for c in convs]), self.db.graph),
         )
         return {(ns, cid): h for ns, cid, h in rows}
-
-    def _prepare(self, batch: list[tuple[str, Conversation]], prior: dict[tuple[str, str], str]) -> list[tuple]:
-        """Pure work, no database: hash, skip what is unchanged, ground, gate and compile."""
-        out: list[tuple] = []
-        for source, conv in batch:
-            try:
-                h = content_hash(conv, self.ontology)
-                old = prior.get((conv.namespace, conv.id))
-                if old == h and not self.force:
-                    out.append(("done", Outcome(source, conv.id, conv.namespace, "skipped")))
-                    continue
-                p = plan(conv, result_of(conv, self.ontology), self.ontology)
-            except AgeFactsError as exc:
-                out.append(("done", Outcome(source, conv.id, conv.namespace, "failed", str(exc))))
-                continue
-            out.append(("replace" if old is not None and old != h else "new", source, conv, h, p))
-        return out
 
     def _write(self, prepared: list[tuple]) -> list[Outcome]:
         outcomes: list[Outcome | None] = [None] * len(prepared)
