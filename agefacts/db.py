@@ -88,8 +88,8 @@ def translate(exc: BaseException, doing: str) -> DatabaseError:
         return exc
     sqlstate = getattr(exc, "sqlstate", None)
     msg = str(exc).strip() or type(exc).__name__
-    if isinstance(exc, psycopg.OperationalError) and sqlstate is None:
-        return DatabaseError(f"{doing}: the database connection failed: {msg}", None)
+    if isinstance(exc, psycopg.OperationalError) and (sqlstate is None or sqlstate.startswith("08")):
+        return DatabaseError(f"{doing}: the database connection failed: {msg}", sqlstate, connection_lost=True)
     return DatabaseError(f"{doing}: {msg}" + (f" (SQLSTATE {sqlstate})" if sqlstate else ""), sqlstate)
 
 

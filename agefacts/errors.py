@@ -29,11 +29,21 @@ class EngineError(AgeFactsError):
 
 
 class DatabaseError(AgeFactsError):
-    """A database operation failed. ``sqlstate`` is the server's code when it sent one."""
+    """A database operation failed. ``sqlstate`` is the server's code when it sent one;
+    ``connection_lost`` says the connection itself is gone (reconnecting may help)."""
 
-    def __init__(self, message: str, sqlstate: str | None = None):
+    #: Conflicts that a retry of the same idempotent work resolves: a unique key taken by a
+    #: concurrent writer, a deadlock, a serialization failure.
+    RETRYABLE = frozenset({"23505", "40P01", "40001"})
+
+    def __init__(self, message: str, sqlstate: str | None = None, *, connection_lost: bool = False):
         super().__init__(message)
         self.sqlstate = sqlstate
+        self.connection_lost = connection_lost
+
+    @property
+    def retryable(self) -> bool:
+        return self.sqlstate in self.RETRYABLE
 
 
 class InputError(AgeFactsError):

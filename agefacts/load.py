@@ -13,7 +13,9 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import random
 import sys
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +27,7 @@ from .compile import EXTRACTOR, Plan, entity_recompute, executable, plan, statem
 from .consolidate import result_of
 from . import cypher as cy
 from .db import Database
-from .errors import AgeFactsError, InputError
+from .errors import AgeFactsError, DatabaseError, InputError
 from .keys import conversation_key
 from .models import Conversation
 from .ontology import Ontology
@@ -182,16 +184,13 @@ def _parse_text(line: str, source: str) -> Conversation | InputError:
         return exc
 
 
-def content_hash(conv: Conversation, ontology: Ontology) -> str:
-    """What decides "already loaded unchanged": the conversation, the ontology that gates
-    it, and the compiler's version."""
-    blob = json.dumps(
-        [conv.model_dump(mode="json"), ontology.fingerprint(), EXTRACTOR],
-        ensure_ascii=False,
-        sort_keys=True,
-        separators=(",", ":"),
-    )
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+def content_hash(conv: Conversation, ontology: Ontology, fingerprint: str | None = None) -> str:
+    """What decides "already loaded unchanged": the conversation (its JSON as pydantic
+    writes it, fields in declared order), the ontology that gates it, and the compiler's
+    version. Pass the ontology's ``fingerprint()`` when hashing many conversations."""
+    h = hashlib.sha256(conv.model_dump_json().encode("utf-8"))
+    h.update(b"\0" + (fingerprint or ontology.fingerprint()).encode() + b"\0" + EXTRACTOR.encode())
+    return h.hexdigest()
 
 
 # -- writing --------------------------------------------------------------------------------------
@@ -204,9 +203,10 @@ def _prepare(
     """Pure work, no database: hash, skip what is unchanged, ground, gate and compile. A
     module-level function so that a worker process can run it."""
     out: list[tuple] = []
+    fingerprint = ontology.fingerprint()
     for source, conv in batch:
         try:
-            h = content_hash(conv, ontology)
+            h = content_hash(conv, ontology, fingerprint)
             old = prior.get((conv.namespace, conv.id))
             if old == h and not force:
                 out.append(("done", Outcome(source, conv.id, conv.namespace, "skipped")))
@@ -224,11 +224,12 @@ def _worker():
     """One worker thread, with the interpreter's thread switch interval shortened while it
     runs. The loader's main thread spends its time waiting on the database; each time an
     answer arrives it needs the interpreter lock back, and with the default 5 ms interval
-    a busy worker would hold it that long, hundreds of times a batch. Restored afterwards."""
+    a busy worker would hold it that long, hundreds of times a batch (measured: 0.05 ms loads
+    30k statements 15% faster than 0.2 ms, and 20% faster than 1 ms). Restored afterwards."""
     from concurrent.futures import ThreadPoolExecutor
 
     before = sys.getswitchinterval()
-    sys.setswitchinterval(min(before, 0.0002))
+    sys.setswitchinterval(min(before, 0.00005))
     try:
         with ThreadPoolExecutor(max_workers=1) as pool:
             yield pool
@@ -255,6 +256,7 @@ class Loader:
         via: str = "bulk",
         batch_statements: int = 1000,
         batch_conversations: int = 200,
+        retries: int = 5,
     ):
         if via not in VIA:
             raise ValueError(f"via must be one of {VIA}, not {via!r}")
@@ -264,7 +266,9 @@ class Loader:
         self.via = via
         self.batch_statements = batch_statements
         self.batch_conversations = batch_conversations
+        self.retries = retries
         self._writer = None
+        self._lost: str | None = None  # why the connection is gone for good, once it is
 
     # -- the public calls ---------------------------------------------------------------------
     def load(self, conv: Conversation, source: str = "<conversation>") -> Outcome:
@@ -325,13 +329,55 @@ class Loader:
         for slot in pending:
             yield slot if slot is not None else next(results)
 
-    def _prior_hashes(self, convs: list[Conversation]) -> dict[tuple[str, str], str]:
-        rows = self.db.execute(
-            "SELECT l.namespace, l.conversation, l.content_hash FROM agefacts.ingest_log l "
-            "JOIN jsonb_to_recordset(%s::jsonb) AS r(ns text, id text) ON l.namespace = r.ns AND l.conversation = r.id "
-            "WHERE l.graph = %s",
-            (json.dumps([{"ns": c.namespace, "id": c.id} for c in convs]), self.db.graph),
+    def _attempt(self, work: Callable[[], Any]) -> Any:
+        """Run one unit of idempotent work (a whole transaction), retrying what a retry can
+        resolve, a bounded number of times: a unique key or deadlock conflict with a
+        concurrent writer (after a short random backoff), and a dropped connection (after
+        reconnecting). Loading is idempotent, so work that may or may not have committed
+        before the connection dropped is safe to run again."""
+        for attempt in range(self.retries + 1):
+            try:
+                return work()
+            except DatabaseError as exc:
+                if attempt >= self.retries or not (exc.retryable or exc.connection_lost):
+                    raise
+                if exc.connection_lost:
+                    try:
+                        self.db.reconnect(retries=self.retries)
+                    except DatabaseError as gone:
+                        self._lost = str(gone)
+                        raise
+                    self._writer = None
+                else:
+                    time.sleep(0.02 * (2**attempt) * (0.5 + random.random()))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _lost_outcome(self, source: str, conv: Conversation) -> Outcome:
+        return Outcome(
+            source, conv.id, conv.namespace, "failed",
+            f"not loaded: the database connection was lost ({self._lost}); run the same command "
+            "again to load the rest (what was loaded is skipped)",
         )
+
+    def _prior_hashes(self, convs: list[Conversation]) -> dict[tuple[str, str], str]:
+        if self._lost:
+            return {}
+        payload = json.dumps([{"ns": c.namespace, "id": c.id} for c in convs])
+
+        def read() -> list:
+            return self.db.execute(
+                "SELECT l.namespace, l.conversation, l.content_hash FROM agefacts.ingest_log l "
+                "JOIN jsonb_to_recordset(%s::jsonb) AS r(ns text, id text) ON l.namespace = r.ns AND l.conversation = r.id "
+                "WHERE l.graph = %s",
+                (payload, self.db.graph),
+            )
+
+        try:
+            rows = self._attempt(read)
+        except DatabaseError:
+            if self._lost:
+                return {}
+            raise
         return {(ns, cid): h for ns, cid, h in rows}
 
     def _write(self, prepared: list[tuple]) -> list[Outcome]:
@@ -340,31 +386,37 @@ class Loader:
         for i, entry in enumerate(prepared):
             if entry[0] == "done":
                 outcomes[i] = entry[1]
+            elif self._lost:
+                outcomes[i] = self._lost_outcome(entry[1], entry[2])
             elif entry[0] == "replace":
                 # Changed content replaces the old version's writes: done one by one.
                 outcomes[i] = self._one(*entry[1:], replace=True)
             else:
                 todo.append((i, *entry[1:]))
         if todo and self.via == "bulk" and len(todo) > 1:
-            self.db.ensure_labels(
-                vertex=sorted({v for t in todo for v in t[4].vertex_labels}),
-                edge=sorted({e for t in todo for e in t[4].edge_labels} | {"SUPERSEDES"}),
-            )
-            try:
+
+            def batch() -> None:
+                self.db.ensure_labels(
+                    vertex=sorted({v for t in todo for v in t[4].vertex_labels}),
+                    edge=sorted({e for t in todo for e in t[4].edge_labels} | {"SUPERSEDES"}),
+                )
                 with self.db.transaction():
                     self._bulk([t[4] for t in todo])
                     self._record([(t[2], t[3], t[4], t[1]) for t in todo])
+
+            try:
+                self._attempt(batch)
                 for i, source, conv, _, p in todo:
                     outcomes[i] = Outcome(source, conv.id, conv.namespace, "loaded", counts=dict(p.counts))
                 todo = []
             except AgeFactsError:
                 pass  # rolled back whole; each conversation again on its own, below
         for i, source, conv, h, p in todo:
-            outcomes[i] = self._one(source, conv, h, p)
+            outcomes[i] = self._lost_outcome(source, conv) if self._lost else self._one(source, conv, h, p)
         return [o for o in outcomes if o is not None]
 
     def _one(self, source: str, conv: Conversation, h: str, p: Plan, replace: bool = False) -> Outcome:
-        try:
+        def work() -> None:
             self.db.ensure_labels(vertex=p.vertex_labels, edge=sorted(set(p.edge_labels) | {"SUPERSEDES"}))
             with self.db.transaction():
                 stale = self._retract(p) if replace else None
@@ -376,7 +428,12 @@ class Loader:
                 if stale is not None:
                     self._settle(stale, p)
                 self._record([(conv, h, p, source)])
+
+        try:
+            self._attempt(work)
         except AgeFactsError as exc:
+            if self._lost:
+                return self._lost_outcome(source, conv)
             return Outcome(source, conv.id, conv.namespace, "failed", str(exc))
         return Outcome(source, conv.id, conv.namespace, "loaded", counts=dict(p.counts))
 

@@ -2,11 +2,16 @@
 // params: entity (an entity key), valid_at (a valid time), known_at (an instant, UTC with Z)
 // A statement is visible when it was recorded by known_at and valid_at falls in its validity as
 // known at known_at: the closed interval once its supersession is known, the stated one before.
-// It starts from the entity's key (an index scan) and walks its edges, so its cost does not
-// grow with the size of the graph.
+// It starts from the entity's key (an index scan) and walks its typed edges, so its cost does
+// not grow with the size of the graph (an untyped edge pattern would scan every edge label).
 MATCH (x) WHERE x.k = $entity
-MATCH (x)-[r]-(s:Statement)
-WHERE label(r) IN ['SUBJECT_OF', 'ABOUT'] AND s.ends_fact IS NULL AND s.recorded_at <= $known_at
+OPTIONAL MATCH (x)-[:SUBJECT_OF]->(s1:Statement)
+WITH x, collect(s1.k) AS as_subject
+OPTIONAL MATCH (s2:Statement)-[:ABOUT]->(x)
+WITH as_subject, collect(s2.k) AS as_object
+UNWIND as_subject + as_object AS sk
+MATCH (s:Statement)
+WHERE s.k = sk AND s.ends_fact IS NULL AND s.recorded_at <= $known_at
 MATCH (subj)-[:SUBJECT_OF]->(s)
 OPTIONAL MATCH (s)-[:ABOUT]->(o)
 WITH subj, s, o,
