@@ -39,6 +39,8 @@ from .ontology import Ontology
 __all__ = ["Vertex", "Edge", "Plan", "plan", "to_cypher", "compile_conversation", "EXTRACTOR"]
 
 EXTRACTOR = f"agefacts/{__version__}"
+CORE_VERTEX_LABELS = frozenset({"Conversation", "Message", "Statement"})
+CORE_EDGE_LABELS = frozenset({"PART_OF", "MENTIONED_IN", "SUBJECT_OF", "ABOUT", "EVIDENCED_BY", "SUPERSEDES"})
 
 
 @dataclass(frozen=True)
@@ -85,11 +87,12 @@ class Plan:
 
     @property
     def vertex_labels(self) -> list[str]:
-        return sorted({v.label for v in self.vertices})
+        return sorted({v.label for v in self.vertices} | CORE_VERTEX_LABELS)
 
     @property
     def edge_labels(self) -> list[str]:
-        return sorted({e.label for e in self.edges} | ({"SUPERSEDES"} if self.groups else set()))
+        # All of agefacts' own edge labels, used or not: recomputing queries name them all.
+        return sorted({e.label for e in self.edges} | CORE_EDGE_LABELS)
 
 
 def _clean(props: dict[str, Any]) -> dict[str, Any]:

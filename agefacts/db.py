@@ -200,19 +200,19 @@ class Database:
         conn = self._conn
         assert conn is not None
         try:
-            conn.execute("CREATE EXTENSION IF NOT EXISTS age")
+            self._run("CREATE EXTENSION IF NOT EXISTS age")
         except psycopg.errors.InsufficientPrivilege:
             pass  # an administrator may have created it already; LOAD below says if not
         except psycopg.Error as exc:
             raise translate(exc, "creating the age extension") from exc
         try:
-            conn.execute("LOAD 'age'")
+            self._run("LOAD 'age'")
         except psycopg.errors.InsufficientPrivilege as exc:
             raise DatabaseError(f"loading Apache AGE failed: {_LOAD_HINT}", exc.sqlstate) from exc
         except psycopg.Error as exc:
             raise translate(exc, "loading Apache AGE (is the age extension installed?)") from exc
         try:
-            conn.execute('SET search_path = ag_catalog, "$user", public')
+            self._run('SET search_path = ag_catalog, "$user", public')
             self._apply_sql()
         except psycopg.Error as exc:
             raise translate(exc, "preparing the session") from exc
@@ -221,14 +221,11 @@ class Database:
         """Create agefacts' own SQL objects from ``sql/`` (every statement is idempotent)."""
         files = resources.files("agefacts._sql")
         for name in sorted(p.name for p in files.iterdir() if p.name.endswith(".sql")):
-            self._conn.execute((files / name).read_text())  # type: ignore[union-attr]
+            self._run((files / name).read_text())
 
     # -- graph and labels ----------------------------------------------------------------
     def graph_exists(self) -> bool:
-        row = self.conn.execute(
-            "SELECT 1 FROM ag_catalog.ag_graph WHERE name = %s", (self.graph,)
-        ).fetchone()
-        return row is not None
+        return bool(self._run("SELECT 1 FROM ag_catalog.ag_graph WHERE name = %s", (self.graph,)))
 
     def ensure_graph(self) -> None:
         """Create the graph if it is missing; creating an existing graph is not an error."""
@@ -236,7 +233,7 @@ class Database:
             return
         try:
             with self.conn.transaction():
-                self.conn.execute("SELECT ag_catalog.create_graph(%s)", (self.graph,))
+                self._run("SELECT ag_catalog.create_graph(%s)", (self.graph,))
         except psycopg.errors.InvalidSchemaName:
             pass  # another client created it between our check and our create
         except psycopg.Error as exc:
@@ -245,19 +242,19 @@ class Database:
     def drop_graph(self) -> None:
         if self.graph_exists():
             try:
-                self.conn.execute("SELECT ag_catalog.drop_graph(%s, true)", (self.graph,))
+                self._run("SELECT ag_catalog.drop_graph(%s, true)", (self.graph,))
             except psycopg.Error as exc:
                 raise translate(exc, f"dropping graph {self.graph!r}") from exc
         self._labels.clear()
 
     def labels(self) -> dict[str, str]:
         """The graph's labels and their kinds ('v' or 'e'), AGE's internal defaults excluded."""
-        rows = self.conn.execute(
+        rows = self._run(
             "SELECT l.name, l.kind FROM ag_catalog.ag_label l "
             "JOIN ag_catalog.ag_graph g ON g.graphid = l.graph "
             "WHERE g.name = %s AND l.name NOT LIKE '\\_ag\\_label\\_%%'",
             (self.graph,),
-        ).fetchall()
+        )
         return {name: kind for name, kind in rows}
 
     def ensure_labels(self, vertex: Sequence[str] = (), edge: Sequence[str] = ()) -> None:
@@ -279,7 +276,7 @@ class Database:
                 fn = "create_vlabel" if kind == "v" else "create_elabel"
                 try:
                     with self.conn.transaction():
-                        self.conn.execute(
+                        self._run(
                             sql.SQL("SELECT ag_catalog.{}(%s::cstring, %s::cstring)").format(
                                 sql.Identifier(fn)
                             ),
@@ -291,7 +288,7 @@ class Database:
                     raise translate(exc, f"creating label {name!r}") from exc
             try:
                 # The key index (sql/002_indexes.sql): lookups, upserts, and no duplicate keys.
-                self.conn.execute("SELECT agefacts.index_label(%s, %s, %s)", (self.graph, name, kind))
+                self._run("SELECT agefacts.index_label(%s, %s, %s)", (self.graph, name, kind))
             except psycopg.errors.UniqueViolation as exc:
                 raise DatabaseError(
                     f"label {name!r} in graph {self.graph!r} already holds duplicate keys, so its unique "
@@ -327,8 +324,7 @@ class Database:
         stmt = self.cypher_sql(query, columns, with_params=params is not None)
         args = (json.dumps(params, ensure_ascii=False),) if params is not None else None
         try:
-            cur = self.conn.execute(stmt, args)
-            return cur.fetchall() if cur.description else []
+            return self._run(stmt, args)
         except psycopg.Error as exc:
             raise translate(exc, "running Cypher") from exc
 
@@ -347,10 +343,24 @@ class Database:
     def execute(self, query: str | sql.Composable, params: Sequence[Any] | Mapping[str, Any] | None = None) -> list[tuple]:
         """Run plain SQL (our own statements only)."""
         try:
-            cur = self.conn.execute(query, params)  # type: ignore[arg-type]
-            return cur.fetchall() if cur.description else []
+            return self._run(query, params)
         except psycopg.Error as exc:
             raise translate(exc, "running SQL") from exc
+
+    def _run(self, stmt: Any, args: Any = None) -> list[tuple]:
+        """Execute one statement and fetch its rows. Outside a transaction it gets one of its
+        own: the embedded engine queues every client's protocol messages into one session and
+        keeps a client in front only while that client is in a transaction, so a statement's
+        Parse, Bind and Execute from one client could otherwise be split by another client's
+        ("unnamed prepared statement does not exist"). Inside the caller's transaction
+        nothing is added."""
+        conn = self._conn if self._conn is not None and not self._conn.closed else self.conn
+        if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+            with conn.transaction():
+                cur = conn.execute(stmt, args)
+                return cur.fetchall() if cur.description else []
+        cur = conn.execute(stmt, args)
+        return cur.fetchall() if cur.description else []
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:

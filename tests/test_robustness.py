@@ -16,7 +16,7 @@ from agefacts.compile import compile_conversation
 from agefacts.db import Database
 from agefacts.engine import Engine
 from agefacts.errors import DatabaseError
-from agefacts.load import Loader, load_paths, read_conversations
+from agefacts.load import Loader, load_paths
 from agefacts.models import Conversation
 from agefacts.ontology import default_ontology
 from agefacts.query import digest, graph_content
@@ -367,5 +367,6 @@ def test_fuzzed_conversations_keep_every_invariant(dsn, graph_name, a, b):
             assert text.encode("utf-8")[bs:be] == quote.encode("utf-8")
         assert all(line.startswith('["') for line in graph_content(first))
     finally:
-        first.drop_graph()
-        second.drop_graph()
+        for db in (first, second):
+            db.drop_graph()
+            db.close()

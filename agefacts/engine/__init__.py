@@ -38,7 +38,7 @@ DEFAULT_PORT = 54329
 MEMORY = "memory"
 # pglite-server serves one backend session to every client; concurrent clients are queued
 # by the server and a transaction keeps its client in front, so a generous limit is safe.
-MAX_CONNECTIONS = 64
+MAX_CONNECTIONS = 256
 _NODE_HINT = (
     "the embedded engine needs Node.js 20 or newer and npm on PATH: install them "
     "(for example `apt-get install nodejs npm`), or point --dsn / AGEFACTS_DSN at a "
