@@ -148,14 +148,18 @@ class BenchResult:
     def table(self) -> str:
         d = self.data
         lines = [f"engine: {d['engine']}", f"statements: {d['statements']} ({d['conversations']} conversations)", ""]
-        lines.append(f"{'path':<15} {'statements':>10} {'seconds':>9} {'statements/s':>13} {'peak RSS MB':>12}")
+        lines.append(f"{'path':<23} {'statements':>10} {'seconds':>9} {'statements/s':>13} {'peak RSS MB':>12}")
         for name, p in d["paths"].items():
             rss = "" if p.get("peak_rss_mb") is None else f"{p['peak_rss_mb']:.0f}"
-            lines.append(f"{name:<15} {p['statements']:>10} {p['seconds']:>9.2f} {p['statements_per_s']:>13.0f} {rss:>12}")
+            lines.append(f"{name:<23} {p['statements']:>10} {p['seconds']:>9.2f} {p['statements_per_s']:>13.0f} {rss:>12}")
         lines.append("")
         for k, v in d["ratios"].items():
-            lines.append(f"{k:<22} {v:>8.1f}")
+            lines.append(f"{k:<28} {v:>8.2f}")
         lines.append(f"facts p50/p95 (ms)      {d['facts_ms']['p50']:.1f} / {d['facts_ms']['p95']:.1f}")
+        lines.append(f"bulk and reference digests equal: {'yes' if d['digest_equal'] else 'NO'}")
+        rss = d.get("engine_rss_mb") or {}
+        if rss.get("after") is not None:
+            lines.append(f"engine resident memory (MB): {rss['before']:.0f} before, {rss['after']:.0f} after, {rss['peak']:.0f} peak")
         if d.get("notes"):
             lines += ["", *d["notes"]]
         return "\n".join(lines)
@@ -251,15 +255,21 @@ def run_bench(
     ref_db = fresh("reference")
     secs, _ = _timed(lambda: load(ref_db, subset, via="cypher"))
     paths["reference"] = {"statements": n, "seconds": secs}
+    from .query import digest
+
     if cap < statements:
         small = fresh("load_small")
         secs_small, _ = _timed(lambda: load(small, subset))
         paths["load_at_reference_size"] = {"statements": n, "seconds": secs_small}
         same_size_load = paths["load_at_reference_size"]
+        log("digests of the two paths")
+        digests_equal = digest(small) == digest(ref_db)
         if not keep:
             small.drop_graph()
     else:
         same_size_load = paths["load"]
+        log("digests of the two paths")
+        digests_equal = digest(db) == digest(ref_db)
 
     log("copy: the same rows into a plain table")
     rows = []
@@ -278,6 +288,9 @@ def run_bench(
         "copy_vs_load": paths["load"]["seconds"] / paths["copy"]["seconds"],
         "first_load_vs_replay": paths["load"]["seconds"] / paths["replay"]["seconds"],
     }
+    if same_size_load is not paths["load"]:
+        # Linear, not quadratic: the rate at the full size against the rate at the smaller one.
+        ratios["rate_full_vs_reference_size"] = paths["load"]["statements_per_s"] / same_size_load["statements_per_s"]
     if not keep:
         for name in ("load", "reference"):
             Database(dsn, f"{graph_prefix}_{name}").connect().drop_graph()
@@ -292,6 +305,7 @@ def run_bench(
         "facts_ms": facts_ms,
         "engine_rss_mb": {"before": rss_before, "after": rss_after, "peak": peak},
         "notes": notes,
+        "digest_equal": digests_equal,
     }
     return BenchResult(data)
 
