@@ -31,6 +31,10 @@ test: install system-deps
 	if [ $$rc -eq 5 ]; then echo "pytest ran no tests: treating that as a failure" >&2; exit 1; fi; \
 	exit $$rc
 
+# The numbers in the README's Performance section (several minutes: the reference path is slow).
+bench: install
+	$(BIN)/agefacts bench --statements 100000 --reference-cap 10000
+
 clean:
 	-$(BIN)/agefacts db stop
 	rm -rf $(VENV) build *.egg-info

@@ -347,7 +347,16 @@ class Database:
         except psycopg.Error as exc:
             raise translate(exc, "running SQL") from exc
 
-    def _run(self, stmt: Any, args: Any = None) -> list[tuple]:
+    def table(self, query: str | sql.Composable, params: Sequence[Any] | Mapping[str, Any] | None = None) -> Table:
+        """Run plain SQL and return its rows with the column names the server reports."""
+        try:
+            names: list[str] = []
+            rows = self._run(query, params, names)
+        except psycopg.Error as exc:
+            raise translate(exc, "running SQL") from exc
+        return Table(names, [tuple(r) for r in rows])
+
+    def _run(self, stmt: Any, args: Any = None, names: list[str] | None = None) -> list[tuple]:
         """Execute one statement and fetch its rows. Outside a transaction it gets one of its
         own: the embedded engine queues every client's protocol messages into one session and
         keeps a client in front only while that client is in a transaction, so a statement's
@@ -355,12 +364,16 @@ class Database:
         ("unnamed prepared statement does not exist"). Inside the caller's transaction
         nothing is added."""
         conn = self._conn if self._conn is not None and not self._conn.closed else self.conn
+
+        def fetch(cur: psycopg.Cursor) -> list[tuple]:
+            if names is not None and cur.description:
+                names.extend(d.name for d in cur.description)
+            return cur.fetchall() if cur.description else []
+
         if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
             with conn.transaction():
-                cur = conn.execute(stmt, args)
-                return cur.fetchall() if cur.description else []
-        cur = conn.execute(stmt, args)
-        return cur.fetchall() if cur.description else []
+                return fetch(conn.execute(stmt, args))
+        return fetch(conn.execute(stmt, args))
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:

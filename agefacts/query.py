@@ -222,19 +222,8 @@ def run_named(db: Database, name: str, params: Mapping[str, Any] | None = None) 
     values = {p: given.get(p) for p in q.params}
     if q.kind == "sql":
         values["graph"] = db.graph
-        rows = db.execute(q.text, values)
-        cur_cols = _sql_columns(q.text)
-        return Table(cur_cols, [tuple(r) for r in rows])
+        return db.table(q.text, values)
     return run(db, q.text, values)
-
-
-def _sql_columns(text: str) -> list[str]:
-    select = re.search(r"\bSELECT\b(.*?)\bFROM\b", text, re.IGNORECASE | re.DOTALL)
-    cols = []
-    for item in _split_top(select.group(1) if select else ""):
-        m = re.search(r"\bAS\s+([A-Za-z_][A-Za-z0-9_]*)\s*$", item.strip(), re.IGNORECASE)
-        cols.append(m.group(1) if m else item.strip().split(".")[-1])
-    return cols
 
 
 # -- facts and history ------------------------------------------------------------------------------
