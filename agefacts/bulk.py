@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from psycopg import sql
@@ -27,7 +28,7 @@ from psycopg import sql
 from .compile import Plan
 from .db import Database
 
-__all__ = ["BulkWriter"]
+__all__ = ["BulkWriter", "Batch", "assemble"]
 
 # Lateral subqueries end in OFFSET 0 so the planner cannot flatten them into hash joins over
 # whole label tables (it has no statistics to know the key lists are short).
@@ -80,97 +81,39 @@ class BulkWriter:
 
     # -- writing -----------------------------------------------------------------------------
     def write(self, plans: Sequence[Plan]) -> None:
-        vlabels = sorted({v.label for p in plans for v in p.vertices})
-        elabels = sorted({e.label for p in plans for e in p.edges} | {"SUPERSEDES"})
-        self.db.ensure_labels(vertex=vlabels, edge=elabels)
+        self.write_batch(assemble(plans))
 
-        vertices: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
-        for p in plans:
-            for v in p.vertices:
-                # Later SETs win, as when the conversations' Cypher runs in this order.
-                vertices[v.label].setdefault(v.k, {}).update(v.props)
-        entity_labels = {k: label for p in plans for label, k in p.entities}
-        statement_keys = {k for p in plans for k in p.statements}
-        # What a new vertex's recomputed properties will be, from this batch alone; a vertex
-        # that already existed is recomputed from the whole graph below instead.
-        unsure = self._precompute(plans, vertices, entity_labels, statement_keys)
+    def write_batch(self, batch: Batch) -> None:
+        """Write an assembled batch. All the Python work was done by :func:`assemble` (the
+        loader runs it in its worker thread); what is left here is the database's."""
+        self.db.ensure_labels(vertex=batch.vertex_labels, edge=batch.edge_labels)
         ids: dict[str, tuple[int, int]] = {}
         existed: set[str] = set()
-        for label, rows in sorted(vertices.items()):
-            got, old = self._upsert_vertices(label, list(rows.values()))
+        for label, rows in batch.vertices:
+            got, old = self._upsert_vertices(label, rows)
             ids.update(got)
             existed |= old
-
-        edges: dict[str, dict[str, list]] = defaultdict(dict)
-        for p in plans:
-            for e in p.edges:
-                # Every edge's ends are vertices of the same plan, so their ids are known.
-                edges[e.label].setdefault(e.k, [*ids[e.start], *ids[e.end], e.props])
-        for label, erows in sorted(edges.items()):
-            self._insert_edges(label, list(erows.values()))
-
+        for label, erows in batch.edges:
+            # Every edge's ends are vertices of the same batch, so their ids are known; the
+            # properties are already JSON, so the rows are put together as text.
+            payload = "[" + ",".join(
+                '{"a":%d,"b":%d,"c":%d,"d":%d,"p":%s}' % (*ids[s_], *ids[e_], pj) for s_, e_, pj in erows
+            ) + "]"
+            self._insert_edges_json(label, payload)
         entities: dict[str, set[str]] = defaultdict(set)
-        for k, label in entity_labels.items():
-            if k in existed or k in unsure:
+        for k, label in batch.entity_labels.items():
+            if k in existed or k in batch.unsure:
                 entities[label].add(k)
         for label, keys in sorted(entities.items()):
             self._recompute_entities(label, sorted(keys))
-        statements = sorted(k for k in statement_keys if k in existed)
+        statements = sorted(k for k in batch.statement_keys if k in existed)
         if statements:
             self._recompute_statements(statements)
-        groups = sorted({g for p in plans for g in p.groups})
-        if groups:
-            self._supersede(groups)
+        if batch.groups:
+            self._supersede(batch.groups)
 
-    @staticmethod
-    def _precompute(
-        plans: Sequence[Plan],
-        vertices: dict[str, dict[str, dict[str, Any]]],
-        entity_labels: dict[str, str],
-        statement_keys: set[str],
-    ) -> set[str]:
-        """Fill in the recomputed properties of this batch's entities and statements from the
-        batch's own edges, by the same rules as the recompute. Returns the entities whose
-        mentions need sorting by the database's collation (more than one distinct mention),
-        which are left to the SQL recompute."""
-        mentions: dict[str, list[dict[str, Any]]] = defaultdict(list)
-        evidence: dict[str, list[dict[str, Any]]] = defaultdict(list)
-        for p in plans:
-            for e in p.edges:
-                if e.label == "MENTIONED_IN":
-                    mentions[e.start].append(e.props)
-                elif e.label == "EVIDENCED_BY":
-                    evidence[e.start].append(e.props)
-        unsure: set[str] = set()
-        for k, label in entity_labels.items():
-            ms = sorted(mentions[k], key=lambda m: (m.get("at") or "", m["k"]), reverse=True)
-            names = [m["name"] for m in ms if "name" in m]
-            attrs = [m["attrs"] for m in ms if "attrs" in m]
-            props = vertices[label][k]
-            props["resolution"] = "resolved" if names else "nil_placeholder"
-            if names:
-                props["name"] = names[0]
-            if attrs:
-                props["attrs"] = attrs[0]
-            distinct = {x for m in ms for x in m.get("mentions", [])}
-            if len(distinct) == 1:
-                props["mentions"] = sorted(distinct)
-            elif len(distinct) > 1:
-                unsure.add(k)
-        for k in statement_keys:
-            ev = sorted(evidence[k], key=lambda e: (e["at"], e["k"]))
-            props = vertices["Statement"][k]
-            props["recorded_at"] = ev[0]["at"]
-            confidences = [e["confidence"] for e in ev if "confidence" in e]
-            if confidences:
-                props["confidence"] = max(confidences)
-            for field in ("model", "extractor", "schema_ref"):
-                firsts = [e[field] for e in ev if field in e]
-                if firsts:
-                    props[field] = firsts[0]
-        return unsure
 
-    def _upsert_vertices(self, label: str, rows: list[dict[str, Any]]) -> tuple[dict[str, tuple[int, int]], set[str]]:
+    def _upsert_vertices(self, label: str, rows: str) -> tuple[dict[str, tuple[int, int]], set[str]]:
         """Insert or merge; return each key's id as (label id, entry), and the keys that
         existed before. Ids travel as pairs because graphid's text input is unreliable on the
         embedded engine (32-bit), while ``_graphid(label, entry)`` builds one correctly."""
@@ -186,7 +129,7 @@ class BulkWriter:
             "RETURNING v.id::text, " + KEY.format(t="v") + "::text, v.xmax::text <> '0'"
         ).format(t=table)
         out, existed = {}, set()
-        for gid, key, old in self.db.execute(q, (lid, self._seq(label), _dumps(rows))):
+        for gid, key, old in self.db.execute(q, (lid, self._seq(label), rows)):
             n = int(gid)
             out[key] = (n >> 48, n & _ENTRY)  # an agtype string cast to text is the bare string
             if old:
@@ -194,6 +137,9 @@ class BulkWriter:
         return out, existed
 
     def _insert_edges(self, label: str, rows: list[list]) -> None:
+        self._insert_edges_json(label, _dumps([{"a": a, "b": b, "c": c, "d": d, "p": props} for a, b, c, d, props in rows]))
+
+    def _insert_edges_json(self, label: str, payload: str) -> None:
         lid, _ = self._label(label)
         q = sql.SQL(
             "INSERT INTO {t} (id, start_id, end_id, properties) "
@@ -202,8 +148,7 @@ class BulkWriter:
             "FROM jsonb_to_recordset(%s::jsonb) AS r(a int, b bigint, c int, d bigint, p jsonb) "
             "ON CONFLICT (" + KEY_INDEXED + ") DO NOTHING"
         ).format(t=self._table(label))
-        payload = [{"a": a, "b": b, "c": c, "d": d, "p": props} for a, b, c, d, props in rows]
-        self.db.execute(q, (lid, self._seq(label), _dumps(payload)))
+        self.db.execute(q, (lid, self._seq(label), payload))
 
     # -- recomputing what several conversations contribute to ---------------------------------
     def _recompute_entities(self, label: str, keys: list[str]) -> None:
@@ -365,3 +310,95 @@ class BulkWriter:
                 a, b = ids[new_k], ids[old_k]
                 edges.append([a >> 48, a & _ENTRY, b >> 48, b & _ENTRY, {"k": k}])
             self._insert_edges("SUPERSEDES", edges)
+
+
+def _precompute(
+    plans: Sequence[Plan],
+    vertices: dict[str, dict[str, dict[str, Any]]],
+    entity_labels: dict[str, str],
+    statement_keys: set[str],
+) -> set[str]:
+    """Fill in the recomputed properties of this batch's entities and statements from the
+    batch's own edges, by the same rules as the recompute. Returns the entities whose
+    mentions need sorting by the database's collation (more than one distinct mention),
+    which are left to the SQL recompute."""
+    mentions: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    evidence: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for p in plans:
+        for e in p.edges:
+            if e.label == "MENTIONED_IN":
+                mentions[e.start].append(e.props)
+            elif e.label == "EVIDENCED_BY":
+                evidence[e.start].append(e.props)
+    unsure: set[str] = set()
+    for k, label in entity_labels.items():
+        ms = sorted(mentions[k], key=lambda m: (m.get("at") or "", m["k"]), reverse=True)
+        names = [m["name"] for m in ms if "name" in m]
+        attrs = [m["attrs"] for m in ms if "attrs" in m]
+        props = vertices[label][k]
+        props["resolution"] = "resolved" if names else "nil_placeholder"
+        if names:
+            props["name"] = names[0]
+        if attrs:
+            props["attrs"] = attrs[0]
+        distinct = {x for m in ms for x in m.get("mentions", [])}
+        if len(distinct) == 1:
+            props["mentions"] = sorted(distinct)
+        elif len(distinct) > 1:
+            unsure.add(k)
+    for k in statement_keys:
+        ev = sorted(evidence[k], key=lambda e: (e["at"], e["k"]))
+        props = vertices["Statement"][k]
+        props["recorded_at"] = ev[0]["at"]
+        confidences = [e["confidence"] for e in ev if "confidence" in e]
+        if confidences:
+            props["confidence"] = max(confidences)
+        for field in ("model", "extractor", "schema_ref"):
+            firsts = [e[field] for e in ev if field in e]
+            if firsts:
+                props[field] = firsts[0]
+    return unsure
+
+
+@dataclass
+class Batch:
+    """A batch of plans put together for writing: vertex rows merged by key (later SETs win,
+    as when the conversations' Cypher runs in order) with their derived properties filled in
+    from the batch, as JSON text per label; edges per label with their properties as JSON."""
+
+    vertices: list[tuple[str, str]]
+    edges: list[tuple[str, list[tuple[str, str, str]]]]
+    vertex_labels: list[str]
+    edge_labels: list[str]
+    entity_labels: dict[str, str]
+    statement_keys: set[str]
+    unsure: set[str]
+    groups: list[tuple[str, str, str]]
+
+
+def assemble(plans: Sequence[Plan]) -> Batch:
+    """Pure work, no database: everything about a batch that Python computes."""
+    vertices: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
+    for p in plans:
+        for v in p.vertices:
+            vertices[v.label].setdefault(v.k, {}).update(v.props)
+    entity_labels = {k: label for p in plans for label, k in p.entities}
+    statement_keys = {k for p in plans for k in p.statements}
+    # What a new vertex's recomputed properties will be, from this batch alone; a vertex
+    # that already existed is recomputed from the whole graph when written instead.
+    unsure = _precompute(plans, vertices, entity_labels, statement_keys)
+    edges: dict[str, dict[str, tuple[str, str, str]]] = defaultdict(dict)
+    for p in plans:
+        for e in p.edges:
+            if e.k not in edges[e.label]:
+                edges[e.label][e.k] = (e.start, e.end, _dumps(e.props))
+    return Batch(
+        vertices=[(label, _dumps(list(rows.values()))) for label, rows in sorted(vertices.items())],
+        edges=[(label, list(rows.values())) for label, rows in sorted(edges.items())],
+        vertex_labels=sorted({label for p in plans for label in p.vertex_labels}),
+        edge_labels=sorted({label for p in plans for label in p.edge_labels}),
+        entity_labels=entity_labels,
+        statement_keys=statement_keys,
+        unsure=unsure,
+        groups=sorted({g for p in plans for g in p.groups}),
+    )

@@ -282,10 +282,11 @@ class Database:
                             ),
                             (self.graph, name),
                         )
-                except psycopg.errors.DuplicateObject:
-                    pass  # created meanwhile by another client
                 except psycopg.Error as exc:
-                    raise translate(exc, f"creating label {name!r}") from exc
+                    # Another client may have created it between our look and our create (AGE
+                    # says so with SQLSTATE 3F000 or 42710); anything else is an error.
+                    if self.labels().get(name) != kind:
+                        raise translate(exc, f"creating label {name!r}") from exc
             try:
                 # The key index (sql/002_indexes.sql): lookups, upserts, and no duplicate keys.
                 self._run("SELECT agefacts.index_label(%s, %s, %s)", (self.graph, name, kind))

@@ -198,10 +198,11 @@ VIA = ("bulk", "cypher")
 
 
 def _prepare(
-    ontology: Ontology, force: bool, batch: list[tuple[str, Conversation]], prior: dict[tuple[str, str], str]
-) -> list[tuple]:
-    """Pure work, no database: hash, skip what is unchanged, ground, gate and compile. A
-    module-level function so that a worker process can run it."""
+    ontology: Ontology, force: bool, batch: list[tuple[str, Conversation]], prior: dict[tuple[str, str], str],
+    via: str = "bulk",
+) -> tuple[list[tuple], Any]:
+    """Pure work, no database: hash, skip what is unchanged, ground, gate and compile, and
+    for the bulk path put the new conversations' rows together (:func:`agefacts.bulk.assemble`)."""
     out: list[tuple] = []
     fingerprint = ontology.fingerprint()
     for source, conv in batch:
@@ -216,7 +217,12 @@ def _prepare(
             out.append(("done", Outcome(source, conv.id, conv.namespace, "failed", str(exc))))
             continue
         out.append(("replace" if old is not None and old != h else "new", source, conv, h, p))
-    return out
+    new = [e[4] for e in out if e[0] == "new"]
+    if via == "bulk" and len(new) > 1:
+        from .bulk import assemble
+
+        return out, assemble(new)
+    return out, None
 
 
 @contextlib.contextmanager
@@ -295,7 +301,7 @@ class Loader:
                     previous = None
                 run_seen |= idents
                 prior = self._prior_hashes([c for _, c in batch]) if batch else {}
-                future = pool.submit(_prepare, self.ontology, self.force, batch, prior)
+                future = pool.submit(_prepare, self.ontology, self.force, batch, prior, self.via)
                 if previous is not None:
                     yield from self._finish(*previous)
                 previous = (future, pending)
@@ -382,7 +388,8 @@ class Loader:
             raise
         return {(ns, cid): h for ns, cid, h in rows}
 
-    def _write(self, prepared: list[tuple]) -> list[Outcome]:
+    def _write(self, prepared_batch: tuple[list[tuple], Any]) -> list[Outcome]:
+        prepared, assembled = prepared_batch
         outcomes: list[Outcome | None] = [None] * len(prepared)
         todo: list[tuple[int, str, Conversation, str, Plan]] = []
         for i, entry in enumerate(prepared):
@@ -395,15 +402,12 @@ class Loader:
                 outcomes[i] = self._one(*entry[1:], replace=True)
             else:
                 todo.append((i, *entry[1:]))
-        if todo and self.via == "bulk" and len(todo) > 1:
+        if todo and assembled is not None and len(todo) == sum(1 for e in prepared if e[0] == "new"):
 
             def batch() -> None:
-                self.db.ensure_labels(
-                    vertex=sorted({v for t in todo for v in t[4].vertex_labels}),
-                    edge=sorted({e for t in todo for e in t[4].edge_labels} | {"SUPERSEDES"}),
-                )
+                self.db.ensure_labels(vertex=assembled.vertex_labels, edge=assembled.edge_labels)
                 with self.db.transaction():
-                    self._bulk([t[4] for t in todo])
+                    self._writer_for().write_batch(assembled)
                     self._record([(t[2], t[3], t[4], t[1]) for t in todo])
 
             try:
@@ -439,12 +443,15 @@ class Loader:
             return Outcome(source, conv.id, conv.namespace, "failed", str(exc))
         return Outcome(source, conv.id, conv.namespace, "loaded", counts=dict(p.counts))
 
-    def _bulk(self, plans: list[Plan]) -> None:
+    def _writer_for(self):
         from .bulk import BulkWriter
 
         if self._writer is None:
             self._writer = BulkWriter(self.db)
-        self._writer.write(plans)
+        return self._writer
+
+    def _bulk(self, plans: list[Plan]) -> None:
+        self._writer_for().write(plans)
 
     # A conversation whose content changed replaces what its earlier version wrote: its
     # messages (with their evidence) and its mentions go, then whatever was left without

@@ -260,7 +260,9 @@ def test_two_loaders_at_once_on_overlapping_input_match_one_sequential_load(dsn,
         def run(part: list[Conversation]) -> None:
             try:
                 mine = Database(dsn, db.graph).connect()
-                list(Loader(mine, ONTO, batch_conversations=5).load_many((c.id, c) for c in part))
+                outcomes = list(Loader(mine, ONTO, batch_conversations=5).load_many((c.id, c) for c in part))
+                failed = [(o.conversation, o.reason) for o in outcomes if o.status == "failed"]
+                assert not failed, failed
             except BaseException as exc:
                 errors.append(exc)
 
