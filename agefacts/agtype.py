@@ -1,12 +1,12 @@
 """Decoding agtype text into Python values.
 
 agtype's text form is JSON plus type annotations: ``{...}::vertex``, ``{...}::edge``,
-``[...]::path`` and ``1.5::numeric``. apache-age-python ships an ANTLR parser for it, but that
-parser returns strings with their JSON escapes still in them (``"a\\"b"`` comes back with the
-backslash), which would break the promise that text is read back verbatim, and it is slow on
-large results. So agefacts decodes agtype here: strings with :func:`json.decoder.scanstring`
-(the standard library's own JSON string reader), everything else with a small recursive
-descent that understands the annotations.
+``[...]::path`` and ``1.5::numeric``. apache-age-python (0.0.7) ships an ANTLR parser for it,
+but that parser returns strings with their JSON escapes still in them (``"a\\"b"`` comes back
+with the backslash), which would break the promise that text is read back verbatim; so
+agefacts does not depend on it. agtype is decoded here instead:
+plain JSON values by the standard library's decoder, strings inside graph values with
+:func:`json.decoder.scanstring`, and the annotations by a small recursive descent.
 """
 
 from __future__ import annotations
