@@ -132,12 +132,8 @@ def cmd_facts(args: argparse.Namespace) -> int:
 
     with _open_db(args) as db:
         table = query.facts(db, args.entity, namespace=args.namespace, valid_at=args.valid_at, known_at=args.known_at)
-    if args.format == "table":
-        keep = ["subject", "predicate", "value", "object", "valid_from", "valid_until", "recorded_at", "superseded_at", "quote", "conversation"]
-        idx = [table.columns.index(c) for c in keep]
-        _print(output.render(keep, [[r[i] for i in idx] for r in table.rows], "table"))
-    else:
-        _print(output.render(table.columns, table.rows, args.format))
+    keep = ["subject", "predicate", "value", "object", "valid_from", "valid_until", "recorded_at", "superseded_at", "quote", "conversation"]
+    _print(output.render_some(table.columns, table.rows, args.format, keep))
     return EXIT_OK
 
 
@@ -146,12 +142,8 @@ def cmd_history(args: argparse.Namespace) -> int:
 
     with _open_db(args) as db:
         table = query.history(db, args.entity, args.predicate, namespace=args.namespace)
-    if args.format == "table":
-        keep = ["subject", "kind", "value", "object", "valid_from", "valid_until", "recorded_at", "superseded_at", "quote"]
-        idx = [table.columns.index(c) for c in keep]
-        _print(output.render(keep, [[r[i] for i in idx] for r in table.rows], "table"))
-    else:
-        _print(output.render(table.columns, table.rows, args.format))
+    keep = ["subject", "kind", "value", "object", "valid_from", "valid_until", "recorded_at", "superseded_at", "quote"]
+    _print(output.render_some(table.columns, table.rows, args.format, keep))
     return EXIT_OK
 
 
@@ -379,6 +371,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"agefacts {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     dbo = _db_options()
+    asof = argparse.ArgumentParser(add_help=False)
+    asof.add_argument("--namespace", help="whose memory (default: every namespace)")
+    asof.add_argument("--valid-at", help="what was true at this time (default: now)")
+    asof.add_argument("--known-at", help="as it was known at this instant (default: now)")
     ont = argparse.ArgumentParser(add_help=False)
     ont.add_argument("--ontology", default=None, help="ontology file (JSON; default: the shipped one)")
 
@@ -403,11 +399,8 @@ def build_parser() -> argparse.ArgumentParser:
     _format_option(p, ("table", "json", "jsonl", "csv"))
     p.set_defaults(func=cmd_query)
 
-    p = sub.add_parser("facts", parents=[dbo], help="the facts about an entity, as of a valid and a known time")
+    p = sub.add_parser("facts", parents=[dbo, asof], help="the facts about an entity, as of a valid and a known time")
     p.add_argument("entity", help="an entity key, name or mention; 'user' is the namespace's owner")
-    p.add_argument("--namespace", help="whose memory (default: every namespace)")
-    p.add_argument("--valid-at", help="what was true at this time (default: now)")
-    p.add_argument("--known-at", help="as it was known at this instant (default: now)")
     _format_option(p, ("table", "json", "jsonl", "csv"))
     p.set_defaults(func=cmd_facts)
 
@@ -418,22 +411,16 @@ def build_parser() -> argparse.ArgumentParser:
     _format_option(p, ("table", "json", "jsonl", "csv"))
     p.set_defaults(func=cmd_history)
 
-    p = sub.add_parser("ask", parents=[dbo], help="facts about the entities a question names, with citations")
+    p = sub.add_parser("ask", parents=[dbo, asof], help="facts about the entities a question names, with citations")
     p.add_argument("question")
-    p.add_argument("--namespace", help="whose memory (default: every namespace)")
     p.add_argument("-k", type=int, default=10, help="at most this many facts (default 10)")
-    p.add_argument("--valid-at", help="what was true at this time (default: now)")
-    p.add_argument("--known-at", help="as it was known at this instant (default: now)")
     p.add_argument("--ontology", default=None, help="ontology file that facts must fit (default: the shipped one)")
     _format_option(p)
     p.set_defaults(func=cmd_ask)
 
-    p = sub.add_parser("show", parents=[dbo], help="draw an entity and its facts as HTML or SVG")
+    p = sub.add_parser("show", parents=[dbo, asof], help="draw an entity and its facts as HTML or SVG")
     p.add_argument("entity", help="an entity key, name or mention")
-    p.add_argument("--namespace", help="whose memory")
     p.add_argument("--out", required=True, help="FILE.html (interactive page) or FILE.svg")
-    p.add_argument("--valid-at", help="what was true at this time (default: now)")
-    p.add_argument("--known-at", help="as it was known at this instant (default: now)")
     p.set_defaults(func=cmd_show)
 
     p = sub.add_parser("bench", parents=[dbo, ont], help="time the loader against its references")

@@ -70,3 +70,12 @@ def render(columns: Sequence[str], rows: Sequence[Sequence[Any]], fmt: str = "ta
     parts += [line(r) for r in cells]
     parts.append(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
     return "\n".join(parts)
+
+
+def render_some(columns: Sequence[str], rows: Sequence[Sequence[Any]], fmt: str, table_columns: Sequence[str]) -> str:
+    """A table shows only ``table_columns`` (a terminal is narrow); every other format
+    carries every column, for the tools that read it."""
+    if fmt != "table":
+        return render(columns, rows, fmt)
+    idx = [list(columns).index(c) for c in table_columns]
+    return render(table_columns, [[r[i] for i in idx] for r in rows], "table")
