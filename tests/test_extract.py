@@ -35,6 +35,8 @@ class Script:
         self.requests: list[dict] = []
         self.headers: list[dict] = []
         self.lock = threading.Lock()
+        self.in_flight = 0
+        self.most_in_flight = 0
 
     def next(self, utterance: str) -> tuple:
         with self.lock:
@@ -59,9 +61,16 @@ def server():
             utterance = body["messages"][-1]["content"].split("Message to extract from:\n", 1)[1].rsplit("\n\nReply with", 1)[0]
             step = script.next(utterance)
             kind = step[0]
-            if kind == "sleep":
-                time.sleep(step[1])
-                step = ("json", 200, completion(json.dumps(REPLY_LYON)))
+            with script.lock:
+                script.in_flight += 1
+                script.most_in_flight = max(script.most_in_flight, script.in_flight)
+            try:
+                if kind == "sleep":
+                    time.sleep(step[1])
+                    step = ("json", 200, completion(json.dumps(REPLY_LYON)))
+            finally:
+                with script.lock:
+                    script.in_flight -= 1
             status, payload = step[1], step[2]
             data = payload.encode() if isinstance(payload, str) else json.dumps(payload).encode()
             try:
@@ -177,6 +186,14 @@ def test_a_refusal_is_not_retried_and_the_key_is_never_shown(server):
     assert "refused the request: HTTP 401" in out.errors[0]
     assert "sk-secret-123" not in out.errors[0]
     assert len(script.requests) == 1
+
+
+def test_conversations_run_concurrently_up_to_the_limit(server):
+    url, script = server({f"slow {i}": [("sleep", 0.3)] for i in range(6)})
+    outs = run(url, [conv(f"c{i}", f"slow {i}") for i in range(6)])  # concurrency=3
+    assert all(o.errors == [] for o in outs)
+    # Several at once, and never more than the limit.
+    assert script.most_in_flight == 3
 
 
 def test_parse_reply_rejects_prose():
