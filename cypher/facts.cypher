@@ -6,13 +6,13 @@
 // not grow with the size of the graph (an untyped edge pattern would scan every edge label).
 MATCH (x) WHERE x.k = $entity
 OPTIONAL MATCH (x)-[:SUBJECT_OF]->(s1:Statement)
-WITH x, collect(s1.k) AS as_subject
-OPTIONAL MATCH (s2:Statement)-[:ABOUT]->(x)
-WITH as_subject, collect(s2.k) AS as_object
-UNWIND as_subject + as_object AS sk
-MATCH (s:Statement)
-WHERE s.k = sk AND s.ends_fact IS NULL AND s.recorded_at <= $known_at
-MATCH (subj)-[:SUBJECT_OF]->(s)
+WITH x, collect({s: s1.k, subj: x.k}) AS as_subject
+OPTIONAL MATCH (subj2)-[:SUBJECT_OF]->(s2:Statement)-[:ABOUT]->(x)
+WITH as_subject, collect({s: s2.k, subj: subj2.k}) AS as_object
+UNWIND as_subject + as_object AS pair
+WITH pair WHERE pair.s IS NOT NULL
+MATCH (s:Statement) WHERE s.k = pair.s AND s.ends_fact IS NULL AND s.recorded_at <= $known_at
+MATCH (subj) WHERE subj.k = pair.subj
 OPTIONAL MATCH (s)-[:ABOUT]->(o)
 WITH subj, s, o,
      CASE WHEN s.superseded_at IS NOT NULL AND s.superseded_at <= $known_at THEN s.valid_until
