@@ -102,3 +102,20 @@ def test_data_persists_and_clients_reconnect_after_restart(own_engine, tmp_path)
     rows = db.cypher("MATCH (p:Person {k: 'p1'}) RETURN p.name").rows
     assert rows == [("Ada",)]
     db.close()
+
+
+def test_copy_from_stdin_breaks_the_embedded_engine(own_engine):
+    """Why agefacts never sends COPY to the embedded engine (rows travel as one JSON array
+    parameter instead): the client gets a reply it cannot read, and the server stops
+    accepting connections. Fails the day pglite-server handles COPY."""
+    import psycopg
+
+    state, _ = own_engine.start(data="memory", port=free_port())
+    conn = psycopg.connect(state.dsn, autocommit=True, prepare_threshold=None)
+    conn.execute("CREATE TABLE copy_probe (a int)")
+    with pytest.raises(Exception):
+        with conn.cursor() as cur, cur.copy("COPY copy_probe (a) FROM STDIN") as cp:
+            cp.write_row((1,))
+    with pytest.raises(psycopg.OperationalError):
+        psycopg.connect(state.dsn, connect_timeout=3).execute("SELECT 1")
+    own_engine.stop(timeout=5)
