@@ -197,8 +197,6 @@ class Database:
         self._conn = None
 
     def _prepare_session(self) -> None:
-        conn = self._conn
-        assert conn is not None
         try:
             self._run("CREATE EXTENSION IF NOT EXISTS age")
         except psycopg.errors.InsufficientPrivilege:

@@ -30,7 +30,7 @@ from pydantic import ValidationError
 
 from .consolidate import merge_entity
 from .errors import ExtractionError
-from .models import Claim, Conversation, Entity, Followup, InvalidItem, Proposal, Turn, check_text
+from .models import Claim, Conversation, Entity, Followup, InvalidItem, Proposal, Turn, check_text, describe
 from .ontology import Ontology
 
 __all__ = ["LLMClient", "build_messages", "parse_reply", "extract_conversation", "extract_all", "ConversationOutcome"]
@@ -205,9 +205,7 @@ def parse_reply(text: str) -> Proposal:
                 check_text(item, f"a {kind} in the reply")
                 out[field].append(model.model_validate(item))
             except ValidationError as exc:
-                reason = "; ".join(
-                    f"{'.'.join(str(x) for x in e['loc'])}: {e['msg'].removeprefix('Value error, ')}" for e in exc.errors()[:3]
-                )
+                reason = describe(exc, limit=3)
             except ValueError as exc:  # text that cannot be stored
                 reason = str(exc)
             else:

@@ -29,7 +29,7 @@ from . import cypher as cy
 from .db import Database
 from .errors import AgeFactsError, DatabaseError, InputError
 from .keys import conversation_key
-from .models import Conversation
+from .models import Conversation, describe
 from .ontology import Ontology
 
 __all__ = ["Outcome", "Summary", "read_conversations", "parse_conversation", "Loader", "load_paths", "content_hash", "VIA"]
@@ -88,16 +88,6 @@ class Summary:
 
 
 # -- reading input --------------------------------------------------------------------------------
-def _validation_text(exc: ValidationError) -> str:
-    parts = []
-    for err in exc.errors()[:5]:
-        loc = ".".join(str(x) for x in err["loc"])
-        msg = err["msg"].removeprefix("Value error, ")
-        parts.append(f"{loc}: {msg}" if loc else msg)
-    more = len(exc.errors()) - 5
-    return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
-
-
 def parse_conversation(data: Any, source: str) -> Conversation:
     if not isinstance(data, dict):
         raise InputError(f"{source}: a conversation is a JSON object, not {type(data).__name__}")
@@ -107,7 +97,7 @@ def parse_conversation(data: Any, source: str) -> Conversation:
         cid = data.get("id")
         who = f" conversation {cid!r}" if isinstance(cid, str) else ""
         raise InputError(
-            f"{source}{who} does not match the conversation schema: {_validation_text(exc)} "
+            f"{source}{who} does not match the conversation schema: {describe(exc)} "
             "(see `agefacts schema conversation`)"
         ) from None
 
@@ -423,7 +413,7 @@ class Loader:
 
     def _one(self, source: str, conv: Conversation, h: str, p: Plan, replace: bool = False) -> Outcome:
         def work() -> None:
-            self.db.ensure_labels(vertex=p.vertex_labels, edge=sorted(set(p.edge_labels) | {"SUPERSEDES"}))
+            self.db.ensure_labels(vertex=p.vertex_labels, edge=p.edge_labels)
             with self.db.transaction():
                 stale = self._retract(p) if replace else None
                 if self.via == "bulk" and stale is None:
@@ -533,9 +523,8 @@ class Loader:
             )
         # A question about a name is answered once the entity has one, whichever load named it:
         # resolved at the earliest time a conversation gave the name.
+        # (MENTIONED_IN exists: every load creates all of agefacts' own labels first.)
         namespaces = sorted({c.namespace for c, _, _, _ in loaded})
-        if "MENTIONED_IN" not in self.db.labels():
-            return
         from psycopg import sql
 
         self.db.execute(

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator, model_validator
 
 __all__ = [
     "Polarity",
@@ -76,6 +76,19 @@ def check_text(value: Any, where: str = "text") -> Any:
         for v in value:
             check_text(v, where)
     return value
+
+
+def describe(exc: ValidationError, limit: int = 5) -> str:
+    """A pydantic validation error as one line: "field.path: message; ..." (at most
+    ``limit`` problems, then how many more)."""
+    errors = exc.errors()
+    parts = []
+    for err in errors[:limit]:
+        loc = ".".join(str(x) for x in err["loc"])
+        msg = err["msg"].removeprefix("Value error, ")
+        parts.append(f"{loc}: {msg}" if loc else msg)
+    more = len(errors) - limit
+    return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
 
 
 class Model(BaseModel):

@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .errors import OntologyError
-from .models import USER, Polarity, Tense
+from .models import USER, Polarity, Tense, describe
 
 __all__ = ["Ontology", "PredicateSpec", "Admit", "load_ontology", "default_ontology", "RESERVED_LABELS"]
 
@@ -247,20 +247,11 @@ def _no_duplicates(what: str, names: list[str]) -> None:
         raise ValueError(f"{what} has duplicates: {', '.join(sorted(set(dup)))}")
 
 
-def _validation_message(exc: ValidationError) -> str:
-    parts = []
-    for err in exc.errors():
-        loc = ".".join(str(x) for x in err["loc"])
-        msg = err["msg"].removeprefix("Value error, ")
-        parts.append(f"{loc}: {msg}" if loc else msg)
-    return "; ".join(parts)
-
-
 def parse_ontology(data: Any, source: str = "ontology") -> Ontology:
     try:
         return Ontology.model_validate(data)
     except ValidationError as exc:
-        raise OntologyError(f"{source} is not a valid ontology: {_validation_message(exc)}") from None
+        raise OntologyError(f"{source} is not a valid ontology: {describe(exc, limit=20)}") from None
 
 
 def load_ontology(path: str | Path | None = None) -> Ontology:

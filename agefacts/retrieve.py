@@ -41,6 +41,10 @@ ROLE_WORDS = {
 """Words that name an entity by its role to the user (``attrs.rel``), said with "my"."""
 
 
+# Pronouns and determiners are not names: a mention like "it" alone links nothing.
+_STOP = {"it", "he", "she", "they", "them", "this", "that", "someone", "somebody", "the", "a", "an", "i", "me", "you"}
+
+
 def _tokens(text: str) -> list[str]:
     return _TOKEN.findall(unicodedata.normalize("NFC", text).casefold())
 
@@ -92,13 +96,10 @@ def _inventory(db: Database, namespace: str | None) -> list[tuple[list[str], dic
             continue  # "I" and "me" are not names; ask about the user with the facts command
         for s in surfaces:
             toks = _tokens(s)
-            # Determiners and pronouns are not names: "it" or "her wedding" alone links nothing.
             if toks and not (len(toks) == 1 and toks[0] in _STOP):
                 names.append((toks, r))
     return names
 
-
-_STOP = {"it", "he", "she", "they", "them", "this", "that", "someone", "somebody", "the", "a", "an", "i", "me", "you"}
 
 
 def link(db: Database, question: str, namespace: str | None = None) -> list[Linked]:
