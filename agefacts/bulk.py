@@ -8,27 +8,38 @@ label: ``INSERT ... SELECT FROM jsonb_array_elements(<one JSON parameter>)`` wit
 ``COPY FROM STDIN`` kills the embedded engine's connection (pinned by a test).
 
 The graph written is the one executing the compiled Cypher writes (``agefacts digest`` is
-equal; a test checks it): a vertex upsert merges the new properties over the old as
-``MERGE ... SET`` does, an edge insert does nothing when the keyed edge exists as the guarded
-create does, and the properties computed from the whole graph (entity names and mentions,
-statement known times, supersession) are recomputed with the same rules in SQL. Text compares
-with the database's default collation, as AGE's own string comparison does.
+equal; tests check it on the examples and on generated corpora): a vertex upsert merges the new
+properties over the old as ``MERGE ... SET`` does, an edge insert does nothing when the keyed
+edge exists as the guarded create does, and the properties computed from the whole graph
+(entity names and mentions, statement known times, supersession) are recomputed by the rules
+of :mod:`agefacts.derive` over rows read back from the label tables, and only what changes is
+written. Mention words are ordered by the engine, as AGE's own text comparison (collation)
+orders them.
+
+Retraction (what a changed conversation's old version wrote) is set-wise too, and serves both
+load paths: :meth:`BulkWriter.retract` removes the old messages, evidence and mentions of a
+batch of conversations in one statement, and after the new versions are written
+:meth:`BulkWriter.settle` removes the statements left without evidence and the entities left
+without edges, and returns what is left to recompute.
 """
 
 from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 from psycopg import sql
 
+from . import derive
 from .compile import Plan
 from .db import Database
+from .derive import Member
 
-__all__ = ["BulkWriter", "Batch", "assemble"]
+__all__ = ["BulkWriter", "Batch", "Stale", "assemble", "dumps"]
 
 # Lateral subqueries end in OFFSET 0 so the planner cannot flatten them into hash joins over
 # whole label tables (it has no statistics to know the key lists are short).
@@ -48,8 +59,48 @@ def _as_agtype_key(expr: str) -> str:
     return f"(to_jsonb({expr})::text)::{AG}"
 
 
-def _dumps(rows: Any) -> str:
-    return json.dumps(rows, ensure_ascii=False, separators=(",", ":"))
+def dumps(rows: Any) -> str:
+    """Compact JSON for rows that travel through ``jsonb`` into agtype. jsonb keeps a number's
+    digits but not its exponent form, so a float that Python writes with an exponent
+    (``1e+16``) would arrive as the integer 10000000000000000: such floats are written out
+    positionally with a decimal point, which keeps them floats, as the Cypher literal does."""
+    text = json.dumps(rows, ensure_ascii=False, separators=(",", ":"))
+    if "e+" in text:  # rare (a string may hold it too): the slow, exact writer
+        return _encode(rows)
+    return text
+
+
+def _encode(value: Any) -> str:
+    if isinstance(value, float):
+        r = repr(value)
+        if "e+" not in r:
+            return r
+        d = format(Decimal(r), "f")
+        return d if "." in d else d + ".0"
+    if isinstance(value, dict):
+        return "{" + ",".join(_encode(str(k)) + ":" + _encode(v) for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(_encode(v) for v in value) + "]"
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _props(text: str | None) -> dict[str, Any]:
+    """An agtype map read back as text (AGE writes maps as JSON)."""
+    return json.loads(text) if text else {}
+
+
+@dataclass
+class Stale:
+    """What the old versions of replaced conversations touched: the statements they evidenced,
+    the (subject label, subject key, predicate) groups of those statements, and the entities
+    they mentioned. After the new versions are written these are settled and recomputed."""
+
+    statements: set[str] = field(default_factory=set)
+    groups: set[tuple[str, str, str]] = field(default_factory=set)
+    entities: set[tuple[str, str]] = field(default_factory=set)
+
+    def __bool__(self) -> bool:
+        return bool(self.statements or self.groups or self.entities)
 
 
 class BulkWriter:
@@ -64,14 +115,24 @@ class BulkWriter:
         # The loader creates labels before it opens a batch's transaction, so a label id read
         # here is never one that a rollback takes away again.
         if name not in self._info:
-            rows = self.db.execute(
-                "SELECT l.name, l.id, l.seq_name FROM ag_catalog.ag_label l "
-                "JOIN ag_catalog.ag_graph g ON g.graphid = l.graph WHERE g.name = %s",
-                (self.db.graph,),
-            )
-            for n, lid, seq in rows:
-                self._info[n] = (lid, seq)
+            self._read_labels()
         return self._info[name]
+
+    def _read_labels(self) -> None:
+        rows = self.db.execute(
+            "SELECT l.name, l.id, l.seq_name FROM ag_catalog.ag_label l "
+            "JOIN ag_catalog.ag_graph g ON g.graphid = l.graph WHERE g.name = %s",
+            (self.db.graph,),
+        )
+        for n, lid, seq in rows:
+            self._info[n] = (lid, seq)
+
+    def _label_name(self, label_id: int) -> str:
+        for name, (lid, _) in self._info.items():
+            if lid == label_id:
+                return name
+        self._read_labels()
+        return next(name for name, (lid, _) in self._info.items() if lid == label_id)
 
     def _table(self, label: str) -> sql.Composed:
         return sql.SQL("{}.{}").format(sql.Identifier(self.db.graph), sql.Identifier(label))
@@ -79,13 +140,24 @@ class BulkWriter:
     def _seq(self, label: str) -> str:
         return sql.Identifier(self.db.graph, self._label(label)[1]).as_string(self.db.conn)
 
+    def _lookup(self, label: str, param: str = "%s") -> sql.Composed:
+        """``(id, properties)`` of the ``label`` vertices whose keys are in the text array
+        ``param``, each found through the key index."""
+        return sql.SQL(
+            "SELECT u.k, v.id, v.properties FROM unnest(" + param + "::text[]) AS u(k) "
+            "CROSS JOIN LATERAL (SELECT v.id, v.properties FROM {t} v WHERE {kv} = "
+            + _as_agtype_key("u.k") + " OFFSET 0) v"
+        ).format(t=self._table(label), kv=_key("v"))
+
     # -- writing -----------------------------------------------------------------------------
     def write(self, plans: Sequence[Plan]) -> None:
         self.write_batch(assemble(plans))
 
-    def write_batch(self, batch: Batch) -> None:
+    def write_batch(self, batch: Batch, stale: Stale | None = None, single_valued: Callable[[str], bool] | None = None) -> None:
         """Write an assembled batch. All the Python work was done by :func:`assemble` (the
-        loader runs it in its worker thread); what is left here is the database's."""
+        loader runs it in its worker thread); what is left here is the database's. ``stale``
+        is what :meth:`retract` returned for the replaced conversations of this batch: it is
+        settled once the new versions are written, and recomputed with the batch."""
         self.db.ensure_labels(vertex=batch.vertex_labels, edge=batch.edge_labels)
         ids: dict[str, tuple[int, int]] = {}
         existed: set[str] = set()
@@ -104,14 +176,15 @@ class BulkWriter:
         for k, label in batch.entity_labels.items():
             if k in existed or k in batch.unsure:
                 entities[label].add(k)
-        for label, keys in sorted(entities.items()):
-            self._recompute_entities(label, sorted(keys))
-        statements = sorted(k for k in batch.statement_keys if k in existed)
-        if statements:
-            self._recompute_statements(statements)
-        if batch.groups:
-            self._supersede(batch.groups)
-
+        statements = {k for k in batch.statement_keys if k in existed}
+        groups = set(batch.groups)
+        if stale:
+            left = self.settle(stale)
+            for label, k in left.entities:
+                entities[label].add(k)
+            statements |= left.statements
+            groups |= {g for g in left.groups if single_valued is None or single_valued(g[2])}
+        self.recompute(entities, statements, groups)
 
     def _upsert_vertices(self, label: str, rows: str) -> tuple[dict[str, tuple[int, int]], set[str]]:
         """Insert or merge; return each key's id as (label id, entry), and the keys that
@@ -137,7 +210,7 @@ class BulkWriter:
         return out, existed
 
     def _insert_edges(self, label: str, rows: list[list]) -> None:
-        self._insert_edges_json(label, _dumps([{"a": a, "b": b, "c": c, "d": d, "p": props} for a, b, c, d, props in rows]))
+        self._insert_edges_json(label, dumps([{"a": a, "b": b, "c": c, "d": d, "p": props} for a, b, c, d, props in rows]))
 
     def _insert_edges_json(self, label: str, payload: str) -> None:
         lid, _ = self._label(label)
@@ -150,72 +223,209 @@ class BulkWriter:
         ).format(t=self._table(label))
         self.db.execute(q, (lid, self._seq(label), payload))
 
-    # -- recomputing what several conversations contribute to ---------------------------------
-    def _recompute_entities(self, label: str, keys: list[str]) -> None:
-        """As the compiler's entity recompute: name, attrs and resolution from the latest
-        mention that has them, mentions from all (left alone when there are none)."""
-        q = sql.SQL(
-            "WITH ent AS (SELECT v.id FROM unnest(%s::text[]) AS u(k) "
-            "  CROSS JOIN LATERAL (SELECT v.id FROM {t} v WHERE {kv} = " + _as_agtype_key("u.k") + " OFFSET 0) v), "
-            "m AS (SELECT e.start_id AS id, (e.properties::text)::jsonb AS p FROM ent "
-            "  CROSS JOIN LATERAL (SELECT * FROM {mi} e WHERE e.start_id = ent.id OFFSET 0) e), "
-            "has AS (SELECT DISTINCT id FROM m), "
-            "named AS (SELECT DISTINCT ON (id) id, p->'name' AS v FROM m WHERE p ? 'name' "
-            "  ORDER BY id, coalesce(p->>'at', '') DESC, p->>'k' DESC), "
-            "attrs AS (SELECT DISTINCT ON (id) id, p->'attrs' AS v FROM m WHERE p ? 'attrs' "
-            "  ORDER BY id, coalesce(p->>'at', '') DESC, p->>'k' DESC), "
-            "ments AS (SELECT id, jsonb_agg(x ORDER BY x) AS v FROM "
-            "  (SELECT DISTINCT id, jsonb_array_elements_text(p->'mentions') AS x FROM m) q GROUP BY id) "
-            "UPDATE {t} v SET properties = ((("
-            "  ((v.properties::text)::jsonb - ARRAY['name', 'attrs', 'resolution']) "
-            "  - CASE WHEN ments.v IS NULL THEN ARRAY[]::text[] ELSE ARRAY['mentions'] END) "
-            "  || jsonb_strip_nulls(jsonb_build_object('name', named.v, 'attrs', attrs.v, 'mentions', ments.v, "
-            "     'resolution', CASE WHEN named.v IS NULL THEN 'nil_placeholder' ELSE 'resolved' END)))::text)::" + AG + " "
-            "FROM has LEFT JOIN named USING (id) LEFT JOIN attrs USING (id) LEFT JOIN ments USING (id) "
-            "WHERE v.id = has.id AND v.id = ANY(ARRAY(SELECT id FROM has))"
-        ).format(t=self._table(label), kv=_key("v"), mi=self._table("MENTIONED_IN"))
-        self.db.execute(q, (keys,))
-
-    def _recompute_statements(self, keys: list[str]) -> None:
-        """As the compiler's statement recompute: known time from the earliest evidence,
-        confidence the highest, provenance that of the earliest evidence having it."""
-        first = (
-            "{name} AS (SELECT DISTINCT ON (id) id, p->'{f}' AS v FROM ev WHERE p ? '{f}' ORDER BY id, p->>'at', p->>'k')"
+    # -- retraction ----------------------------------------------------------------------------
+    def retract(self, conversation_keys: Sequence[str]) -> Stale:
+        """Remove what the conversations with these keys wrote of their own (their messages,
+        the evidence read from them, and their mentions) and return what that touched. Edges
+        go explicitly: the embedded engine's DETACH DELETE leaves a vertex's edges behind."""
+        stale = Stale()
+        if not conversation_keys:
+            return stale
+        self.db.ensure_labels(vertex=["Conversation", "Message", "Statement"], edge=sorted(_CORE_EDGES))
+        fmt = self._fmt()
+        scope = (
+            "WITH c AS (SELECT id FROM ({conv}) c), "
+            "m AS (SELECT p.start_id AS id FROM c CROSS JOIN LATERAL "
+            "  (SELECT p.start_id FROM {po} p WHERE p.end_id = c.id OFFSET 0) p) "
         )
-        q = sql.SQL(
-            "WITH st AS (SELECT s.id FROM unnest(%s::text[]) AS u(k) "
-            "  CROSS JOIN LATERAL (SELECT s.id FROM {t} s WHERE {ks} = " + _as_agtype_key("u.k") + " OFFSET 0) s), "
-            "ev AS (SELECT e.start_id AS id, (e.properties::text)::jsonb AS p FROM st "
-            "  CROSS JOIN LATERAL (SELECT * FROM {eb} e WHERE e.start_id = st.id OFFSET 0) e), "
-            "agg AS (SELECT id, min(p->>'at') AS first, max((p->>'confidence')::numeric) AS conf FROM ev GROUP BY id), "
-            + ", ".join(first.format(name=n, f=f) for n, f in (("fm", "model"), ("fx", "extractor"), ("fr", "schema_ref")))
-            + " UPDATE {t} s SET properties = (("
-            "  ((s.properties::text)::jsonb - ARRAY['recorded_at', 'confidence', 'model', 'extractor', 'schema_ref']) "
-            "  || jsonb_strip_nulls(jsonb_build_object('recorded_at', agg.first, 'confidence', agg.conf, "
-            "     'model', fm.v, 'extractor', fx.v, 'schema_ref', fr.v)))::text)::" + AG + " "
-            "FROM agg LEFT JOIN fm USING (id) LEFT JOIN fx USING (id) LEFT JOIN fr USING (id) "
-            "WHERE s.id = agg.id AND s.id = ANY(ARRAY(SELECT id FROM st))"
-        ).format(t=self._table("Statement"), ks=_key("s"), eb=self._table("EVIDENCED_BY"))
-        self.db.execute(q, (keys,))
+        rows = self.db.execute(
+            sql.SQL(
+                scope + ", s AS (SELECT DISTINCT e.start_id AS id FROM m CROSS JOIN LATERAL "
+                "  (SELECT e.start_id FROM {eb} e WHERE e.end_id = m.id OFFSET 0) e) "
+                "SELECT 's', st.p->>'k', x.id::text, x.p->>'k', st.p->>'predicate' FROM s "
+                "CROSS JOIN LATERAL (SELECT (v.properties::text)::jsonb AS p FROM {st} v WHERE v.id = s.id OFFSET 0) st "
+                "CROSS JOIN LATERAL (SELECT so.start_id FROM {so} so WHERE so.end_id = s.id OFFSET 0) so "
+                "CROSS JOIN LATERAL (SELECT v.id, (v.properties::text)::jsonb AS p FROM {vx} v WHERE v.id = so.start_id OFFSET 0) x "
+                "UNION ALL "
+                "SELECT 'e', NULL, x.id::text, x.p->>'k', NULL FROM c "
+                "CROSS JOIN LATERAL (SELECT mi.start_id FROM {mi} mi WHERE mi.end_id = c.id OFFSET 0) mi "
+                "CROSS JOIN LATERAL (SELECT v.id, (v.properties::text)::jsonb AS p FROM {vx} v WHERE v.id = mi.start_id OFFSET 0) x"
+            ).format(**fmt),
+            (list(conversation_keys),),
+        )
+        for kind, sk, xid, xk, pred in rows:
+            label = self._label_name(int(xid) >> 48)
+            if kind == "s":
+                stale.statements.add(sk)
+                stale.groups.add((label, xk, pred))
+            else:
+                stale.entities.add((label, xk))
+        self.db.execute(
+            sql.SQL(
+                scope + ", "
+                "d1 AS (DELETE FROM {eb} e WHERE e.end_id = ANY(ARRAY(SELECT id FROM m)) RETURNING 1), "
+                "d2 AS (DELETE FROM {mi} e WHERE e.end_id = ANY(ARRAY(SELECT id FROM c)) RETURNING 1), "
+                "d3 AS (DELETE FROM {po} e WHERE e.end_id = ANY(ARRAY(SELECT id FROM c)) RETURNING 1), "
+                "d4 AS (DELETE FROM {msg} v WHERE v.id = ANY(ARRAY(SELECT id FROM m)) RETURNING 1) "
+                "SELECT (SELECT count(*) FROM d1), (SELECT count(*) FROM d2), (SELECT count(*) FROM d3), (SELECT count(*) FROM d4)"
+            ).format(**fmt),
+            (list(conversation_keys),),
+        )
+        return stale
 
-    def _supersede(self, groups: list[tuple[str, str, str]]) -> None:
-        """As the compiler's supersession, for every (subject key, predicate) group at once.
+    def settle(self, stale: Stale) -> Stale:
+        """After the new versions are written: remove the stale statements that no evidence
+        is left for (with their edges) and then the stale entities that no edge is left on;
+        return what remains to recompute."""
+        fmt = self._fmt()
+        gone: set[str] = set()
+        if stale.statements:
+            gone = {
+                k
+                for (k,) in self.db.execute(
+                    sql.SQL(
+                        "WITH o AS (SELECT u.k, u.id FROM ({lookup}) u WHERE NOT EXISTS "
+                        "  (SELECT 1 FROM {eb} e WHERE e.start_id = u.id)), "
+                        "d1 AS (DELETE FROM {so} e WHERE e.end_id = ANY(ARRAY(SELECT id FROM o)) RETURNING 1), "
+                        "d2 AS (DELETE FROM {ab} e WHERE e.start_id = ANY(ARRAY(SELECT id FROM o)) RETURNING 1), "
+                        "d3 AS (DELETE FROM {sup} e WHERE e.start_id = ANY(ARRAY(SELECT id FROM o)) RETURNING 1), "
+                        "d4 AS (DELETE FROM {sup} e WHERE e.end_id = ANY(ARRAY(SELECT id FROM o)) RETURNING 1), "
+                        "d5 AS (DELETE FROM {st} v WHERE v.id = ANY(ARRAY(SELECT id FROM o)) RETURNING 1) "
+                        "SELECT o.k FROM o, (SELECT (SELECT count(*) FROM d1) + (SELECT count(*) FROM d2) "
+                        "  + (SELECT count(*) FROM d3) + (SELECT count(*) FROM d4) + (SELECT count(*) FROM d5)) n"
+                    ).format(lookup=self._lookup("Statement"), **fmt),
+                    (sorted(stale.statements),),
+                )
+            }
+        dropped: set[tuple[str, str]] = set()
+        by_label: dict[str, list[str]] = defaultdict(list)
+        for label, k in sorted(stale.entities):
+            by_label[label].append(k)
+        for label, keys in by_label.items():
+            for (k,) in self.db.execute(
+                sql.SQL(
+                    "WITH o AS (SELECT u.k, u.id FROM ({lookup}) u WHERE NOT EXISTS "
+                    "  (SELECT 1 FROM {mi} e WHERE e.start_id = u.id) AND NOT EXISTS "
+                    "  (SELECT 1 FROM {so} e WHERE e.start_id = u.id) AND NOT EXISTS "
+                    "  (SELECT 1 FROM {ab} e WHERE e.end_id = u.id)), "
+                    "d AS (DELETE FROM {t} v WHERE v.id = ANY(ARRAY(SELECT id FROM o)) RETURNING 1) "
+                    "SELECT o.k FROM o, (SELECT count(*) FROM d) n"
+                ).format(lookup=self._lookup(label), t=self._table(label), **fmt),
+                (keys,),
+            ):
+                dropped.add((label, k))
+        return Stale(
+            statements=stale.statements - gone,
+            groups={g for g in stale.groups if (g[0], g[1]) not in dropped},
+            entities=stale.entities - dropped,
+        )
 
-        The database orders each group (so text compares as AGE compares it); the successor
-        rule runs here; then only the statements and SUPERSEDES edges that change are written,
-        which after the first load of a group is usually one or two."""
+    def _fmt(self) -> dict[str, Any]:
         g = sql.Identifier(self.db.graph)
-        fmt = {
-            "v": sql.SQL("{}._ag_label_vertex").format(g),
+        conv = sql.SQL("SELECT v.id FROM unnest(%s::text[]) AS u(k) CROSS JOIN LATERAL (SELECT v.id FROM {t} v WHERE {kv} = "
+                       + _as_agtype_key("u.k") + " OFFSET 0) v").format(t=self._table("Conversation"), kv=_key("v"))
+        return {
+            "conv": conv,
+            "vx": sql.SQL("{}._ag_label_vertex").format(g),
+            "msg": self._table("Message"),
             "st": self._table("Statement"),
+            "po": self._table("PART_OF"),
+            "eb": self._table("EVIDENCED_BY"),
+            "mi": self._table("MENTIONED_IN"),
             "so": self._table("SUBJECT_OF"),
             "ab": self._table("ABOUT"),
             "sup": self._table("SUPERSEDES"),
-            "kv": _key("v"),
-            "ks": _key("s"),
-            "kr": _key("r"),
         }
-        # Subjects are looked up in their own label's key index, one part per label.
+
+    # -- recomputing what several conversations contribute to ---------------------------------
+    def recompute(
+        self,
+        entities: Mapping[str, set[str]],
+        statements: set[str],
+        groups: set[tuple[str, str, str]],
+    ) -> None:
+        """Apply :mod:`agefacts.derive` to the given entities (by label), statements and
+        single-valued groups, from the rows the graph holds now, and write what changed."""
+        for label, keys in sorted(entities.items()):
+            if keys:
+                self._recompute_entities(label, sorted(keys))
+        if statements:
+            self._recompute_statements(sorted(statements))
+        if groups:
+            self._supersede(sorted(groups))
+
+    def _edges_of(self, label: str, keys: list[str], edge: str) -> dict[str, tuple[int, dict[str, Any], list[dict[str, Any]]]]:
+        """For each ``label`` vertex with one of ``keys``: its id, its properties, and the
+        properties of its outgoing ``edge`` edges."""
+        out: dict[str, tuple[int, dict[str, Any], list[dict[str, Any]]]] = {}
+        for k, vid, vp, ep in self.db.execute(
+            sql.SQL(
+                "SELECT u.k, u.id::text, u.properties::text, e.properties::text FROM ({lookup}) u "
+                "LEFT JOIN LATERAL (SELECT e.properties FROM {e} e WHERE e.start_id = u.id OFFSET 0) e ON true"
+            ).format(lookup=self._lookup(label), e=self._table(edge)),
+            (keys,),
+        ):
+            if k not in out:
+                out[k] = (int(vid), _props(vp), [])
+            if ep is not None:
+                out[k][2].append(_props(ep))
+        return out
+
+    def _engine_order(self, words: set[str]) -> Callable[[Any], list[str]]:
+        """Text in the order the engine compares it (its collation), which is the order
+        AGE's ORDER BY gives the same strings in Cypher."""
+        if not words:
+            return sorted
+        ranked = [w for (w,) in self.db.execute("SELECT x FROM unnest(%s::text[]) AS u(x) ORDER BY x", (sorted(words),))]
+        rank = {w: i for i, w in enumerate(ranked)}
+        # A single word needs no order; only sets of several were ranked.
+        return lambda ws: sorted(ws, key=lambda w: rank.get(w, -1))
+
+    def _recompute_entities(self, label: str, keys: list[str]) -> None:
+        rows = self._edges_of(label, keys, "MENTIONED_IN")
+        to_order: set[str] = set()
+        for _, _, mentions in rows.values():
+            words = {w for m in mentions for w in m.get("mentions") or ()}
+            if len(words) > 1:
+                to_order |= words
+        order = self._engine_order(to_order)
+        patches = []
+        for k, (vid, props, mentions) in rows.items():
+            target = derive.entity_props(mentions, order)
+            if target is not None:
+                patches += _patch(vid, props, target)
+        self._write_patches(label, patches)
+
+    def _recompute_statements(self, keys: list[str]) -> None:
+        rows = self._edges_of("Statement", keys, "EVIDENCED_BY")
+        patches = []
+        for k, (vid, props, evidence) in rows.items():
+            target = derive.statement_props(evidence)
+            if target is not None:
+                patches += _patch(vid, props, target)
+        self._write_patches("Statement", patches)
+
+    def _write_patches(self, label: str, patches: list[dict[str, Any]]) -> None:
+        """Set and remove properties of vertices by id: ``{"a": label id, "b": entry, "set":
+        {...}, "unset": [...]}`` each."""
+        if not patches:
+            return
+        self.db.execute(
+            sql.SQL(
+                "UPDATE {t} v SET properties = (((((v.properties::text)::jsonb) - r.unset) || r.set)::text)::" + AG + " "
+                "FROM (SELECT ag_catalog._graphid(r.a, r.b) AS id, r.set, ARRAY(SELECT jsonb_array_elements_text(r.unset)) AS unset "
+                "  FROM jsonb_to_recordset(%s::jsonb) AS r(a int, b bigint, set jsonb, unset jsonb)) r "
+                "WHERE v.id = r.id AND v.id = ANY(ARRAY(SELECT ag_catalog._graphid(r2.a, r2.b) "
+                "  FROM jsonb_to_recordset(%s::jsonb) AS r2(a int, b bigint)))"
+            ).format(t=self._table(label)),
+            (dumps(patches), dumps([{"a": p["a"], "b": p["b"]} for p in patches])),
+        )
+
+    def _supersede(self, groups: list[tuple[str, str, str]]) -> None:
+        """Supersession (:func:`agefacts.derive.supersede`) for every group at once: the
+        members are read in one statement, the rule runs here, and only the statements and
+        SUPERSEDES edges that change are written."""
+        fmt = self._fmt()
         labels = sorted({g[0] for g in groups})
         grp = sql.SQL(" UNION ALL ").join(
             sql.SQL(
@@ -224,76 +434,54 @@ class BulkWriter:
             ).format(t=self._table(label), kv=_key("v"))
             for label in labels
         )
-        params = [_dumps([{"k": k, "pred": pred} for lab, k, pred in groups if lab == label]) for label in labels]
+        params = [dumps([{"k": k, "pred": pred} for lab, k, pred in groups if lab == label]) for label in labels]
         rows = self.db.execute(
             sql.SQL(
-                "WITH grp AS ({grp}), "
+                "WITH grp AS ({grp}) "
                 # LATERAL keeps every step an index lookup whatever the planner guesses.
-                "gs AS (SELECT grp.sid, grp.pred, s.id, s.p FROM grp CROSS JOIN LATERAL ("
+                "SELECT grp.sid::text, grp.pred, s.id::text, s.p::text, o.k "
+                "FROM grp CROSS JOIN LATERAL ("
                 "  SELECT s.id, (s.properties::text)::jsonb AS p FROM {so} so JOIN {st} s ON s.id = so.end_id "
-                "  WHERE so.start_id = grp.sid OFFSET 0) s WHERE s.p->>'predicate' = grp.pred), "
-                "st AS (SELECT gs.sid, gs.pred, gs.id, gs.p, "
-                "  CASE WHEN gs.p->>'valid_until_inferred' = 'true' THEN NULL ELSE gs.p->>'valid_until' END AS stated, "
-                "  coalesce(to_jsonb(((o.properties::text)::jsonb)->>'k'), gs.p->'value')::text AS ident "
-                "  FROM gs LEFT JOIN LATERAL (SELECT o.properties FROM {ab} a JOIN {v} o ON o.id = a.end_id "
-                "    WHERE a.start_id = gs.id OFFSET 0) o ON true) "
-                "SELECT st.sid::text, st.pred, st.id::text, st.p->>'k', st.ident, "
-                "  coalesce((st.p->>'ends_fact')::boolean, false), st.stated, st.p->>'valid_from', st.p->>'recorded_at', "
-                "  st.p->>'valid_until', coalesce((st.p->>'valid_until_inferred')::boolean, false), st.p->>'superseded_at', "
-                "  row_number() OVER (PARTITION BY st.sid, st.pred ORDER BY "
-                "    coalesce(st.p->>'valid_from', st.stated, st.p->>'recorded_at'), st.p->>'recorded_at', st.p->>'k') "
-                "FROM st"
+                "  WHERE so.start_id = grp.sid OFFSET 0) s "
+                "LEFT JOIN LATERAL (SELECT ((o.properties::text)::jsonb)->>'k' AS k FROM {ab} a JOIN {vx} o ON o.id = a.end_id "
+                "  WHERE a.start_id = s.id OFFSET 0) o ON true "
+                "WHERE s.p->>'predicate' = grp.pred"
             ).format(grp=grp, **fmt),
             params,
         )
-        by_group: dict[tuple[str, str], list[tuple]] = defaultdict(list)
-        for r in rows:
-            by_group[(r[0], r[1])].append(r)
-        patches: list[dict[str, Any]] = []
-        wanted: dict[str, tuple[str, str]] = {}  # SUPERSEDES k -> (newer statement id, older statement id)
-        ids = {r[3]: int(r[2]) for r in rows}
-        for members in by_group.values():
-            members.sort(key=lambda r: r[12])
-            for i, old in enumerate(members):
-                _, _, _, k, ident, neg, stated, vfrom, known, until, inferred, superseded, _ = old
-                target = (stated, False, None)  # valid_until, inferred, superseded_at
-                if not neg:
-                    for new in members[i + 1 :]:
-                        closing = new[5] or (new[7] is None and new[6] is not None)
-                        if (not closing and new[4] != ident) or (closing and new[4] == ident):
-                            if new[4] == ident:
-                                start = new[6] or new[7] or new[8]
-                            else:
-                                start = new[7] or new[8]
-                            learned = new[8] if new[8] > known else known
-                            target = (stated if stated is not None else start, stated is None, learned)
-                            wanted[f"sup:{k}>{new[3]}"] = (new[3], k)
-                            break
-                if (until, inferred, superseded) != target:
-                    patches.append({"k": k, "p": {"valid_until": target[0], "valid_until_inferred": target[1] or None, "superseded_at": target[2]}})
-        if patches:
-            self.db.execute(
-                sql.SQL(
-                    "UPDATE {st} s SET properties = (("
-                    "  ((s.properties::text)::jsonb - ARRAY['valid_until', 'valid_until_inferred', 'superseded_at']) "
-                    "  || jsonb_strip_nulls(r.p))::text)::" + AG + " "
-                    "FROM jsonb_to_recordset(%s::jsonb) AS r(k text, p jsonb) WHERE {ks} = " + _as_agtype_key("r.k") + " "
-                    "AND s.id = ANY(ARRAY(SELECT s2.id FROM jsonb_to_recordset(%s::jsonb) AS r2(k text) "
-                    "  CROSS JOIN LATERAL (SELECT s2.id FROM {st} s2 WHERE " + KEY.format(t="s2") + " = " + _as_agtype_key("r2.k") + " OFFSET 0) s2))"
-                ).format(**fmt),
-                (_dumps(patches), _dumps([{"k": p["k"]} for p in patches])),
+        by_group: dict[tuple[str, str], list[Member]] = defaultdict(list)
+        ids: dict[str, int] = {}
+        current: dict[str, dict[str, Any]] = {}
+        for sid, pred, stid, ptext, obj in rows:
+            p = json.loads(ptext)
+            k = p["k"]
+            ids[k] = int(stid)
+            current[k] = p
+            stated = None if p.get("valid_until_inferred") else p.get("valid_until")
+            ident = json.dumps(obj) if obj is not None else _value_ident(p.get("value"))
+            by_group[(sid, pred)].append(
+                Member(k, ident, bool(p.get("ends_fact")), p.get("valid_from"), stated, p.get("recorded_at") or "")
             )
-        members = [{"a": int(r[2]) >> 48, "b": int(r[2]) & _ENTRY} for r in rows]
+        patches: list[dict[str, Any]] = []
+        wanted: dict[str, tuple[str, str]] = {}  # SUPERSEDES k -> (newer statement key, older statement key)
+        for members in by_group.values():
+            succession = derive.supersede(members)
+            for k, target in succession.props.items():
+                patches += _patch(ids[k], current[k], target)
+            for ek, new_k, old_k in succession.edges:
+                wanted[ek] = (new_k, old_k)
+        self._write_patches("Statement", patches)
+        members_ids = [{"a": i >> 48, "b": i & _ENTRY} for i in ids.values()]
         existing = {
             k
             for (k,) in self.db.execute(
                 sql.SQL(
                     "SELECT {kr}::text FROM jsonb_to_recordset(%s::jsonb) AS u(a int, b bigint) "
                     "CROSS JOIN LATERAL (SELECT r.properties FROM {sup} r WHERE r.start_id = ag_catalog._graphid(u.a, u.b) OFFSET 0) r"
-                ).format(**fmt),
-                (_dumps(members),),
+                ).format(kr=_key("r"), **fmt),
+                (dumps(members_ids),),
             )
-        } if members else set()
+        } if members_ids else set()
         stale = sorted(existing - set(wanted))
         if stale:
             self.db.execute(
@@ -303,7 +491,6 @@ class BulkWriter:
             )
         missing = sorted(set(wanted) - existing)
         if missing:
-            lid, _ = self._label("SUPERSEDES")
             edges = []
             for k in missing:
                 new_k, old_k = wanted[k]
@@ -312,16 +499,38 @@ class BulkWriter:
             self._insert_edges("SUPERSEDES", edges)
 
 
+_CORE_EDGES = frozenset({"PART_OF", "MENTIONED_IN", "SUBJECT_OF", "ABOUT", "EVIDENCED_BY", "SUPERSEDES"})
+
+
+def _value_ident(value: Any) -> str:
+    # The Cypher compares coalesce(o.k, s.value): a key string and a literal value never meet
+    # in one group (a predicate takes one kind), so JSON text identifies either.
+    return json.dumps(value, sort_keys=True)
+
+
+def _patch(vid: int, props: Mapping[str, Any], target: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The change (as one patch row, or none) that gives a vertex the target values: a None
+    target removes the property."""
+    put = {f: v for f, v in target.items() if v is not None and props.get(f) != v}
+    drop = [f for f, v in target.items() if v is None and f in props]
+    # A float and an int of equal value compare equal in Python but are different agtype.
+    put.update({f: v for f, v in target.items() if v is not None and f not in put and type(props.get(f)) is not type(v)})
+    if not put and not drop:
+        return []
+    return [{"a": vid >> 48, "b": vid & _ENTRY, "set": put, "unset": drop}]
+
+
 def _precompute(
     plans: Sequence[Plan],
     vertices: dict[str, dict[str, dict[str, Any]]],
     entity_labels: dict[str, str],
     statement_keys: set[str],
 ) -> set[str]:
-    """Fill in the recomputed properties of this batch's entities and statements from the
-    batch's own edges, by the same rules as the recompute. Returns the entities whose
-    mentions need sorting by the database's collation (more than one distinct mention),
-    which are left to the SQL recompute."""
+    """Fill in the derived properties of this batch's entities and statements from the
+    batch's own edges, by :mod:`agefacts.derive` (right for vertices the batch creates; the
+    writer recomputes those that existed from the whole graph). Returns the entities whose
+    mention words need the engine's text order (more than one distinct word), which are left
+    to the writer's recompute."""
     mentions: dict[str, list[dict[str, Any]]] = defaultdict(list)
     evidence: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for p in plans:
@@ -332,32 +541,25 @@ def _precompute(
                 evidence[e.start].append(e.props)
     unsure: set[str] = set()
     for k, label in entity_labels.items():
-        ms = sorted(mentions[k], key=lambda m: (m.get("at") or "", m["k"]), reverse=True)
-        names = [m["name"] for m in ms if "name" in m]
-        attrs = [m["attrs"] for m in ms if "attrs" in m]
-        props = vertices[label][k]
-        props["resolution"] = "resolved" if names else "nil_placeholder"
-        if names:
-            props["name"] = names[0]
-        if attrs:
-            props["attrs"] = attrs[0]
-        distinct = {x for m in ms for x in m.get("mentions", [])}
-        if len(distinct) == 1:
-            props["mentions"] = sorted(distinct)
-        elif len(distinct) > 1:
+        if len({x for m in mentions[k] for x in m.get("mentions") or ()}) > 1:
             unsure.add(k)
+            continue
+        target = derive.entity_props(mentions[k])
+        if target is not None:
+            _apply(vertices[label][k], target)
     for k in statement_keys:
-        ev = sorted(evidence[k], key=lambda e: (e["at"], e["k"]))
-        props = vertices["Statement"][k]
-        props["recorded_at"] = ev[0]["at"]
-        confidences = [e["confidence"] for e in ev if "confidence" in e]
-        if confidences:
-            props["confidence"] = max(confidences)
-        for field in ("model", "extractor", "schema_ref"):
-            firsts = [e[field] for e in ev if field in e]
-            if firsts:
-                props[field] = firsts[0]
+        target = derive.statement_props(evidence[k])
+        if target is not None:
+            _apply(vertices["Statement"][k], target)
     return unsure
+
+
+def _apply(props: dict[str, Any], target: Mapping[str, Any]) -> None:
+    for f, v in target.items():
+        if v is None:
+            props.pop(f, None)
+        else:
+            props[f] = v
 
 
 @dataclass
@@ -391,9 +593,9 @@ def assemble(plans: Sequence[Plan]) -> Batch:
     for p in plans:
         for e in p.edges:
             if e.k not in edges[e.label]:
-                edges[e.label][e.k] = (e.start, e.end, _dumps(e.props))
+                edges[e.label][e.k] = (e.start, e.end, dumps(e.props))
     return Batch(
-        vertices=[(label, _dumps(list(rows.values()))) for label, rows in sorted(vertices.items())],
+        vertices=[(label, dumps(list(rows.values()))) for label, rows in sorted(vertices.items())],
         edges=[(label, list(rows.values())) for label, rows in sorted(edges.items())],
         vertex_labels=sorted({label for p in plans for label in p.vertex_labels}),
         edge_labels=sorted({label for p in plans for label in p.edge_labels}),

@@ -219,7 +219,7 @@ def plan(conv: Conversation, result: ConversationResult, ontology: Ontology) -> 
                     "char_end": ev.char_end,
                     "byte_start": ev.byte_start,
                     "byte_end": ev.byte_end,
-                    "match": ev.match,
+                    "tier": ev.match,
                     "at": _instant(ev.at) if ev.at else None,
                     "confidence": ev.confidence,
                     "model": conv.model,
@@ -287,6 +287,11 @@ def edge_cypher(e: Edge) -> str:
     )
 
 
+# The recomputing Cypher below states the rules of :mod:`agefacts.derive` for a graph written
+# by hand. It never relies on the order of a collect(): an ORDER BY before an aggregation that
+# groups is not kept (the engine may sort again by the grouping keys), so "the earliest" and
+# "the latest" are min() and max() of [time, key, value] lists, which AGE orders element by
+# element and in which the unique key decides every tie. (AGE has no reduce().)
 def entity_recompute(label: str, k: str) -> list[str]:
     """An entity's name, resolution and attributes come from the latest conversation that
     gave them, its mentions from all; recomputed from every MENTIONED_IN edge."""
@@ -294,55 +299,58 @@ def entity_recompute(label: str, k: str) -> list[str]:
     where = f"WHERE n.k = {cy.literal(k)} "
     return [
         f"MATCH {node}-[m:MENTIONED_IN]->(:Conversation) {where}"
-        "WITH n, m ORDER BY coalesce(m.at, '') DESC, m.k DESC "
-        "WITH n, collect(m.name) AS names, collect(m.attrs) AS attrs "
-        "SET n.name = head(names), n.attrs = head(attrs), "
-        "n.resolution = CASE WHEN size(names) > 0 THEN 'resolved' ELSE 'nil_placeholder' END",
+        "WITH n, max(CASE WHEN m.name IS NULL THEN null ELSE [coalesce(m.at, ''), m.k, m.name] END) AS named, "
+        "max(CASE WHEN m.attrs IS NULL THEN null ELSE [coalesce(m.at, ''), m.k, m.attrs] END) AS attributed "
+        "SET n.name = named[2], n.attrs = attributed[2], "
+        "n.resolution = CASE WHEN named IS NULL THEN 'nil_placeholder' ELSE 'resolved' END",
+        # No grouping key: the aggregation keeps the sorted order.
         f"MATCH {node}-[m:MENTIONED_IN]->(:Conversation) {where}UNWIND m.mentions AS x "
-        "WITH DISTINCT n, x ORDER BY x WITH n, collect(x) AS xs SET n.mentions = xs",
+        f"WITH DISTINCT x ORDER BY x WITH collect(x) AS xs WHERE size(xs) > 0 "
+        f"MATCH {node} {where}SET n.mentions = xs",
     ]
 
 
 def statement_recompute(k: str) -> str:
-    """Known time is the earliest evidence; provenance is that evidence's; confidence the
-    highest any evidence gave."""
+    """Known time is the earliest evidence; provenance is that of the earliest evidence that
+    has it; confidence the highest any evidence gave."""
+    def first(f: str) -> str:
+        return f"min(CASE WHEN e.{f} IS NULL THEN null ELSE [e.at, e.k, e.{f}] END)"
+
     return (
         f"MATCH (s:Statement)-[e:EVIDENCED_BY]->(:Message) WHERE s.k = {cy.literal(k)} "
-        "WITH s, e ORDER BY e.at, e.k "
-        "WITH s, min(e.at) AS first, max(e.confidence) AS conf, collect(e.model) AS models, "
-        "collect(e.extractor) AS xs, collect(e.schema_ref) AS refs "
-        "SET s.recorded_at = first, s.confidence = conf, s.model = head(models), "
-        "s.extractor = head(xs), s.schema_ref = head(refs)"
+        f"WITH s, min(e.at) AS recorded, max(e.confidence) AS conf, {first('model')} AS fm, "
+        f"{first('extractor')} AS fx, {first('schema_ref')} AS fr "
+        "SET s.recorded_at = recorded, s.confidence = conf, s.model = fm[2], "
+        "s.extractor = fx[2], s.schema_ref = fr[2]"
     )
 
 
 def supersession(label: str, subject: str, predicate: str) -> list[str]:
-    """Recompute one (subject, single-valued predicate) group from scratch.
-
-    Statements are ordered by valid time (``valid_from``; for a fact that only states its end,
-    ``valid_until``; with neither, ``recorded_at``), then known time, then key. A fact's
-    successor is the first later statement with another object or value, or a later statement
-    that ends this very fact: a negation ("I don't live there any more") or the same fact with
-    only an end ("I left Acme in March"). The successor closes the fact: ``valid_until``
-    becomes the successor's start, or the end the closing statement gives (marked
-    ``valid_until_inferred``), unless the fact stated its own; ``superseded_at`` becomes the
-    successor's ``recorded_at`` (or the fact's own, when the successor was learned first: a
-    closing cannot be known before the fact itself)."""
+    """Recompute one (subject, single-valued predicate) group from scratch, by the rule of
+    :func:`agefacts.derive.supersede` (ordering, successor, closing, and the reading start
+    ``valid_start`` of a statement without ``valid_from`` that has a predecessor)."""
     pattern = f"MATCH (x:{cy.label(label)})-[:SUBJECT_OF]->(s:Statement)"
     where = f"WHERE x.k = {cy.literal(subject)} AND s.predicate = {cy.literal(predicate)}"
-    return [
-        f"MATCH (x:{cy.label(label)})-[:SUBJECT_OF]->(s:Statement)-[r:SUPERSEDES]->(:Statement) {where} DELETE r",
-        f"{pattern} {where} AND s.valid_until_inferred = true SET s.valid_until = null",
-        f"{pattern} {where} SET s.valid_until_inferred = null, s.superseded_at = null",
+    # One ordered list of the group, collected without a grouping key so its order holds.
+    ordered = (
         f"{pattern} {where} OPTIONAL MATCH (s)-[:ABOUT]->(o) "
         "WITH s, coalesce(o.k, s.value) AS ident, coalesce(s.valid_from, s.valid_until, s.recorded_at) AS t "
         "ORDER BY t, s.recorded_at, s.k "
         "WITH collect(s.k) AS ks, collect(ident) AS ids, collect(coalesce(s.ends_fact, false)) AS negs, "
         "collect(coalesce(s.ends_fact, false) OR (s.valid_from IS NULL AND s.valid_until IS NOT NULL)) AS closing, "
+        "collect(s.valid_from IS NULL AND s.valid_until IS NULL AND s.ends_fact IS NULL) AS open_start, "
         "collect(coalesce(s.valid_from, s.recorded_at)) AS begins, "
         "collect(coalesce(s.valid_until, s.valid_from, s.recorded_at)) AS endings, "
         "collect(s.recorded_at) AS learned "
-        "UNWIND range(0, size(ks) - 1) AS i "
+    )
+    return [
+        f"MATCH (x:{cy.label(label)})-[:SUBJECT_OF]->(s:Statement)-[r:SUPERSEDES]->(:Statement) {where} DELETE r",
+        f"{pattern} {where} AND s.valid_until_inferred = true SET s.valid_until = null",
+        f"{pattern} {where} SET s.valid_until_inferred = null, s.superseded_at = null, s.valid_start = null",
+        ordered + "UNWIND range(1, size(ks) - 1) AS i "
+        "WITH ks, learned, open_start, i WHERE open_start[i] "
+        "MATCH (s:Statement) WHERE s.k = ks[i] SET s.valid_start = learned[i]",
+        ordered + "UNWIND range(0, size(ks) - 1) AS i "
         "WITH ks, ids, negs, closing, begins, endings, learned, i, "
         "[j IN range(i + 1, size(ks) - 1) WHERE (NOT closing[j] AND ids[j] <> ids[i]) OR (closing[j] AND ids[j] = ids[i])] AS later "
         "WHERE NOT negs[i] AND size(later) > 0 "

@@ -17,14 +17,24 @@ from typing import Any
 
 from .errors import CompileError
 
-__all__ = ["literal", "string", "label", "prop", "props_map", "comment", "is_identifier"]
+__all__ = ["literal", "string", "label", "prop", "props_map", "comment", "is_identifier", "is_label"]
 
 
-def is_identifier(name: str) -> bool:
-    return bool(_PROP_RE.match(name or ""))
+# The identifier rules, whole strings only: fullmatch, since a regex's "$" also matches before
+# a final newline and would let "rel\n" through.
+_LABEL_RE = re.compile(r"[A-Z][A-Za-z0-9_]{0,62}")
+_PROP_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 
-_LABEL_RE = re.compile(r"^[A-Z][A-Za-z0-9_]{0,62}$")
-_PROP_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+
+def is_identifier(name: object) -> bool:
+    """A plain identifier (property, column or attribute name): ``[A-Za-z_][A-Za-z0-9_]*``."""
+    return isinstance(name, str) and _PROP_RE.fullmatch(name) is not None
+
+
+def is_label(name: object) -> bool:
+    """A label or entity type: ``[A-Z][A-Za-z0-9_]*``."""
+    return isinstance(name, str) and _LABEL_RE.fullmatch(name) is not None
+
 _SIMPLE = {"\\": "\\\\", "'": "\\'", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\b": "\\b", "\f": "\\f"}
 
 
@@ -68,7 +78,7 @@ def literal(value: Any) -> str:
 
 
 def label(name: str) -> str:
-    if not _LABEL_RE.match(name or ""):
+    if not is_label(name):
         raise CompileError(f"label {name!r} is not a safe identifier (^[A-Z][A-Za-z0-9_]*$)")
     return name
 
@@ -76,7 +86,7 @@ def label(name: str) -> str:
 def prop(name: str) -> str:
     """A property name; only plain identifiers are written (the gate keeps model-made
     attribute names to that form)."""
-    if not _PROP_RE.match(name or ""):
+    if not is_identifier(name):
         raise CompileError(f"property name {name!r} is not a plain identifier ([A-Za-z_][A-Za-z0-9_]*)")
     return name
 

@@ -27,6 +27,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from .cypher import is_identifier, is_label
 from .errors import DatabaseError, EngineError, QueryError
 
 __all__ = [
@@ -40,9 +41,7 @@ __all__ = [
 ]
 
 DEFAULT_GRAPH = "facts"
-_GRAPH_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{2,62}$")
-_LABEL_RE = re.compile(r"^[A-Z][A-Za-z0-9_]{0,62}$")
-_COLUMN_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+_GRAPH_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,62}")
 _PG_ENV = ("PGHOST", "PGPORT", "PGDATABASE", "PGUSER", "PGSERVICE")
 
 _LOAD_HINT = (
@@ -55,7 +54,7 @@ _LOAD_HINT = (
 
 def check_graph_name(name: str) -> str:
     """A graph name is interpolated into SQL, so only plain identifiers are accepted."""
-    if not isinstance(name, str) or not _GRAPH_RE.match(name):
+    if not isinstance(name, str) or not _GRAPH_RE.fullmatch(name):
         raise QueryError(
             f"graph name {name!r} is not accepted: use 3 to 63 letters, digits or underscores, "
             "starting with a letter or underscore (AGE needs at least 3 characters)"
@@ -65,7 +64,7 @@ def check_graph_name(name: str) -> str:
 
 def check_label(name: str) -> str:
     """Labels are interpolated into Cypher, so they must match ``^[A-Z][A-Za-z0-9_]*$``."""
-    if not isinstance(name, str) or not _LABEL_RE.match(name):
+    if not is_label(name):
         raise QueryError(
             f"label {name!r} is not accepted: a label starts with an upper-case ASCII letter "
             "followed by letters, digits or underscores"
@@ -74,7 +73,7 @@ def check_label(name: str) -> str:
 
 
 def check_column(name: str) -> str:
-    if not isinstance(name, str) or not _COLUMN_RE.match(name):
+    if not is_identifier(name):
         raise QueryError(
             f"column name {name!r} is not accepted: use letters, digits and underscores; "
             "alias the expression in RETURN (RETURN n.name AS name) or pass --columns"

@@ -20,6 +20,8 @@ Reasons, in the order they are checked:
 
 from __future__ import annotations
 
+import math
+
 from collections.abc import Mapping
 
 from .cypher import is_identifier
@@ -31,13 +33,27 @@ from .temporal import TimeError, normalise_instant, normalise_rrule, normalise_v
 __all__ = ["gate_turn", "normalise_value"]
 
 
+_INT64 = (-(2**63), 2**63 - 1)
+
+
 def normalise_value(value: object) -> object:
-    """Literal values are stored normalised: Unicode NFC and whitespace runs collapsed, case
-    kept. The stored value is a function of the statement's key, whatever conversation said it."""
+    """Literal values are stored normalised: text in Unicode NFC with whitespace runs
+    collapsed, case kept; numbers as the JSON gave them (an integer stays an integer, a float a
+    float) except that negative zero is zero. The stored value is a function of the
+    statement's key, whatever conversation said it. A number AGE cannot hold raises
+    ValueError: an integer outside 64 bits, or a float that is not finite."""
     import unicodedata
 
     if isinstance(value, str):
         return " ".join(unicodedata.normalize("NFC", value).split())
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and not _INT64[0] <= value <= _INT64[1]:
+        raise ValueError(f"the integer {value} does not fit in 64 bits, which is what AGE holds; give it as text")
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"the number {value} is not finite; AGE stores finite numbers only")
+        return value + 0.0  # -0.0 + 0.0 is 0.0
     return value
 
 
@@ -165,6 +181,11 @@ def _gate_claim(
         return no("invalid_time", f"valid_until {times['valid_until']} is before valid_from {times['valid_from']}")
     if c.confidence is not None and not 0 <= c.confidence <= 1:
         return no("invalid", f"confidence {c.confidence} is not between 0 and 1")
+    try:
+        value = normalise_value(c.value)
+    except ValueError as exc:
+        return no("invalid", f"value: {exc}")
+    confidence = None if c.confidence is None else c.confidence + 0.0  # no negative zero
 
     admit = ontology.admit
     ends = False
@@ -196,17 +217,17 @@ def _gate_claim(
         byte_end=span.byte_end,
         match=span.match,
         at=at,
-        confidence=c.confidence,
+        confidence=confidence,
     )
     return Fact.model_construct(
         subject=c.subject,
         predicate=c.predicate,
         object=c.object,
-        value=normalise_value(c.value),  # type: ignore[arg-type]
+        value=value,  # type: ignore[arg-type]
         valid_from=times["valid_from"],
         valid_until=times["valid_until"],
         recurrence=times["recurrence"],
-        confidence=c.confidence,
+        confidence=confidence,
         tense=c.tense,
         ends_validity=ends,
         evidence=(evidence,),

@@ -11,8 +11,8 @@ others still load.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
-import json
 import random
 import sys
 import time
@@ -21,15 +21,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
+from . import ledger
 from .compile import EXTRACTOR, Plan, entity_recompute, executable, plan, statement_recompute, supersession, to_cypher
 from .consolidate import result_of
-from . import cypher as cy
 from .db import Database
 from .errors import AgeFactsError, DatabaseError, InputError
+from .inputs import parse_conversation, read_conversations
 from .keys import conversation_key
-from .models import Conversation, describe
+from .models import Conversation
 from .ontology import Ontology
 
 __all__ = ["Outcome", "Summary", "read_conversations", "parse_conversation", "Loader", "load_paths", "content_hash", "VIA"]
@@ -87,93 +86,6 @@ class Summary:
         return "\n".join(lines)
 
 
-# -- reading input --------------------------------------------------------------------------------
-def parse_conversation(data: Any, source: str) -> Conversation:
-    if not isinstance(data, dict):
-        raise InputError(f"{source}: a conversation is a JSON object, not {type(data).__name__}")
-    try:
-        return Conversation.model_validate(data)
-    except ValidationError as exc:
-        cid = data.get("id")
-        who = f" conversation {cid!r}" if isinstance(cid, str) else ""
-        raise InputError(
-            f"{source}{who} does not match the conversation schema: {describe(exc)} "
-            "(see `agefacts schema conversation`)"
-        ) from None
-
-
-def _files(paths: Iterable[str | Path]) -> Iterator[Path]:
-    for raw in paths:
-        p = Path(raw)
-        if p.is_dir():
-            yield from sorted(q for q in p.rglob("*") if q.suffix in (".json", ".jsonl") and q.is_file())
-        else:
-            yield p
-
-
-def read_conversations(paths: Iterable[str | Path]) -> Iterator[tuple[str, Conversation | InputError]]:
-    """Conversations from files, folders (``*.json``, ``*.jsonl``, recursively, in name order)
-    and JSONL files, one at a time so memory stays flat. A bad file or line is yielded as an
-    :class:`InputError` in its place, and the rest are still read."""
-    for path in _files(paths):
-        if not path.exists():
-            yield str(path), InputError(f"{path}: no such file or folder")
-            continue
-        if path.suffix == ".jsonl":
-            try:
-                fh = path.open(encoding="utf-8", errors="strict")
-            except OSError as exc:
-                yield str(path), InputError(f"{path}: cannot read it: {exc.strerror}")
-                continue
-            with fh:
-                lineno = 0
-                while True:
-                    src = f"{path}:{lineno + 1}"
-                    try:
-                        line = fh.readline()
-                    except UnicodeDecodeError as exc:
-                        yield src, InputError(f"{src}: not UTF-8 text ({exc.reason}); save the file as UTF-8")
-                        break
-                    if not line:
-                        break
-                    lineno += 1
-                    if not line.strip():
-                        continue
-                    yield src, _parse_text(line, src)
-            continue
-        try:
-            text = path.read_text(encoding="utf-8")
-        except UnicodeDecodeError as exc:
-            yield str(path), InputError(f"{path}: not UTF-8 text ({exc.reason}); save the file as UTF-8")
-            continue
-        except OSError as exc:
-            yield str(path), InputError(f"{path}: cannot read it: {exc.strerror}")
-            continue
-        try:
-            data = json.loads(text)
-        except ValueError as exc:
-            yield str(path), InputError(f"{path}: not valid JSON ({exc}); a conversation file holds one JSON object")
-            continue
-        items = data if isinstance(data, list) else [data]
-        for i, item in enumerate(items):
-            src = f"{path}[{i}]" if isinstance(data, list) else str(path)
-            try:
-                yield src, parse_conversation(item, src)
-            except InputError as exc:
-                yield src, exc
-
-
-def _parse_text(line: str, source: str) -> Conversation | InputError:
-    try:
-        data = json.loads(line)
-    except ValueError as exc:
-        return InputError(f"{source}: not valid JSON ({exc}); a JSONL file holds one conversation object per line")
-    try:
-        return parse_conversation(data, source)
-    except InputError as exc:
-        return exc
-
-
 def content_hash(conv: Conversation, ontology: Ontology, fingerprint: str | None = None) -> str:
     """What decides "already loaded unchanged": the conversation (its JSON as pydantic
     writes it, fields in declared order), the ontology that gates it, and the compiler's
@@ -187,31 +99,84 @@ def content_hash(conv: Conversation, ontology: Ontology, fingerprint: str | None
 VIA = ("bulk", "cypher")
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """A conversation ready to write: its content hash, the hash it was last loaded with
+    (``prior``, None when never), and its plan."""
+
+    source: str
+    conv: Conversation
+    content_hash: str
+    prior: str | None
+    plan: Plan
+
+    @property
+    def ident(self) -> tuple[str, str]:
+        return (self.conv.namespace, self.conv.id)
+
+    @property
+    def replaces(self) -> bool:
+        """The graph holds another version of this conversation, which this one replaces."""
+        return self.prior is not None and self.prior != self.content_hash
+
+    def outcome(self) -> Outcome:
+        return Outcome(self.source, self.conv.id, self.conv.namespace, "loaded", counts=dict(self.plan.counts))
+
+
+@dataclass(frozen=True)
+class Seen:
+    """Where a conversation was first met in this run, and with what content."""
+
+    source: str
+    content_hash: str | None
+
+
+class _PriorMoved(Exception):
+    """Another loader changed what the ingest log holds for a conversation between our read
+    and our write: it is prepared again against what is there now."""
+
+
+def _prepare_one(
+    ontology: Ontology, force: bool, source: str, conv: Conversation, prior: dict[tuple[str, str], str],
+    earlier: Seen | None = None, fingerprint: str | None = None,
+) -> Outcome | Prepared:
+    try:
+        h = content_hash(conv, ontology, fingerprint)
+        if earlier is not None:
+            # The same conversation twice in one run: the same content is nothing new, other
+            # content is refused, since which one should win is not ours to guess.
+            if earlier.content_hash == h:
+                return Outcome(source, conv.id, conv.namespace, "skipped", f"the same as {earlier.source}")
+            return Outcome(
+                source, conv.id, conv.namespace, "failed",
+                f"conversation {conv.id!r} of namespace {conv.namespace!r} is also at {earlier.source}, "
+                "with other content; give each version its own id, or load one of them",
+            )
+        old = prior.get((conv.namespace, conv.id))
+        if old == h and not force:
+            return Outcome(source, conv.id, conv.namespace, "skipped")
+        return Prepared(source, conv, h, old, plan(conv, result_of(conv, ontology), ontology))
+    except AgeFactsError as exc:
+        return Outcome(source, conv.id, conv.namespace, "failed", str(exc))
+
+
 def _prepare(
     ontology: Ontology, force: bool, batch: list[tuple[str, Conversation]], prior: dict[tuple[str, str], str],
-    via: str = "bulk",
-) -> tuple[list[tuple], Any]:
+    via: str = "bulk", earlier: dict[tuple[str, str], Seen] | None = None,
+) -> tuple[list[Outcome | Prepared], Any]:
     """Pure work, no database: hash, skip what is unchanged, ground, gate and compile, and
-    for the bulk path put the new conversations' rows together (:func:`agefacts.bulk.assemble`)."""
-    out: list[tuple] = []
+    for the bulk path put the rows together (:func:`agefacts.bulk.assemble`)."""
     fingerprint = ontology.fingerprint()
-    for source, conv in batch:
-        try:
-            h = content_hash(conv, ontology, fingerprint)
-            old = prior.get((conv.namespace, conv.id))
-            if old == h and not force:
-                out.append(("done", Outcome(source, conv.id, conv.namespace, "skipped")))
-                continue
-            p = plan(conv, result_of(conv, ontology), ontology)
-        except AgeFactsError as exc:
-            out.append(("done", Outcome(source, conv.id, conv.namespace, "failed", str(exc))))
-            continue
-        out.append(("replace" if old is not None and old != h else "new", source, conv, h, p))
-    new = [e[4] for e in out if e[0] == "new"]
-    if via == "bulk" and len(new) > 1:
+    earlier = earlier or {}
+    out = [
+        _prepare_one(ontology, force, source, conv, prior, earlier.get((conv.namespace, conv.id)), fingerprint)
+        for source, conv in batch
+    ]
+    todo = [e.plan for e in out if isinstance(e, Prepared)]
+    if via == "bulk" and todo:
         from .bulk import assemble
 
-        return out, assemble(new)
+        return out, assemble(todo)
     return out, None
 
 
@@ -238,11 +203,18 @@ class Loader:
 
     ``via="bulk"`` (the default) writes batches of conversations set-wise into the label
     tables (:mod:`agefacts.bulk`); ``via="cypher"`` executes the compiled Cypher line by line,
-    the reference path. Both write the same graph. A batch (about ``batch_statements``
+    the reference path. Both write the same graph, and both replace a changed conversation the
+    same way: set-wise retraction of what its old version wrote, then the new version, then
+    the recomputation of what the change touched. A batch (about ``batch_statements``
     statements; 5000 measured fastest, 19% faster than 1000 at 30k statements) is one
-    transaction; if it fails,
-    its conversations are retried one transaction each, so a conversation is always loaded
-    entirely or not at all and one bad conversation cannot take others with it.
+    transaction; if it fails, its conversations are retried one transaction each, so a
+    conversation is always loaded entirely or not at all and one bad conversation cannot take
+    others with it.
+
+    Whether a conversation is new, unchanged or changed is decided against the ingest log,
+    and checked again under a per-conversation lock inside the transaction that writes: a
+    loader that finds another got there first prepares the conversation again, so loaders
+    racing different versions of one conversation end with one of them, whole.
     """
 
     def __init__(
@@ -265,8 +237,10 @@ class Loader:
         self.batch_statements = batch_statements
         self.batch_conversations = batch_conversations
         self.retries = retries
-        self._writer = None
+        self._writer: Any = None
         self._lost: str | None = None  # why the connection is gone for good, once it is
+        self._seen: dict[tuple[str, str], Seen] = {}
+        self.fallbacks: list[str] = []  # why a batch was written one conversation at a time
 
     # -- the public calls ---------------------------------------------------------------------
     def load(self, conv: Conversation, source: str = "<conversation>") -> Outcome:
@@ -286,12 +260,13 @@ class Loader:
                 idents = {(c.namespace, c.id) for _, c in batch}
                 if previous is not None and idents & run_seen:
                     # A conversation of an earlier batch again: that batch must land first, so
-                    # that this one sees its ingest log row.
+                    # that this one is compared with it.
                     yield from self._finish(*previous)
                     previous = None
                 run_seen |= idents
-                prior = self._prior_hashes([c for _, c in batch]) if batch else {}
-                future = pool.submit(_prepare, self.ontology, self.force, batch, prior, self.via)
+                earlier = {i: self._seen[i] for i in idents if i in self._seen}
+                prior = self._prior_hashes(sorted(idents)) if batch else {}
+                future = pool.submit(_prepare, self.ontology, self.force, batch, prior, self.via, earlier)
                 if previous is not None:
                     yield from self._finish(*previous)
                 previous = (future, pending)
@@ -323,7 +298,13 @@ class Loader:
             yield batch, pending
 
     def _finish(self, future: Any, pending: list[Outcome | None]) -> Iterator[Outcome]:
-        results = iter(self._write(future.result()))
+        prepared, assembled = future.result()
+        for e in prepared:
+            conv_ident = e.ident if isinstance(e, Prepared) else (e.namespace, e.conversation)
+            if conv_ident not in self._seen:
+                h = e.content_hash if isinstance(e, Prepared) else None
+                self._seen[conv_ident] = Seen(e.source, h)  # type: ignore[arg-type]
+        results = iter(self._write(prepared, assembled))
         for slot in pending:
             yield slot if slot is not None else next(results)
 
@@ -357,194 +338,121 @@ class Loader:
             "again to load the rest (what was loaded is skipped)",
         )
 
-    def _prior_hashes(self, convs: list[Conversation]) -> dict[tuple[str, str], str]:
+    def _prior_hashes(self, idents: list[tuple[str, str]]) -> dict[tuple[str, str], str]:
         if self._lost:
             return {}
-        payload = json.dumps([{"ns": c.namespace, "id": c.id} for c in convs])
-
-        def read() -> list:
-            return self.db.execute(
-                "SELECT l.namespace, l.conversation, l.content_hash FROM agefacts.ingest_log l "
-                "JOIN jsonb_to_recordset(%s::jsonb) AS r(ns text, id text) ON l.namespace = r.ns AND l.conversation = r.id "
-                "WHERE l.graph = %s",
-                (payload, self.db.graph),
-            )
-
         try:
-            rows = self._attempt(read)
+            return self._attempt(lambda: ledger.prior_hashes(self.db, idents))
         except DatabaseError:
             if self._lost:
                 return {}
             raise
-        return {(ns, cid): h for ns, cid, h in rows}
 
-    def _write(self, prepared_batch: tuple[list[tuple], Any]) -> list[Outcome]:
-        prepared, assembled = prepared_batch
-        outcomes: list[Outcome | None] = [None] * len(prepared)
-        todo: list[tuple[int, str, Conversation, str, Plan]] = []
-        for i, entry in enumerate(prepared):
-            if entry[0] == "done":
-                outcomes[i] = entry[1]
-            elif self._lost:
-                outcomes[i] = self._lost_outcome(entry[1], entry[2])
-            elif entry[0] == "replace":
-                # Changed content replaces the old version's writes: done one by one.
-                outcomes[i] = self._one(*entry[1:], replace=True)
-            else:
-                todo.append((i, *entry[1:]))
-        if todo and assembled is not None and len(todo) == sum(1 for e in prepared if e[0] == "new"):
+    def _write(self, prepared: list[Outcome | Prepared], assembled: Any) -> list[Outcome]:
+        outcomes: list[Outcome | None] = [e if isinstance(e, Outcome) else None for e in prepared]
+        todo = [(i, e) for i, e in enumerate(prepared) if isinstance(e, Prepared)]
+        if self._lost:
+            for i, e in todo:
+                outcomes[i] = self._lost_outcome(e.source, e.conv)
+            todo = []
+        if todo and assembled is not None:
+            entries = [e for _, e in todo]
 
             def batch() -> None:
                 self.db.ensure_labels(vertex=assembled.vertex_labels, edge=assembled.edge_labels)
                 with self.db.transaction():
-                    self._writer_for().write_batch(assembled)
-                    self._record([(t[2], t[3], t[4], t[1]) for t in todo])
+                    self._check(entries)
+                    writer = self._writer_for()
+                    stale = writer.retract([conversation_key(*e.ident) for e in entries if e.replaces])
+                    writer.write_batch(assembled, stale, self._single_valued)
+                    self._record([ledger.Loaded(e.conv, e.content_hash, e.plan, e.source) for e in entries])
 
             try:
                 self._attempt(batch)
-                for i, source, conv, _, p in todo:
-                    outcomes[i] = Outcome(source, conv.id, conv.namespace, "loaded", counts=dict(p.counts))
+                for i, e in todo:
+                    outcomes[i] = e.outcome()
                 todo = []
-            except AgeFactsError:
-                pass  # rolled back whole; each conversation again on its own, below
-        for i, source, conv, h, p in todo:
-            outcomes[i] = self._lost_outcome(source, conv) if self._lost else self._one(source, conv, h, p)
+            except (AgeFactsError, _PriorMoved) as exc:
+                # Rolled back whole; each conversation again on its own, below.
+                self.fallbacks.append(str(exc) or "another loader changed one of the batch's conversations")
+        for i, e in todo:
+            outcomes[i] = self._lost_outcome(e.source, e.conv) if self._lost else self._one(e)
         return [o for o in outcomes if o is not None]
 
-    def _one(self, source: str, conv: Conversation, h: str, p: Plan, replace: bool = False) -> Outcome:
-        def work() -> None:
-            self.db.ensure_labels(vertex=p.vertex_labels, edge=p.edge_labels)
-            with self.db.transaction():
-                stale = self._retract(p) if replace else None
-                if self.via == "bulk" and stale is None:
-                    self._bulk([p])
-                else:
-                    for line in executable(to_cypher(p)):
-                        self.db.cypher_raw(line)
-                if stale is not None:
-                    self._settle(stale, p)
-                self._record([(conv, h, p, source)])
+    def _check(self, entries: list[Prepared]) -> None:
+        now = ledger.lock(self.db, [e.ident for e in entries])
+        if any(now.get(e.ident) != e.prior for e in entries):
+            raise _PriorMoved()
 
-        try:
-            self._attempt(work)
-        except AgeFactsError as exc:
-            if self._lost:
-                return self._lost_outcome(source, conv)
-            return Outcome(source, conv.id, conv.namespace, "failed", str(exc))
-        return Outcome(source, conv.id, conv.namespace, "loaded", counts=dict(p.counts))
+    def _single_valued(self, predicate: str) -> bool:
+        spec = self.ontology.predicate(predicate)
+        return spec is not None and spec.single_valued
 
-    def _writer_for(self):
+    def _one(self, entry: Prepared) -> Outcome:
+        """One conversation in one transaction; prepared again when another loader moved
+        what it is compared with."""
+        current: Outcome | Prepared = entry
+        for _ in range(self.retries + 1):
+            if isinstance(current, Outcome):
+                return current
+            e = current
+            try:
+                self._attempt(functools.partial(self._write_one, e))
+            except _PriorMoved:
+                prior = self._prior_hashes([e.ident])
+                current = _prepare_one(self.ontology, self.force, e.source, e.conv, prior)
+                continue
+            except AgeFactsError as exc:
+                if self._lost:
+                    return self._lost_outcome(e.source, e.conv)
+                return Outcome(e.source, e.conv.id, e.conv.namespace, "failed", str(exc))
+            return e.outcome()
+        return Outcome(
+            entry.source, entry.conv.id, entry.conv.namespace, "failed",
+            "other loaders kept changing this conversation while it was being loaded; run the command again",
+        )
+
+    def _write_one(self, e: Prepared) -> None:
+        p = e.plan
+        self.db.ensure_labels(vertex=p.vertex_labels, edge=p.edge_labels)
+        with self.db.transaction():
+            self._check([e])
+            writer = self._writer_for()
+            stale = writer.retract([conversation_key(*e.ident)]) if e.replaces else None
+            if self.via == "bulk":
+                from .bulk import assemble
+
+                writer.write_batch(assemble([p]), stale, self._single_valued)
+            else:
+                for line in executable(to_cypher(p)):
+                    self.db.cypher_raw(line)
+                if stale:
+                    self._recompute_cypher(writer.settle(stale))
+            self._record([ledger.Loaded(e.conv, e.content_hash, p, e.source)])
+
+    def _recompute_cypher(self, left: Any) -> None:
+        """The Cypher path's recomputation of what a replaced conversation touched: the
+        compiled Cypher's own rules, as a graph written by hand would run them."""
+        for label, k in sorted(left.entities):
+            for line in entity_recompute(label, k):
+                self.db.cypher_raw(line)
+        for sk in sorted(left.statements):
+            self.db.cypher_raw(statement_recompute(sk))
+        for group in sorted(left.groups):
+            if self._single_valued(group[2]):
+                for line in supersession(*group):
+                    self.db.cypher_raw(line)
+
+    def _record(self, loaded: list[ledger.Loaded]) -> None:
+        """The ledger rows of conversations just written, in their transaction."""
+        ledger.record(self.db, loaded)
+
+    def _writer_for(self) -> Any:
         from .bulk import BulkWriter
 
         if self._writer is None:
             self._writer = BulkWriter(self.db)
         return self._writer
-
-    def _bulk(self, plans: list[Plan]) -> None:
-        self._writer_for().write(plans)
-
-    # A conversation whose content changed replaces what its earlier version wrote: its
-    # messages (with their evidence) and its mentions go, then whatever was left without
-    # evidence or mentions goes, and the rest is recomputed. Edges are deleted before their
-    # vertices, explicitly: the embedded engine's DETACH DELETE leaves a vertex's edges behind.
-    def _retract(self, p: Plan) -> dict[str, Any]:
-        ck = conversation_key(p.namespace, p.conversation)
-        rows = self.db.cypher_raw(
-            "MATCH (c:Conversation)<-[:PART_OF]-(:Message)<-[:EVIDENCED_BY]-(s:Statement)<-[:SUBJECT_OF]-(x) "
-            "WHERE c.k = $ck RETURN DISTINCT s.k, label(x), x.k, s.predicate",
-            {"ck": ck},
-            columns=("s", "l", "x", "p"),
-        )
-        statements = sorted({json.loads(r[0]) for r in rows})
-        groups = sorted({(json.loads(r[1]), json.loads(r[2]), json.loads(r[3])) for r in rows})
-        ents = self.db.cypher_raw(
-            "MATCH (c:Conversation)<-[:MENTIONED_IN]-(n) WHERE c.k = $ck RETURN DISTINCT label(n), n.k",
-            {"ck": ck},
-            columns=("l", "k"),
-        )
-        entities = sorted({(json.loads(a), json.loads(b)) for a, b in ents})
-        self.db.cypher_raw(
-            "MATCH (c:Conversation)<-[:PART_OF]-(:Message)<-[r:EVIDENCED_BY]-() WHERE c.k = $ck DELETE r", {"ck": ck}
-        )
-        self.db.cypher_raw("MATCH (c:Conversation)<-[r:MENTIONED_IN]-() WHERE c.k = $ck DELETE r", {"ck": ck})
-        self.db.cypher_raw("MATCH (c:Conversation)<-[r:PART_OF]-(:Message) WHERE c.k = $ck DELETE r", {"ck": ck})
-        self.db.cypher_raw(
-            "MATCH (m:Message) WHERE m.namespace = $ns AND m.conversation = $cid DELETE m",
-            {"ns": p.namespace, "cid": p.conversation},
-        )
-        return {"statements": statements, "groups": groups, "entities": entities}
-
-    def _settle(self, stale: dict[str, Any], p: Plan) -> None:
-        for sk in stale["statements"]:
-            gone = "WHERE s.k = $k AND NOT EXISTS((s)-[:EVIDENCED_BY]->())"
-            self.db.cypher_raw(f"MATCH (s:Statement)-[r]-() {gone} DELETE r", {"k": sk})
-            self.db.cypher_raw(f"MATCH (s:Statement) {gone} DELETE s", {"k": sk})
-        for label, k in stale["entities"]:
-            self.db.cypher_raw(
-                f"MATCH (n:{cy.label(label)}) WHERE n.k = $k AND NOT EXISTS((n)-[]-()) DELETE n", {"k": k}
-            )
-        for label, k in stale["entities"]:
-            for line in entity_recompute(label, k):
-                self.db.cypher_raw(line)
-        for sk in stale["statements"]:
-            self.db.cypher_raw(statement_recompute(sk))
-        for group in stale["groups"]:
-            for line in supersession(*group):
-                self.db.cypher_raw(line)
-
-    def _record(self, loaded: list[tuple[Conversation, str, Plan, str]]) -> None:
-        """The ingest log and the question queue, for conversations just written."""
-        g = self.db.graph
-        self.db.execute(
-            "INSERT INTO agefacts.ingest_log (graph, namespace, conversation, content_hash, counts, source, loaded_at) "
-            "SELECT %s, r.ns, r.id, r.h, r.counts, r.src, now() FROM jsonb_to_recordset(%s::jsonb) "
-            "AS r(ns text, id text, h text, counts jsonb, src text) "
-            "ON CONFLICT (graph, namespace, conversation) DO UPDATE SET content_hash = EXCLUDED.content_hash, "
-            "counts = EXCLUDED.counts, source = EXCLUDED.source, loaded_at = EXCLUDED.loaded_at",
-            (g, json.dumps([{"ns": c.namespace, "id": c.id, "h": h, "counts": p.counts, "src": src} for c, h, p, src in loaded])),
-        )
-        convs = json.dumps([{"ns": c.namespace, "id": c.id} for c, _, _, _ in loaded])
-        self.db.execute(
-            "DELETE FROM agefacts.questions q USING jsonb_to_recordset(%s::jsonb) AS r(ns text, id text) "
-            "WHERE q.graph = %s AND q.namespace = r.ns AND q.conversation = r.id",
-            (convs, g),
-        )
-        rows = [
-            {"ns": c.namespace, "id": c.id, "gap": f.gap, "ek": f.entity_key, "pr": f.priority, "q": f.question, "why": f.reason, "at": f.asked_at}
-            for c, _, p, _ in loaded
-            for f in p.followups
-        ]
-        if rows:
-            self.db.execute(
-                "INSERT INTO agefacts.questions (graph, namespace, conversation, gap, entity_key, priority, question, reason, asked_at) "
-                "SELECT %s, r.ns, r.id, r.gap, r.ek, r.pr, r.q, r.why, r.at FROM jsonb_to_recordset(%s::jsonb) "
-                "AS r(ns text, id text, gap text, ek text, pr text, q text, why text, at text)",
-                (g, json.dumps(rows)),
-            )
-        # A question about a name is answered once the entity has one, whichever load named it:
-        # resolved at the earliest time a conversation gave the name.
-        # (MENTIONED_IN exists: every load creates all of agefacts' own labels first.)
-        namespaces = sorted({c.namespace for c, _, _, _ in loaded})
-        from psycopg import sql
-
-        self.db.execute(
-            sql.SQL(
-                "UPDATE agefacts.questions q SET resolved_at = r.first FROM ("
-                "  SELECT q2.namespace, q2.conversation, q2.gap, min(((e.properties::text)::jsonb)->>'at') AS first "
-                "  FROM agefacts.questions q2 "
-                "  JOIN {v} v ON ag_catalog.agtype_access_operator(v.properties, '\"k\"'::ag_catalog.agtype) "
-                "     = (to_jsonb(q2.entity_key)::text)::ag_catalog.agtype "
-                "  JOIN {m} e ON e.start_id = v.id "
-                "  WHERE q2.graph = %s AND q2.namespace = ANY(%s) AND q2.resolved_at IS NULL AND q2.gap LIKE '%%.name' "
-                "    AND ((e.properties::text)::jsonb) ? 'name' "
-                "  GROUP BY q2.namespace, q2.conversation, q2.gap) r "
-                "WHERE q.graph = %s AND q.namespace = r.namespace AND q.conversation = r.conversation AND q.gap = r.gap"
-            ).format(
-                v=sql.SQL("{}._ag_label_vertex").format(sql.Identifier(g)),
-                m=sql.SQL("{}.{}").format(sql.Identifier(g), sql.Identifier("MENTIONED_IN")),
-            ),
-            (g, namespaces, g),
-        )
 
 
 def load_paths(

@@ -16,14 +16,14 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from .cypher import is_label
 from .errors import OntologyError
 from .models import USER, Polarity, Tense, describe
 
 __all__ = ["Ontology", "PredicateSpec", "Admit", "load_ontology", "default_ontology", "RESERVED_LABELS"]
 
 RESERVED_LABELS = frozenset({"Statement", "Message", "Conversation"})
-_TYPE_RE = re.compile(r"^[A-Z][A-Za-z0-9_]{0,62}$")
-_PRED_RE = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
+_PRED_RE = re.compile(r"[a-z][a-z0-9_]{0,62}")
 
 
 class PredicateSpec(BaseModel):
@@ -44,7 +44,7 @@ class PredicateSpec(BaseModel):
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        if not _PRED_RE.match(v):
+        if not _PRED_RE.fullmatch(v):
             raise ValueError(
                 f"predicate {v!r} must be lower-case ASCII letters, digits and underscores, "
                 "starting with a letter (it is stored as a property value and used in queries)"
@@ -105,7 +105,7 @@ class Ontology(BaseModel):
         if not self.system_prompt.strip():
             raise ValueError("'system_prompt' is empty; it instructs the model")
         for t in self.entity_types:
-            if not _TYPE_RE.match(t):
+            if not is_label(t):
                 raise ValueError(
                     f"entity type {t!r} cannot be a graph label: start with an upper-case ASCII "
                     "letter, then letters, digits or underscores"

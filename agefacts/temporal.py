@@ -25,7 +25,7 @@ class TimeError(ValueError):
     pass
 
 
-_PARTIAL = re.compile(r"^(\d{4})(?:-(\d{2}))?(?:-(\d{2}))?$")
+_PARTIAL = re.compile(r"(\d{4})(?:-(\d{2}))?(?:-(\d{2}))?")
 
 
 def _parse_datetime(text: str) -> datetime:
@@ -50,8 +50,8 @@ def normalise_instant(text: str) -> str:
     """A message time as UTC ``...Z``; a time without a zone is taken to be UTC."""
     if not isinstance(text, str) or not text.strip():
         raise TimeError("is empty")
-    if _PARTIAL.match(text.strip()):
-        m = _PARTIAL.match(text.strip())
+    if _PARTIAL.fullmatch(text.strip()):
+        m = _PARTIAL.fullmatch(text.strip())
         assert m
         if m.group(3) is None:
             raise TimeError("names a year or month, not an instant; give a date or a datetime")
@@ -67,7 +67,7 @@ def normalise_valid(text: str) -> str:
     if not isinstance(text, str) or not text.strip():
         raise TimeError("is empty")
     t = text.strip()
-    m = _PARTIAL.match(t)
+    m = _PARTIAL.fullmatch(t)
     if m:
         year, month, day = m.groups()
         try:

@@ -4,6 +4,10 @@
 // known at known_at: the closed interval once its supersession is known, the stated one before.
 // It starts from the entity's key (an index scan) and walks its typed edges, so its cost does
 // not grow with the size of the graph (an untyped edge pattern would scan every edge label).
+// A statement starts at valid_from, or at valid_start where supersession inferred one (an undated
+// value that follows another). The earliest evidence is min([at, key]) and then matched again by its
+// key: an ORDER BY before a grouping collect() is not kept. ORDER BY names no RETURN alias, which
+// AGE before 1.7.0 cannot resolve.
 MATCH (x) WHERE x.k = $entity
 OPTIONAL MATCH (x)-[:SUBJECT_OF]->(s1:Statement)
 WITH x, collect({s: s1.k, subj: x.k}) AS as_subject
@@ -19,10 +23,12 @@ WITH subj, s, o,
           WHEN s.valid_until_inferred = true THEN null
           ELSE s.valid_until END AS until,
      CASE WHEN s.superseded_at IS NOT NULL AND s.superseded_at <= $known_at THEN s.superseded_at ELSE null END AS superseded
-WHERE (s.valid_from IS NULL OR s.valid_from <= $valid_at) AND (until IS NULL OR $valid_at < until)
-MATCH (s)-[e:EVIDENCED_BY]->(m:Message)
+WHERE (coalesce(s.valid_from, s.valid_start) IS NULL OR coalesce(s.valid_from, s.valid_start) <= $valid_at)
+  AND (until IS NULL OR $valid_at < until)
+MATCH (s)-[e:EVIDENCED_BY]->(:Message)
 WHERE e.at <= $known_at
-WITH subj, s, o, until, superseded, e, m ORDER BY e.at, e.k
-WITH subj, s, o, until, superseded, collect(e.quote) AS quotes, collect(m.conversation) AS convs, collect(m.ordinal) AS ordinals, collect(e.char_start) AS span_from, collect(e.char_end) AS span_to
-RETURN coalesce(subj.name, subj.role, subj.k) AS subject, s.predicate AS predicate, s.value AS value, coalesce(o.name, o.k) AS object, s.valid_from AS valid_from, until AS valid_until, s.recorded_at AS recorded_at, superseded AS superseded_at, s.recurrence AS recurrence, quotes[0] AS quote, convs[0] AS conversation, ordinals[0] AS message, span_from[0] AS char_start, span_to[0] AS char_end, size(quotes) AS evidence, s.namespace AS namespace, s.k AS statement, label(subj) AS subject_type, subj.k AS subject_key, label(o) AS object_type, o.k AS object_key
-ORDER BY predicate, valid_from, recorded_at, statement
+WITH subj, s, o, until, superseded, min([e.at, e.k]) AS first, count(e) AS evidence
+MATCH (s)-[e:EVIDENCED_BY]->(m:Message)
+WHERE e.k = first[1]
+RETURN coalesce(subj.name, subj.role, subj.k) AS subject, s.predicate AS predicate, s.value AS value, coalesce(o.name, o.k) AS object, s.valid_from AS valid_from, until AS valid_until, s.recorded_at AS recorded_at, superseded AS superseded_at, s.recurrence AS recurrence, e.quote AS quote, m.conversation AS conversation, m.ordinal AS message, e.char_start AS char_start, e.char_end AS char_end, evidence, s.namespace AS namespace, s.k AS statement, label(subj) AS subject_type, subj.k AS subject_key, label(o) AS object_type, o.k AS object_key
+ORDER BY s.predicate, s.valid_from, s.recorded_at, s.k

@@ -4,8 +4,9 @@ MATCH (subj)-[:SUBJECT_OF]->(s:Statement)
 WHERE subj.k = $entity AND s.predicate = $predicate
 OPTIONAL MATCH (s)-[:ABOUT]->(o)
 WITH subj, s, o
+MATCH (s)-[e:EVIDENCED_BY]->(:Message)
+WITH subj, s, o, min([e.at, e.k]) AS first
 MATCH (s)-[e:EVIDENCED_BY]->(m:Message)
-WITH subj, s, o, e, m ORDER BY e.at, e.k
-WITH subj, s, o, collect(e.quote) AS quotes, collect(m.conversation) AS convs
-RETURN coalesce(subj.name, subj.role, subj.k) AS subject, s.predicate AS predicate, s.value AS value, coalesce(o.name, o.k) AS object, CASE WHEN s.ends_fact = true THEN 'ends' ELSE 'states' END AS kind, s.valid_from AS valid_from, s.valid_until AS valid_until, coalesce(s.valid_until_inferred, false) AS until_inferred, s.recorded_at AS recorded_at, s.superseded_at AS superseded_at, quotes[0] AS quote, convs[0] AS conversation, s.k AS statement
+WHERE e.k = first[1]
+RETURN coalesce(subj.name, subj.role, subj.k) AS subject, s.predicate AS predicate, s.value AS value, coalesce(o.name, o.k) AS object, CASE WHEN s.ends_fact = true THEN 'ends' ELSE 'states' END AS kind, s.valid_from AS valid_from, s.valid_until AS valid_until, coalesce(s.valid_until_inferred, false) AS until_inferred, s.recorded_at AS recorded_at, s.superseded_at AS superseded_at, e.quote AS quote, m.conversation AS conversation, s.k AS statement
 ORDER BY coalesce(s.valid_from, s.valid_until, s.recorded_at), s.recorded_at, s.k

@@ -100,7 +100,7 @@ def test_one_failing_conversation_does_not_take_its_batch_with_it(db, monkeypatc
 
     def fail_for_nina_02(self, loaded):
         real(self, loaded)
-        if any(c.id == "nina-02" for c, _, _, _ in loaded):
+        if any(x.conv.id == "nina-02" for x in loaded):
             self.db.execute("SELECT 1 / 0")
 
     monkeypatch.setattr(Loader, "_record", fail_for_nina_02)

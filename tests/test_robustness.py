@@ -288,21 +288,33 @@ def test_two_loaders_at_once_on_overlapping_input_match_one_sequential_load(dsn,
         sequential.drop_graph()
 
 
-def test_unique_key_conflicts_and_deadlocks_are_retried(db, monkeypatch):
+@pytest.mark.parametrize("via", ["bulk", "cypher"])
+def test_unique_key_conflicts_and_deadlocks_are_retried(db, monkeypatch, via):
+    """Conflicts raised where the batch (bulk) or the conversation (cypher) is really written:
+    each is retried, and the failures injected did happen."""
     from agefacts import bulk
 
-    real = bulk.BulkWriter.write
-    failures = iter(["23505", "40P01"])
+    failures = ["23505", "40P01"]
+    raised: list[str] = []
 
-    def flaky(self, plans):
-        code = next(failures, None)
-        if code:
-            raise DatabaseError(f"simulated conflict (SQLSTATE {code})", code)
-        return real(self, plans)
+    def flaky(real):
+        def wrapper(self, *args, **kwargs):
+            if failures:
+                code = failures.pop(0)
+                raised.append(code)
+                raise DatabaseError(f"simulated conflict (SQLSTATE {code})", code)
+            return real(self, *args, **kwargs)
 
-    monkeypatch.setattr(bulk.BulkWriter, "write", flaky)
-    outcomes = list(Loader(db, ONTO).load_many((c.id, c) for c in many_conversations(5)))
+        return wrapper
+
+    if via == "bulk":
+        monkeypatch.setattr(bulk.BulkWriter, "write_batch", flaky(bulk.BulkWriter.write_batch))
+    else:
+        monkeypatch.setattr(Loader, "_record", flaky(Loader._record))
+    outcomes = list(Loader(db, ONTO, via=via).load_many((c.id, c) for c in many_conversations(5)))
     assert [o.status for o in outcomes] == ["loaded"] * 5
+    assert raised == ["23505", "40P01"]
+    assert db.cypher("MATCH (c:Conversation) RETURN count(c)").rows == [(5,)]
 
 
 # -- fuzzing -------------------------------------------------------------------------------------------

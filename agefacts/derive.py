@@ -1,0 +1,167 @@
+"""The derived properties: the one statement of the rules by which what several conversations
+wrote becomes an entity's or a statement's properties.
+
+These are pure functions over plain rows (the properties of the edges a vertex has), so the
+result depends only on what the graph holds, never on the order it was loaded in. The bulk
+path applies them to rows it reads from the label tables; the compiled Cypher
+(:mod:`agefacts.compile`) states the same rules in Cypher for a graph written by hand, and a
+differential property test holds the two equal on generated groups.
+
+- An entity's ``name``, ``attrs`` and ``resolution`` come from the latest conversation that gave
+  them (by the mention's ``at``, then its key), its ``mentions`` from all of them, distinct, in
+  the engine's text order. An entity no conversation mentions any more is left alone.
+- A statement's ``recorded_at`` is its earliest evidence's ``at``, its ``confidence`` the
+  highest any evidence gave, and its ``model``, ``extractor`` and ``schema_ref`` those of the
+  earliest evidence (by ``at``, then key) that has them.
+- Supersession, for the statements about one subject with one single-valued predicate: see
+  :func:`supersede`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "ENTITY_FIELDS",
+    "STATEMENT_FIELDS",
+    "SUPERSESSION_FIELDS",
+    "Member",
+    "Succession",
+    "entity_props",
+    "statement_props",
+    "supersede",
+    "supersession_key",
+]
+
+ENTITY_FIELDS = ("name", "attrs", "resolution", "mentions")
+STATEMENT_FIELDS = ("recorded_at", "confidence", "model", "extractor", "schema_ref")
+SUPERSESSION_FIELDS = ("valid_until", "valid_until_inferred", "superseded_at", "valid_start")
+
+Order = Callable[[Iterable[str]], list[str]]
+
+
+def entity_props(mentions: Sequence[Mapping[str, Any]], order: Order = sorted) -> dict[str, Any] | None:
+    """The derived properties of an entity from the properties of its ``MENTIONED_IN`` edges;
+    None (leave the entity alone) when it has none. In the result a None value means "not
+    stored" and a field left out means "left as it is". ``order``
+    sorts the mention strings as the engine compares text (its collation)."""
+    if not mentions:
+        return None
+    latest = sorted(mentions, key=lambda m: (m.get("at") or "", m["k"]), reverse=True)
+    name = next((m["name"] for m in latest if m.get("name") is not None), None)
+    attrs = next((m["attrs"] for m in latest if m.get("attrs") is not None), None)
+    words = {x for m in mentions for x in m.get("mentions") or ()}
+    out: dict[str, Any] = {
+        "name": name,
+        "attrs": attrs,
+        "resolution": "resolved" if name is not None else "nil_placeholder",
+    }
+    # No mention words at all keeps whatever the entity had (the Cypher's UNWIND of nothing
+    # sets nothing), so the field is left out rather than set to None (which removes it).
+    if words:
+        out["mentions"] = order(words)
+    return out
+
+
+def statement_props(evidence: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """The derived properties of a statement from the properties of its ``EVIDENCED_BY``
+    edges; None when it has none (such a statement is removed, not recomputed)."""
+    if not evidence:
+        return None
+    first = sorted(evidence, key=lambda e: (e.get("at") or "", e["k"]))
+    confidences = [e["confidence"] for e in evidence if e.get("confidence") is not None]
+    out: dict[str, Any] = {
+        "recorded_at": first[0].get("at"),
+        "confidence": max(confidences) if confidences else None,
+    }
+    for f in ("model", "extractor", "schema_ref"):
+        out[f] = next((e[f] for e in first if e.get(f) is not None), None)
+    return out
+
+
+@dataclass(frozen=True)
+class Member:
+    """One statement of a (subject, single-valued predicate) group, as supersession sees it.
+
+    ``ident`` is what the statement says the value is (the object's key, or the literal value
+    as canonical JSON); ``stated_until`` is the ``valid_until`` the statement stated itself
+    (not one that supersession inferred)."""
+
+    k: str
+    ident: str
+    ends_fact: bool
+    valid_from: str | None
+    stated_until: str | None
+    recorded_at: str
+
+    @property
+    def closing(self) -> bool:
+        """A statement that only ends a fact: a negation, or the fact with only an end."""
+        return self.ends_fact or (self.valid_from is None and self.stated_until is not None)
+
+    @property
+    def begins(self) -> str:
+        return self.valid_from or self.recorded_at
+
+    @property
+    def ending(self) -> str:
+        return self.stated_until or self.valid_from or self.recorded_at
+
+
+def supersession_key(m: Member) -> tuple[str, str, str]:
+    """Statements are ordered by valid time (``valid_from``; for a fact that states only its
+    end, ``valid_until``; else ``recorded_at``), then known time, then key."""
+    return (m.valid_from or m.stated_until or m.recorded_at, m.recorded_at, m.k)
+
+
+@dataclass(frozen=True)
+class Succession:
+    """What supersession makes of one group: each member's derived properties (the
+    :data:`SUPERSESSION_FIELDS`, None meaning not stored) and the ``SUPERSEDES`` edges as
+    (edge key, newer statement key, older statement key)."""
+
+    props: dict[str, dict[str, Any]]
+    edges: list[tuple[str, str, str]]
+
+
+def supersede(members: Iterable[Member]) -> Succession:
+    """Recompute one (subject, single-valued predicate) group from scratch.
+
+    A fact's successor is the first later statement with another object or value, or a later
+    statement that ends this very fact (a negation, or the same fact with only an end). The
+    successor closes the fact: its ``valid_until`` becomes the successor's start, or the end
+    the closing statement gives (marked ``valid_until_inferred``), unless the fact stated its
+    own; ``superseded_at`` becomes the successor's ``recorded_at``, or the fact's own when the
+    successor was learned first (a closing cannot be known before the fact itself).
+
+    For reading, a statement without ``valid_from`` (and without a stated end) that has a
+    predecessor in the group starts at its ``recorded_at``, which is where supersession ended
+    its predecessor: ``valid_start`` holds that start, so the group shows one value at any
+    valid time. Only a group's first statement is open at the start."""
+    ordered = sorted(members, key=supersession_key)
+    props: dict[str, dict[str, Any]] = {}
+    edges: list[tuple[str, str, str]] = []
+    for i, old in enumerate(ordered):
+        target: dict[str, Any] = {
+            "valid_until": old.stated_until,
+            "valid_until_inferred": None,
+            "superseded_at": None,
+            "valid_start": old.recorded_at
+            if i > 0 and old.valid_from is None and old.stated_until is None and not old.ends_fact
+            else None,
+        }
+        if not old.ends_fact:
+            for new in ordered[i + 1 :]:
+                same = new.ident == old.ident
+                if new.closing == same:
+                    start = new.ending if same else new.begins
+                    target["superseded_at"] = max(new.recorded_at, old.recorded_at)
+                    if old.stated_until is None:
+                        target["valid_until"] = start
+                        target["valid_until_inferred"] = True
+                    edges.append((f"sup:{old.k}>{new.k}", new.k, old.k))
+                    break
+        props[old.k] = target
+    return Succession(props, sorted(edges))

@@ -1,0 +1,103 @@
+"""Reading conversations from files: folders, JSON files and JSONL files, one conversation
+at a time so memory stays flat. A bad file or line becomes an :class:`InputError` in its
+place, naming the file (and line), and the rest are still read."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from .errors import InputError
+from .models import Conversation, describe
+
+__all__ = ["read_conversations", "parse_conversation"]
+
+
+def parse_conversation(data: Any, source: str) -> Conversation:
+    if not isinstance(data, dict):
+        raise InputError(f"{source}: a conversation is a JSON object, not {type(data).__name__}")
+    try:
+        return Conversation.model_validate(data)
+    except ValidationError as exc:
+        cid = data.get("id")
+        who = f" conversation {cid!r}" if isinstance(cid, str) else ""
+        raise InputError(
+            f"{source}{who} does not match the conversation schema: {describe(exc)} "
+            "(see `agefacts schema conversation`)"
+        ) from None
+
+
+def _files(paths: Iterable[str | Path]) -> Iterator[Path]:
+    for raw in paths:
+        p = Path(raw)
+        if p.is_dir():
+            yield from sorted(q for q in p.rglob("*") if q.suffix in (".json", ".jsonl") and q.is_file())
+        else:
+            yield p
+
+
+def read_conversations(paths: Iterable[str | Path]) -> Iterator[tuple[str, Conversation | InputError]]:
+    """Conversations from files, folders (``*.json``, ``*.jsonl``, recursively, in name order)
+    and JSONL files, one at a time so memory stays flat. A bad file or line is yielded as an
+    :class:`InputError` in its place, and the rest are still read."""
+    for path in _files(paths):
+        if not path.exists():
+            yield str(path), InputError(f"{path}: no such file or folder")
+            continue
+        if path.suffix == ".jsonl":
+            try:
+                fh = path.open(encoding="utf-8", errors="strict")
+            except OSError as exc:
+                yield str(path), InputError(f"{path}: cannot read it: {exc.strerror}")
+                continue
+            with fh:
+                lineno = 0
+                while True:
+                    src = f"{path}:{lineno + 1}"
+                    try:
+                        line = fh.readline()
+                    except UnicodeDecodeError as exc:
+                        yield src, InputError(f"{src}: not UTF-8 text ({exc.reason}); save the file as UTF-8")
+                        break
+                    if not line:
+                        break
+                    lineno += 1
+                    if not line.strip():
+                        continue
+                    yield src, _parse_text(line, src)
+            continue
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            yield str(path), InputError(f"{path}: not UTF-8 text ({exc.reason}); save the file as UTF-8")
+            continue
+        except OSError as exc:
+            yield str(path), InputError(f"{path}: cannot read it: {exc.strerror}")
+            continue
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            yield str(path), InputError(f"{path}: not valid JSON ({exc}); a conversation file holds one JSON object")
+            continue
+        items = data if isinstance(data, list) else [data]
+        for i, item in enumerate(items):
+            src = f"{path}[{i}]" if isinstance(data, list) else str(path)
+            try:
+                yield src, parse_conversation(item, src)
+            except InputError as exc:
+                yield src, exc
+
+
+def _parse_text(line: str, source: str) -> Conversation | InputError:
+    try:
+        data = json.loads(line)
+    except ValueError as exc:
+        return InputError(f"{source}: not valid JSON ({exc}); a JSONL file holds one conversation object per line")
+    try:
+        return parse_conversation(data, source)
+    except InputError as exc:
+        return exc

@@ -1,0 +1,118 @@
+"""agefacts' own SQL tables beside the graph: the ingest log (what was loaded, with its
+content hash and counts) and the question queue (follow-ups). Wall-clock times live here,
+never on graph elements, so a replay cannot change the graph."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from psycopg import sql
+
+from .compile import Plan
+from .db import Database
+from .models import Conversation
+
+__all__ = ["Loaded", "prior_hashes", "lock", "record"]
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """A conversation just written, for the ledger."""
+
+    conv: Conversation
+    content_hash: str
+    plan: Plan
+    source: str
+
+
+def prior_hashes(db: Database, idents: Sequence[tuple[str, str]]) -> dict[tuple[str, str], str]:
+    """The content hash each (namespace, conversation id) was last loaded with."""
+    if not idents:
+        return {}
+    payload = json.dumps([{"ns": ns, "id": cid} for ns, cid in idents])
+    rows = db.execute(
+        "SELECT l.namespace, l.conversation, l.content_hash FROM agefacts.ingest_log l "
+        "JOIN jsonb_to_recordset(%s::jsonb) AS r(ns text, id text) ON l.namespace = r.ns AND l.conversation = r.id "
+        "WHERE l.graph = %s",
+        (payload, db.graph),
+    )
+    return {(ns, cid): h for ns, cid, h in rows}
+
+
+def lock(db: Database, idents: Sequence[tuple[str, str]]) -> dict[tuple[str, str], str]:
+    """Inside the caller's transaction: take a lock per conversation (held to the end of the
+    transaction, in one order for every loader so two cannot deadlock), then read the hashes
+    as they are now. The read is a statement of its own, so it sees whatever a loader that
+    held the lock before committed."""
+    ordered = sorted(set(idents))
+    if not ordered:
+        return {}
+    db.execute(
+        "SELECT count(pg_advisory_xact_lock(hashtextextended(%s || chr(31) || r.ns || chr(31) || r.id, 0))) "
+        "FROM jsonb_to_recordset(%s::jsonb) AS r(ns text, id text)",
+        (db.graph, json.dumps([{"ns": ns, "id": cid} for ns, cid in ordered])),
+    )
+    return prior_hashes(db, ordered)
+
+
+def record(db: Database, loaded: Sequence[Loaded]) -> None:
+    """The ingest log and the question queue, for conversations just written."""
+    g = db.graph
+    db.execute(
+        "INSERT INTO agefacts.ingest_log (graph, namespace, conversation, content_hash, counts, source, loaded_at) "
+        "SELECT %s, r.ns, r.id, r.h, r.counts, r.src, now() FROM jsonb_to_recordset(%s::jsonb) "
+        "AS r(ns text, id text, h text, counts jsonb, src text) "
+        "ON CONFLICT (graph, namespace, conversation) DO UPDATE SET content_hash = EXCLUDED.content_hash, "
+        "counts = EXCLUDED.counts, source = EXCLUDED.source, loaded_at = EXCLUDED.loaded_at",
+        (
+            g,
+            json.dumps(
+                [
+                    {"ns": x.conv.namespace, "id": x.conv.id, "h": x.content_hash, "counts": x.plan.counts, "src": x.source}
+                    for x in loaded
+                ]
+            ),
+        ),
+    )
+    convs = json.dumps([{"ns": x.conv.namespace, "id": x.conv.id} for x in loaded])
+    db.execute(
+        "DELETE FROM agefacts.questions q USING jsonb_to_recordset(%s::jsonb) AS r(ns text, id text) "
+        "WHERE q.graph = %s AND q.namespace = r.ns AND q.conversation = r.id",
+        (convs, g),
+    )
+    rows = [
+        {"ns": x.conv.namespace, "id": x.conv.id, "gap": f.gap, "ek": f.entity_key, "pr": f.priority, "q": f.question, "why": f.reason, "at": f.asked_at}
+        for x in loaded
+        for f in x.plan.followups
+    ]
+    if rows:
+        db.execute(
+            "INSERT INTO agefacts.questions (graph, namespace, conversation, gap, entity_key, priority, question, reason, asked_at) "
+            "SELECT %s, r.ns, r.id, r.gap, r.ek, r.pr, r.q, r.why, r.at FROM jsonb_to_recordset(%s::jsonb) "
+            "AS r(ns text, id text, gap text, ek text, pr text, q text, why text, at text)",
+            (g, json.dumps(rows)),
+        )
+    # A question about a name is answered once the entity has one, whichever load named it:
+    # resolved at the earliest time a conversation gave the name.
+    # (MENTIONED_IN exists: every load creates all of agefacts' own labels first.)
+    namespaces = sorted({x.conv.namespace for x in loaded})
+    db.execute(
+        sql.SQL(
+            "UPDATE agefacts.questions q SET resolved_at = r.first FROM ("
+            "  SELECT q2.namespace, q2.conversation, q2.gap, min(((e.properties::text)::jsonb)->>'at') AS first "
+            "  FROM agefacts.questions q2 "
+            "  JOIN {v} v ON ag_catalog.agtype_access_operator(v.properties, '\"k\"'::ag_catalog.agtype) "
+            "     = (to_jsonb(q2.entity_key)::text)::ag_catalog.agtype "
+            "  JOIN {m} e ON e.start_id = v.id "
+            "  WHERE q2.graph = %s AND q2.namespace = ANY(%s) AND q2.resolved_at IS NULL AND q2.gap LIKE '%%.name' "
+            "    AND ((e.properties::text)::jsonb) ? 'name' "
+            "  GROUP BY q2.namespace, q2.conversation, q2.gap) r "
+            "WHERE q.graph = %s AND q.namespace = r.namespace AND q.conversation = r.conversation AND q.gap = r.gap"
+        ).format(
+            v=sql.SQL("{}._ag_label_vertex").format(sql.Identifier(g)),
+            m=sql.SQL("{}.{}").format(sql.Identifier(g), sql.Identifier("MENTIONED_IN")),
+        ),
+        (g, namespaces, g),
+    )
