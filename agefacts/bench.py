@@ -12,6 +12,9 @@ other) and times, on one engine:
   a unique key, the fastest way the engine takes rows (COPY on a server; one JSON array
   parameter on the embedded engine, where COPY FROM STDIN breaks the connection);
 - replay: the unchanged corpus again (skipped by the ingest log), and a forced replay;
+- replace: 2% of the conversations again with edited content (a statement removed, one
+  added, the text changed), which retracts what their old versions wrote; the graph's digest
+  is then compared with a fresh load of the final versions;
 - facts: p50 and p95 of ``facts`` for random entities;
 - the embedded engine's resident memory before and after.
 
@@ -35,6 +38,7 @@ from .db import Database
 from .load import Loader
 from .models import Conversation
 from .ontology import Ontology
+from .query import digest, facts
 
 __all__ = ["generate", "run_bench", "BenchResult"]
 
@@ -141,6 +145,22 @@ def generate(statements: int, per_conversation: int = 10, seed: int = 7) -> list
     return out
 
 
+def edit(conv: dict, seed: int) -> dict:
+    """Another version of a generated conversation: its first user turn says one thing more
+    and its last statement is taken back, so both retraction and new writes happen."""
+    rng = random.Random(seed)
+    out = json.loads(json.dumps(conv))
+    users = [t for t in out["turns"] if t["speaker"] == "user" and t["recorded"]["statements"]]
+    first, last = users[0], users[-1]
+    like = rng.choice(_LIKES)
+    extra = f"Lately I also like {like} (edit {seed})"
+    first["text"] = first["text"] + " " + extra + "."
+    first["recorded"]["statements"].append(_stmt("user", "likes", extra, value=f"{like} {seed}"))
+    if len(last["recorded"]["statements"]) > 1:
+        last["recorded"]["statements"].pop(0)
+    return out
+
+
 @dataclass
 class BenchResult:
     data: dict[str, Any]
@@ -157,6 +177,7 @@ class BenchResult:
             lines.append(f"{k:<28} {v:>8.2f}")
         lines.append(f"facts p50/p95 (ms)      {d['facts_ms']['p50']:.1f} / {d['facts_ms']['p95']:.1f}")
         lines.append(f"bulk and reference digests equal: {'yes' if d['digest_equal'] else 'NO'}")
+        lines.append(f"after replace, digest equals a fresh load of the final versions: {'yes' if d['replace_digest_equal'] else 'NO'}")
         rss = d.get("engine_rss_mb") or {}
         if rss.get("after") is not None:
             lines.append(f"engine resident memory (MB): {rss['before']:.0f} before, {rss['after']:.0f} after, {rss['peak']:.0f} peak")
@@ -228,11 +249,27 @@ def run_bench(
     secs, _ = _timed(lambda: load(db, convs, force=True))
     paths["forced_replay"] = {"statements": statements, "seconds": secs}
 
+    log("replace: 2% of the conversations, edited")
+    rng_edit = random.Random(11)
+    chosen = sorted(rng_edit.sample(range(len(raw)), max(1, len(raw) // 50)))
+    edited = [Conversation.model_validate(edit(raw[i], i)) for i in chosen]
+    n_edited = sum(len(t.recorded.statements) for c in edited for t in c.turns if t.recorded)
+    secs, _ = _timed(lambda: load(db, edited))
+    paths["replace"] = {"statements": n_edited, "seconds": secs}
+    final = list(convs)
+    for i, c in zip(chosen, edited):
+        final[i] = c
+    log("fresh load of the final versions, for the digest")
+    final_db = fresh("final")
+    load(final_db, final)
+    replace_digest_equal = digest(final_db) == digest(db)
+    if not keep:
+        final_db.drop_graph()
+
     log("facts for random entities")
     keys = [r[0] for r in db.cypher_raw("MATCH (n) WHERE n.type IS NOT NULL RETURN n.k", columns=("k",))]
     rng = random.Random(3)
     times = []
-    from .query import facts
 
     for k in rng.sample(keys, min(60, len(keys))):
         t0 = time.perf_counter()
@@ -255,7 +292,6 @@ def run_bench(
     ref_db = fresh("reference")
     secs, _ = _timed(lambda: load(ref_db, subset, via="cypher"))
     paths["reference"] = {"statements": n, "seconds": secs}
-    from .query import digest
 
     if cap < statements:
         small = fresh("load_small")
@@ -272,11 +308,16 @@ def run_bench(
         digests_equal = digest(db) == digest(ref_db)
 
     log("copy: the same rows into a plain table")
-    rows = []
+    # One row per key, as the graph holds them: conversations share entities and statements,
+    # and a plain COPY into a table with a primary key would fail on the repeats.
+    by_key: dict[str, dict] = {}
     for c in convs:
         p = plan(c, result_of(c, ontology), ontology)
-        rows += [{"label": v.label, "k": v.k, "p": v.props} for v in p.vertices]
-        rows += [{"label": e.label, "k": e.k, "s": e.start, "e": e.end, "p": e.props} for e in p.edges]
+        for v in p.vertices:
+            by_key.setdefault(v.k, {"label": v.label, "k": v.k, "p": v.props})
+        for e in p.edges:
+            by_key.setdefault(e.k, {"label": e.label, "k": e.k, "s": e.start, "e": e.end, "p": e.props})
+    rows = list(by_key.values())
     secs = _copy(db, rows)
     paths["copy"] = {"statements": statements, "seconds": secs, "rows": len(rows)}
     for p_ in paths.values():
@@ -287,6 +328,8 @@ def run_bench(
         "load_vs_reference": same_size_load["statements_per_s"] / paths["reference"]["statements_per_s"],
         "copy_vs_load": paths["load"]["seconds"] / paths["copy"]["seconds"],
         "first_load_vs_replay": paths["load"]["seconds"] / paths["replay"]["seconds"],
+        # The rate of replacing changed conversations against the rate of the first load.
+        "replace_rate_vs_load": paths["replace"]["statements_per_s"] / paths["load"]["statements_per_s"],
     }
     if same_size_load is not paths["load"]:
         # Linear, not quadratic: the rate at the full size against the rate at the smaller one.
@@ -306,6 +349,7 @@ def run_bench(
         "engine_rss_mb": {"before": rss_before, "after": rss_after, "peak": peak},
         "notes": notes,
         "digest_equal": digests_equal,
+        "replace_digest_equal": replace_digest_equal,
     }
     return BenchResult(data)
 

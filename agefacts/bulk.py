@@ -29,7 +29,6 @@ import json
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from decimal import Decimal
 from typing import Any
 
 from psycopg import sql
@@ -61,27 +60,11 @@ def _as_agtype_key(expr: str) -> str:
 
 def dumps(rows: Any) -> str:
     """Compact JSON for rows that travel through ``jsonb`` into agtype. jsonb keeps a number's
-    digits but not its exponent form, so a float that Python writes with an exponent
-    (``1e+16``) would arrive as the integer 10000000000000000: such floats are written out
-    positionally with a decimal point, which keeps them floats, as the Cypher literal does."""
-    text = json.dumps(rows, ensure_ascii=False, separators=(",", ":"))
-    if "e+" in text:  # rare (a string may hold it too): the slow, exact writer
-        return _encode(rows)
-    return text
-
-
-def _encode(value: Any) -> str:
-    if isinstance(value, float):
-        r = repr(value)
-        if "e+" not in r:
-            return r
-        d = format(Decimal(r), "f")
-        return d if "." in d else d + ".0"
-    if isinstance(value, dict):
-        return "{" + ",".join(_encode(str(k)) + ":" + _encode(v) for k, v in value.items()) + "}"
-    if isinstance(value, (list, tuple)):
-        return "[" + ",".join(_encode(v) for v in value) + "]"
-    return json.dumps(value, ensure_ascii=False)
+    digits but not an exponent form, so a whole float that AGE writes ``1e+16`` would come back
+    an integer: the gate stores such floats as the integers they equal
+    (:func:`agefacts.gate.normalise_value`), so every number here survives the trip, including
+    the merges of existing properties."""
+    return json.dumps(rows, ensure_ascii=False, separators=(",", ":"))
 
 
 def _props(text: str | None) -> dict[str, Any]:
@@ -225,8 +208,9 @@ class BulkWriter:
 
     # -- retraction ----------------------------------------------------------------------------
     def retract(self, conversation_keys: Sequence[str]) -> Stale:
-        """Remove what the conversations with these keys wrote of their own (their messages,
-        the evidence read from them, and their mentions) and return what that touched. Edges
+        """Remove what the conversations with these keys wrote of their own (the conversation
+        vertex, its messages, the evidence read from them, and its mentions) and return what
+        that touched. Edges
         go explicitly: the embedded engine's DETACH DELETE leaves a vertex's edges behind."""
         stale = Stale()
         if not conversation_keys:
@@ -266,8 +250,11 @@ class BulkWriter:
                 "d1 AS (DELETE FROM {eb} e WHERE e.end_id = ANY(ARRAY(SELECT id FROM m)) RETURNING 1), "
                 "d2 AS (DELETE FROM {mi} e WHERE e.end_id = ANY(ARRAY(SELECT id FROM c)) RETURNING 1), "
                 "d3 AS (DELETE FROM {po} e WHERE e.end_id = ANY(ARRAY(SELECT id FROM c)) RETURNING 1), "
-                "d4 AS (DELETE FROM {msg} v WHERE v.id = ANY(ARRAY(SELECT id FROM m)) RETURNING 1) "
-                "SELECT (SELECT count(*) FROM d1), (SELECT count(*) FROM d2), (SELECT count(*) FROM d3), (SELECT count(*) FROM d4)"
+                "d4 AS (DELETE FROM {msg} v WHERE v.id = ANY(ARRAY(SELECT id FROM m)) RETURNING 1), "
+                # The conversation vertex too: its title is the version's, not its key's.
+                "d5 AS (DELETE FROM {cv} v WHERE v.id = ANY(ARRAY(SELECT id FROM c)) RETURNING 1) "
+                "SELECT (SELECT count(*) FROM d1), (SELECT count(*) FROM d2), (SELECT count(*) FROM d3), "
+                "(SELECT count(*) FROM d4), (SELECT count(*) FROM d5)"
             ).format(**fmt),
             (list(conversation_keys),),
         )
@@ -328,6 +315,7 @@ class BulkWriter:
             "conv": conv,
             "vx": sql.SQL("{}._ag_label_vertex").format(g),
             "msg": self._table("Message"),
+            "cv": self._table("Conversation"),
             "st": self._table("Statement"),
             "po": self._table("PART_OF"),
             "eb": self._table("EVIDENCED_BY"),

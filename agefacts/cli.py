@@ -355,7 +355,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
             "OPTIONAL MATCH (s)-[:ABOUT]->(o) "
             "RETURN s.namespace AS namespace, coalesce(x.name, x.role, x.k) AS subject, s.predicate AS predicate, "
             "coalesce(o.name, o.k, s.value) AS object, e.quote AS quote "
-            "ORDER BY namespace, subject, predicate, object LIMIT 12",
+            # No RETURN alias in ORDER BY: AGE before 1.7.0 cannot resolve one.
+            "ORDER BY s.namespace, coalesce(x.name, x.role, x.k), s.predicate, coalesce(o.name, o.k, s.value) LIMIT 12",
         )
     _print("\nSome facts, with the words they were read from:")
     _print(output.render(table.columns, table.rows, "table"))

@@ -334,8 +334,9 @@ def supersession(label: str, subject: str, predicate: str) -> list[str]:
     # One ordered list of the group, collected without a grouping key so its order holds.
     ordered = (
         f"{pattern} {where} OPTIONAL MATCH (s)-[:ABOUT]->(o) "
-        "WITH s, coalesce(o.k, s.value) AS ident, coalesce(s.valid_from, s.valid_until, s.recorded_at) AS t "
-        "ORDER BY t, s.recorded_at, s.k "
+        # ORDER BY names no alias: AGE before 1.7.0 cannot resolve one ("could not find rte").
+        "WITH s, coalesce(o.k, s.value) AS ident "
+        "ORDER BY coalesce(s.valid_from, s.valid_until, s.recorded_at), s.recorded_at, s.k "
         "WITH collect(s.k) AS ks, collect(ident) AS ids, collect(coalesce(s.ends_fact, false)) AS negs, "
         "collect(coalesce(s.ends_fact, false) OR (s.valid_from IS NULL AND s.valid_until IS NOT NULL)) AS closing, "
         "collect(s.valid_from IS NULL AND s.valid_until IS NULL AND s.ends_fact IS NULL) AS open_start, "

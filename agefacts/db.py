@@ -15,6 +15,7 @@ Engine facts this module relies on, each pinned by a test:
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import re
@@ -41,6 +42,10 @@ __all__ = [
 ]
 
 DEFAULT_GRAPH = "facts"
+# Advisory lock keys for set-up (one bigint, and a pair for a graph by name).
+_SETUP_LOCK = 0x61676566_61637473  # "agefacts"
+_GRAPH_LOCK = 0x61676566
+
 _GRAPH_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,62}")
 _PG_ENV = ("PGHOST", "PGPORT", "PGDATABASE", "PGUSER", "PGSERVICE")
 
@@ -197,7 +202,10 @@ class Database:
 
     def _prepare_session(self) -> None:
         try:
-            self._run("CREATE EXTENSION IF NOT EXISTS age")
+            if not self._run("SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'age'"):
+                with self.conn.transaction():
+                    self._run("SELECT pg_advisory_xact_lock(%s)", (_SETUP_LOCK,))
+                    self._run("CREATE EXTENSION IF NOT EXISTS age")
         except psycopg.errors.InsufficientPrivilege:
             pass  # an administrator may have created it already; LOAD below says if not
         except psycopg.Error as exc:
@@ -215,24 +223,49 @@ class Database:
             raise translate(exc, "preparing the session") from exc
 
     def _apply_sql(self) -> None:
-        """Create agefacts' own SQL objects from ``sql/`` (every statement is idempotent)."""
+        """Create agefacts' own SQL objects from ``sql/``, once per version of those files:
+        a connection that finds them at this version runs no DDL, and first connections
+        racing each other set up one at a time (an advisory lock, then a second look)."""
         files = resources.files("agefacts._sql")
-        for name in sorted(p.name for p in files.iterdir() if p.name.endswith(".sql")):
-            self._run((files / name).read_text())
+        scripts = [(files / name).read_text() for name in sorted(p.name for p in files.iterdir() if p.name.endswith(".sql"))]
+        version = hashlib.sha256("\0".join(scripts).encode()).hexdigest()[:16]
+        if self._schema_version() == version:
+            return
+        with self.conn.transaction():
+            self._run("SELECT pg_advisory_xact_lock(%s)", (_SETUP_LOCK,))
+            if self._schema_version() == version:
+                return
+            for script in scripts:
+                self._run(script)
+            self._run(
+                "INSERT INTO agefacts.schema_version (id, version) VALUES (1, %s) "
+                "ON CONFLICT (id) DO UPDATE SET version = EXCLUDED.version",
+                (version,),
+            )
+
+    def _schema_version(self) -> str | None:
+        if not self._run("SELECT to_regclass('agefacts.schema_version') IS NOT NULL")[0][0]:
+            return None
+        rows = self._run("SELECT version FROM agefacts.schema_version WHERE id = 1")
+        return rows[0][0] if rows else None
 
     # -- graph and labels ----------------------------------------------------------------
     def graph_exists(self) -> bool:
         return bool(self._run("SELECT 1 FROM ag_catalog.ag_graph WHERE name = %s", (self.graph,)))
 
     def ensure_graph(self) -> None:
-        """Create the graph if it is missing; creating an existing graph is not an error."""
+        """Create the graph if it is missing; creating an existing graph is not an error, and
+        clients creating it at once create it once (an advisory lock, then a second look)."""
         if self.graph_exists():
             return
         try:
             with self.conn.transaction():
-                self._run("SELECT ag_catalog.create_graph(%s)", (self.graph,))
-        except psycopg.errors.InvalidSchemaName:
-            pass  # another client created it between our check and our create
+                self._run("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (_GRAPH_LOCK, self.graph))
+                if not self.graph_exists():
+                    self._run("SELECT ag_catalog.create_graph(%s)", (self.graph,))
+        except (psycopg.errors.InvalidSchemaName, psycopg.errors.UniqueViolation, psycopg.errors.DuplicateSchema) as exc:
+            if not self.graph_exists():  # not another client's create: a real error
+                raise translate(exc, f"creating graph {self.graph!r}") from exc
         except psycopg.Error as exc:
             raise translate(exc, f"creating graph {self.graph!r}") from exc
 

@@ -43,6 +43,11 @@ class DatabaseError(AgeFactsError):
 
     @property
     def retryable(self) -> bool:
+        # AGE reports a vertex or edge that a concurrent transaction updated first, which
+        # PostgreSQL would call a serialization failure, as an internal error (XX000)
+        # "Entity failed to be updated" (or deleted): the same conflict, retried the same way.
+        if self.sqlstate == "XX000" and "Entity failed to be " in str(self):
+            return True
         return self.sqlstate in self.RETRYABLE
 
 

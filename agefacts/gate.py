@@ -38,22 +38,27 @@ _INT64 = (-(2**63), 2**63 - 1)
 
 def normalise_value(value: object) -> object:
     """Literal values are stored normalised: text in Unicode NFC with whitespace runs
-    collapsed, case kept; numbers as the JSON gave them (an integer stays an integer, a float a
-    float) except that negative zero is zero. The stored value is a function of the
-    statement's key, whatever conversation said it. A number AGE cannot hold raises
-    ValueError: an integer outside 64 bits, or a float that is not finite."""
+    collapsed, case kept. Numbers keep the kind the JSON gave them (an integer stays an
+    integer, a float a float), with two exceptions that make every number read back as it was
+    written on both load paths: negative zero is zero, and a whole-number float of magnitude
+    1e15 or more is the integer it equals, since AGE writes such floats with an exponent and no
+    decimal point, which the bulk path's JSON merge reads back as an integer. The stored value is a
+    function of the statement's key, whatever conversation said it. A number AGE cannot hold
+    raises ValueError: an integer outside 64 bits, or a float that is not finite."""
     import unicodedata
 
     if isinstance(value, str):
         return " ".join(unicodedata.normalize("NFC", value).split())
     if isinstance(value, bool):
         return value
-    if isinstance(value, int) and not _INT64[0] <= value <= _INT64[1]:
-        raise ValueError(f"the integer {value} does not fit in 64 bits, which is what AGE holds; give it as text")
     if isinstance(value, float):
         if not math.isfinite(value):
             raise ValueError(f"the number {value} is not finite; AGE stores finite numbers only")
-        return value + 0.0  # -0.0 + 0.0 is 0.0
+        if abs(value) < 1e15 or not value.is_integer():
+            return value + 0.0  # -0.0 + 0.0 is 0.0
+        value = int(value)
+    if isinstance(value, int) and not _INT64[0] <= value <= _INT64[1]:
+        raise ValueError(f"the number {value} does not fit in 64 bits, which is what AGE holds; give it as text")
     return value
 
 

@@ -6,8 +6,10 @@ text found there, so a span can only ever index the text it claims to. The searc
 1. exact;
 2. with every run of whitespace collapsed to one space (a model copying a sentence turns line
    breaks into spaces; the words are the same words);
-3. with typographic quotes and dashes folded to ASCII as well (’ “ ” – — become ' " " - -), since
-   models routinely retype them.
+3. with typographic quotes and dashes folded to ASCII as well (’ “ ” – — become ' " " - -), and
+   "..." taken for the ellipsis "…" (and the other way round), since models routinely retype
+   them. The stored quote is still the text found in the message, so its length may differ
+   from what the model typed.
 
 Case is never folded: a model that changed case retyped rather than copied, and a tolerance
 wide enough for that is wide enough for a sentence the model composed. Of several occurrences
@@ -20,20 +22,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .models import MatchTier
+from .typography import ELLIPSIS, fold
 
 __all__ = ["Span", "locate"]
-
-# One character to one character, so that positions map back without arithmetic.
-_FOLD = str.maketrans(
-    {
-        "\u2018": "'", "\u2019": "'", "\u201a": "'", "\u201b": "'", "\u2032": "'",
-        "\u201c": '"', "\u201d": '"', "\u201e": '"', "\u201f": '"', "\u2033": '"',
-        "\u00ab": '"', "\u00bb": '"',
-        "\u2010": "-", "\u2011": "-", "\u2012": "-", "\u2013": "-", "\u2014": "-",
-        "\u2015": "-", "\u2212": "-",
-    }
-)
-
 
 @dataclass(frozen=True)
 class Span:
@@ -81,6 +72,25 @@ def _collapse(s: str) -> _Normalised:
     return _Normalised("".join(out), starts, ends)
 
 
+def _typography(n: _Normalised) -> _Normalised:
+    """Quotes and dashes folded (one character for one), and "..." as one ellipsis, with the
+    positions carried through."""
+    text, out, starts, ends = fold(n.text), [], [], []
+    i = 0
+    while i < len(text):
+        if text.startswith("...", i):
+            out.append(ELLIPSIS)
+            starts.append(n.starts[i])
+            ends.append(n.ends[i + 2])
+            i += 3
+        else:
+            out.append(text[i])
+            starts.append(n.starts[i])
+            ends.append(n.ends[i])
+            i += 1
+    return _Normalised("".join(out), starts, ends)
+
+
 def _span(text: str, start: int, end: int, tier: MatchTier) -> Span:
     return Span(
         char_start=start,
@@ -100,16 +110,16 @@ def locate(text: str, quote: str) -> Span | None:
     if i >= 0:
         return _span(text, i, i + len(quote), "exact")
     norm_text = _collapse(text)
-    norm_quote = _collapse(quote).text
-    if not norm_quote:
+    norm_quote = _collapse(quote)
+    if not norm_quote.text:
         return None
     for tier, haystack, needle in (
-        ("whitespace", norm_text.text, norm_quote),
-        ("typography", norm_text.text.translate(_FOLD), norm_quote.translate(_FOLD)),
+        ("whitespace", norm_text, norm_quote.text),
+        ("typography", _typography(norm_text), _typography(norm_quote).text),
     ):
-        j = haystack.find(needle)
+        j = haystack.text.find(needle)
         if j >= 0:
-            start = norm_text.starts[j]
-            end = norm_text.ends[j + len(needle) - 1]
+            start = haystack.starts[j]
+            end = haystack.ends[j + len(needle) - 1]
             return _span(text, start, end, tier)  # type: ignore[arg-type]
     return None

@@ -10,7 +10,8 @@ namespaces, because the namespace is always one of the fields.
 - entity, by the first rule that applies:
   the user: namespace, "user" (one vertex per namespace);
   an entity with a role to the user (``attrs.rel``, e.g. spouse_of:user): namespace, type, rel;
-  a named entity: namespace, type, normalised name (NFC, case-folded, whitespace collapsed);
+  a named entity: namespace, type, normalised name (NFC, typographic quotes and apostrophes
+  folded to ASCII, case-folded, whitespace collapsed);
   a placeholder: namespace, conversation id, handle (one vertex per conversation, filled
   in place when a later turn names it).
 - statement: namespace, subject key, predicate, object key or normalised value, valid_from,
@@ -26,6 +27,7 @@ import unicodedata
 from typing import Any
 
 from .models import USER, Entity
+from .typography import fold_quotes
 
 __all__ = [
     "make_key",
@@ -68,7 +70,8 @@ def make_key(kind: str, *fields: Any) -> str:
 
 
 def normalise_name(name: str) -> str:
-    return " ".join(unicodedata.normalize("NFC", name).casefold().split())
+    """NFC, typographic quotes and apostrophes as ASCII, case-folded, whitespace collapsed."""
+    return " ".join(fold_quotes(unicodedata.normalize("NFC", name)).casefold().split())
 
 
 def conversation_key(namespace: str, conversation: str) -> str:

@@ -82,7 +82,11 @@ class Summary:
         ]
         for o in self.failed:
             who = f" (conversation {o.conversation!r})" if o.conversation else ""
-            lines.append(f"FAILED {o.source}{who}: {o.reason}")
+            reason = o.reason or ""
+            # Input errors name their place themselves (they are raised without the summary).
+            if reason.startswith(o.source + ":") or reason.startswith(o.source + " "):
+                reason = reason[len(o.source):].lstrip(": ")
+            lines.append(f"FAILED {o.source}{who}: {reason}")
         return "\n".join(lines)
 
 

@@ -1,8 +1,10 @@
-// Entities whose key, name or one of whose mentions is the text (case-insensitive); 'user' names the namespace's owner.
+// Entities whose key, name or one of whose mentions is the text (case-insensitive, typographic quotes and apostrophes folded); 'user' names the namespace's owner.
 // params: text (what to look for), namespace (a namespace, or null for all)
+// The folding is agefacts.typography.cypher_fold_quotes (a test holds this file to it): "Alessandro’s" finds "Alessandro's".
 MATCH (n)
 WHERE n.type IS NOT NULL AND ($namespace IS NULL OR n.namespace = $namespace)
-  AND (n.k = $text OR toLower(n.name) = toLower($text) OR (n.role = 'user' AND toLower($text) = 'user')
-       OR size([m IN coalesce(n.mentions, []) WHERE toLower(m) = toLower($text)]) > 0)
+WITH n, [coalesce(n.name, '')] + coalesce(n.mentions, []) AS names
+WITH n, [x IN names | replace(replace(replace(replace(replace(replace(replace(replace(replace(replace(replace(replace(toLower(x), '«', '"'), '»', '"'), '‘', '\''), '’', '\''), '‚', '\''), '‛', '\''), '“', '"'), '”', '"'), '„', '"'), '‟', '"'), '′', '\''), '″', '"')] AS forms
+WHERE n.k = $text OR (n.role = 'user' AND toLower($text) = 'user') OR replace(replace(replace(replace(replace(replace(replace(replace(replace(replace(replace(replace(toLower($text), '«', '"'), '»', '"'), '‘', '\''), '’', '\''), '‚', '\''), '‛', '\''), '“', '"'), '”', '"'), '„', '"'), '‟', '"'), '′', '\''), '″', '"') IN forms
 RETURN n.k AS key, n.namespace AS namespace, n.type AS type, coalesce(n.name, n.role) AS name, n.mentions AS mentions, n.resolution AS resolution
-ORDER BY namespace, type, key
+ORDER BY n.namespace, n.type, n.k

@@ -8,26 +8,29 @@
 // value that follows another). The earliest evidence is min([at, key]) and then matched again by its
 // key: an ORDER BY before a grouping collect() is not kept. ORDER BY names no RETURN alias, which
 // AGE before 1.7.0 cannot resolve.
+// The times are bound to variables once, at the top: AGE 1.6 crashes on some WHERE clauses that
+// use $parameters inside CASE and OR (a segmentation fault, seen on PostgreSQL 15 with AGE 1.6.0).
+WITH $valid_at AS valid_at, $known_at AS known_at
 MATCH (x) WHERE x.k = $entity
 OPTIONAL MATCH (x)-[:SUBJECT_OF]->(s1:Statement)
-WITH x, collect({s: s1.k, subj: x.k}) AS as_subject
+WITH valid_at, known_at, x, collect({s: s1.k, subj: x.k}) AS as_subject
 OPTIONAL MATCH (subj2)-[:SUBJECT_OF]->(s2:Statement)-[:ABOUT]->(x)
-WITH as_subject, collect({s: s2.k, subj: subj2.k}) AS as_object
+WITH valid_at, known_at, as_subject, collect({s: s2.k, subj: subj2.k}) AS as_object
 UNWIND as_subject + as_object AS pair
-WITH pair WHERE pair.s IS NOT NULL
-MATCH (s:Statement) WHERE s.k = pair.s AND s.ends_fact IS NULL AND s.recorded_at <= $known_at
+WITH valid_at, known_at, pair WHERE pair.s IS NOT NULL
+MATCH (s:Statement) WHERE s.k = pair.s AND s.ends_fact IS NULL AND s.recorded_at <= known_at
 MATCH (subj) WHERE subj.k = pair.subj
 OPTIONAL MATCH (s)-[:ABOUT]->(o)
-WITH subj, s, o,
-     CASE WHEN s.superseded_at IS NOT NULL AND s.superseded_at <= $known_at THEN s.valid_until
+WITH valid_at, known_at, subj, s, o,
+     CASE WHEN s.superseded_at IS NOT NULL AND s.superseded_at <= known_at THEN s.valid_until
           WHEN s.valid_until_inferred = true THEN null
           ELSE s.valid_until END AS until,
-     CASE WHEN s.superseded_at IS NOT NULL AND s.superseded_at <= $known_at THEN s.superseded_at ELSE null END AS superseded
-WHERE (coalesce(s.valid_from, s.valid_start) IS NULL OR coalesce(s.valid_from, s.valid_start) <= $valid_at)
-  AND (until IS NULL OR $valid_at < until)
+     CASE WHEN s.superseded_at IS NOT NULL AND s.superseded_at <= known_at THEN s.superseded_at ELSE null END AS superseded
+WHERE (coalesce(s.valid_from, s.valid_start) IS NULL OR coalesce(s.valid_from, s.valid_start) <= valid_at)
+  AND (until IS NULL OR valid_at < until)
 MATCH (s)-[e:EVIDENCED_BY]->(:Message)
-WHERE e.at <= $known_at
-WITH subj, s, o, until, superseded, min([e.at, e.k]) AS first, count(e) AS evidence
+WHERE e.at <= known_at
+WITH known_at, subj, s, o, until, superseded, min([e.at, e.k]) AS first, count(e) AS evidence
 MATCH (s)-[e:EVIDENCED_BY]->(m:Message)
 WHERE e.k = first[1]
 RETURN coalesce(subj.name, subj.role, subj.k) AS subject, s.predicate AS predicate, s.value AS value, coalesce(o.name, o.k) AS object, s.valid_from AS valid_from, until AS valid_until, s.recorded_at AS recorded_at, superseded AS superseded_at, s.recurrence AS recurrence, e.quote AS quote, m.conversation AS conversation, m.ordinal AS message, e.char_start AS char_start, e.char_end AS char_end, evidence, s.namespace AS namespace, s.k AS statement, label(subj) AS subject_type, subj.k AS subject_key, label(o) AS object_type, o.k AS object_key

@@ -3,4 +3,4 @@
 MATCH (n)
 WHERE n.type IS NOT NULL AND n.role IS NULL AND n.name IS NULL AND ($namespace IS NULL OR n.namespace = $namespace)
 RETURN n.namespace AS namespace, n.type AS type, n.mentions AS mentions, n.attrs AS attrs, n.k AS key
-ORDER BY namespace, key
+ORDER BY n.namespace, n.k

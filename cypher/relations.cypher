@@ -3,7 +3,8 @@
 MATCH (subj)-[:SUBJECT_OF]->(s:Statement)-[:ABOUT]->(o)
 WHERE subj.k = $entity AND s.superseded_at IS NULL AND s.ends_fact IS NULL
 MATCH (s)-[e:EVIDENCED_BY]->(:Message)
-WITH subj, s, o, e ORDER BY e.at, e.k
-WITH subj, s, o, collect(e.quote) AS quotes
-RETURN coalesce(subj.name, subj.role) AS subject, s.predicate AS predicate, coalesce(o.name, o.k) AS object, label(o) AS object_type, o.k AS object_key, quotes[0] AS quote
-ORDER BY predicate, object
+WITH subj, s, o, min([e.at, e.k]) AS first
+MATCH (s)-[e:EVIDENCED_BY]->(:Message)
+WHERE e.k = first[1]
+RETURN coalesce(subj.name, subj.role) AS subject, s.predicate AS predicate, coalesce(o.name, o.k) AS object, label(o) AS object_type, o.k AS object_key, e.quote AS quote
+ORDER BY s.predicate, coalesce(o.name, o.k)

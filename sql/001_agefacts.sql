@@ -30,3 +30,10 @@ CREATE TABLE IF NOT EXISTS agefacts.questions (
     resolved_at    text,
     PRIMARY KEY (graph, namespace, conversation, gap)
 );
+
+-- Which version of these files set the database up: a connection that finds its own version
+-- here runs no DDL at all.
+CREATE TABLE IF NOT EXISTS agefacts.schema_version (
+    id             int         PRIMARY KEY CHECK (id = 1),
+    version        text        NOT NULL
+);

@@ -111,3 +111,50 @@ def test_a_failed_transaction_leaves_nothing(db):
             db.cypher("CREATE (:Person {k: 'x'})")
             db.execute("SELECT 1/0")
     assert db.cypher("MATCH (p:Person) RETURN count(p)").rows == [(0,)]
+
+
+def test_first_connections_at_once_set_up_once_and_all_succeed(dsn, graph_name):
+    """Clients starting together on a database whose set-up is out of date (and a graph that
+    does not exist yet) all connect: set-up and graph creation happen once, under a lock."""
+    Database(dsn, graph_name + "_probe").connect().drop_graph()
+    Database(dsn, graph_name + "_probe").connect().execute("DELETE FROM agefacts.schema_version")
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(6)
+
+    def start() -> None:
+        try:
+            barrier.wait(10)
+            Database(dsn, graph_name).connect().close()
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=start) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors, errors
+    db = Database(dsn, graph_name).connect()
+    try:
+        assert db.execute("SELECT count(*) FROM agefacts.schema_version")[0][0] == 1
+        assert db.execute("SELECT count(*) FROM ag_catalog.ag_graph WHERE name = %s", (graph_name,))[0][0] == 1
+    finally:
+        db.drop_graph()
+
+
+def test_a_connection_at_the_current_set_up_runs_no_ddl(dsn, graph_name):
+    db = Database(dsn, graph_name).connect()
+    try:
+        seen: list[str] = []
+        real = db._run
+
+        def spy(stmt, args=None, names=None):
+            seen.append(str(stmt))
+            return real(stmt, args, names)
+
+        db._run = spy  # type: ignore[method-assign]
+        db.connect()
+        ddl = [s for s in seen if any(w in s.upper() for w in ("CREATE ", "ALTER ", "DROP "))]
+        assert ddl == [] and seen, seen
+    finally:
+        db.drop_graph()

@@ -154,7 +154,7 @@ def test_the_same_conversation_twice_in_one_run_is_refused_naming_both_places(db
 
 
 # -- 5. numbers and names the two paths wrote differently ----------------------------------------------
-NUMBERS = [1e16, -0.0, 1.5, 2.0, 7, -3, 1e-7, 6.02e23, 2**63 - 1, -(2**63)]
+NUMBERS = [1e16, -0.0, 1.5, 2.0, 7, -3, 1e-7, 2**63 - 1, -(2**63), 4503599627370495.0, 1234567890123456.5, 999999999999999.0]
 
 
 def numbers_conversation(values, cid: str = "numbers"):
@@ -179,17 +179,24 @@ def test_both_paths_store_every_json_number_and_name_alike(dsn, db):
     finally:
         other.drop_graph()
     values = {json.loads(v) for (v,) in db.cypher_raw("MATCH (s:Statement) WHERE s.predicate = 'speaks' RETURN s.value")}
-    # Negative zero is zero; every other number keeps its value and its kind (float or integer).
-    assert values == {1e16, 0.0, 1.5, 2.0, 7, -3, 1e-7, 6.02e23, 2**63 - 1, -(2**63)}
-    kinds = db.cypher_raw("MATCH (s:Statement) WHERE s.value = 10000000000000000.0 RETURN s.value", columns=("v",))
-    assert kinds == [("1e+16",)]
+    # Negative zero is zero, a float of 1e16 or more is the integer it equals; every other number
+    # keeps its value and its kind (float or integer).
+    assert values == {10**16, 0.0, 1.5, 2.0, 7, -3, 1e-7, 2**63 - 1, -(2**63), 4503599627370495, 1234567890123456.5, 999999999999999.0}
+    kinds = dict(db.cypher_raw("MATCH (s:Statement) WHERE s.predicate = 'speaks' RETURN s.value, s.value", columns=("a", "b")))
+    assert kinds["10000000000000000"] == "10000000000000000" and "1.5" in kinds and "2.0" in kinds and "0.0" in kinds
+    # Loading it again merges into the stored properties: still the same numbers.
+    d = digest(db)
+    Loader(db, ONTO, via="bulk", force=True).load(conv)
+    Loader(db, ONTO, via="bulk").load(numbers_conversation(NUMBERS, "numbers-again"))
+    assert {json.loads(v) for (v,) in db.cypher_raw("MATCH (s:Statement) WHERE s.predicate = 'speaks' RETURN s.value")} == values
+    assert d != digest(db)  # a second conversation was added; the values are unchanged
 
 
 def test_numbers_agtype_cannot_hold_are_rejected_by_claim_not_by_conversation(db):
-    conv = numbers_conversation([2**63, -(2**63) - 1, 1.5])
+    conv = numbers_conversation([2**63, -(2**63) - 1, 6.02e23, 1.5])
     result = result_of(conv, ONTO)
     reasons = sorted(r.detail for r in result.rejected if r.reason == "invalid" and r.kind == "statement")
-    assert len(reasons) == 2 and all("64 bits" in r for r in reasons)
+    assert len(reasons) == 3 and all("64 bits" in r for r in reasons)
     assert Loader(db, ONTO).load(conv).status == "loaded"
     assert [json.loads(v) for (v,) in db.cypher_raw("MATCH (s:Statement) WHERE s.predicate = 'speaks' RETURN s.value")] == [1.5]
 

@@ -1,0 +1,123 @@
+"""Differential tests of the write model: generated corpora, then random replacements of their
+conversations, loaded through the bulk path and through the Cypher path; after every step the
+two graphs and a fresh load of the current versions have one digest. Generated corpora cover
+multi-valued and single-valued predicates, negations, facts that state only their end, dates
+at every precision, numbers of every JSON shape and names with trailing whitespace."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from agefacts.db import Database
+from agefacts.load import Loader
+from agefacts.models import Conversation
+from agefacts.ontology import default_ontology
+from agefacts.query import digest, graph_content
+
+from .helpers import claim, user_turn
+
+ONTO = default_ontology()
+
+NAMES = ["Oslo", "Oslo ", "oslo\n", "Lyon", "Bergen", "Acme", "Acme\t", "Tom", "Tom "]
+VALUES = st.one_of(
+    st.sampled_from(["tea", "jazz", "Tea ", "cook", "chef", "a\u00a0b"]),
+    st.integers(-(2**63), 2**63 - 1),
+    st.sampled_from([0, 1, -1, 2**53 + 1, 2**63 - 1, -(2**63)]),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.sampled_from([1e16, -0.0, 0.0, 1.5, 6.02e23, 1e-7, 2.0, 1e300]),
+    st.booleans(),
+)
+DATES = st.sampled_from(["2023", "2024-06", "2024-06-01", "2024-06-01T09:00:00Z", "2024-06-15", "2025", "2025-03-01"])
+SINGLE = ["lives_in", "works_at", "job_title"]
+MULTI = ["likes", "speaks", "from_place"]
+
+
+@st.composite
+def version(draw, cid: str, month: int) -> Conversation:
+    """One version of conversation ``cid``: a few user turns of statements about the
+    namespace's owner, each statement's quote the whole of its own sentence."""
+    entities: list[dict] = []
+    sentences: list[str] = []
+    statements = []
+    for i in range(draw(st.integers(1, 5))):
+        pred = draw(st.sampled_from(SINGLE + MULTI))
+        kw: dict = {}
+        when = draw(st.sampled_from(["none", "from", "until", "both"]))
+        if when in ("from", "both"):
+            kw["valid_from"] = draw(DATES)
+        if when in ("until", "both"):
+            kw["valid_until"] = draw(DATES)
+        if when == "both" and kw["valid_until"] < kw["valid_from"]:
+            kw["valid_from"], kw["valid_until"] = kw["valid_until"], kw["valid_from"]
+        polarity = "negated" if pred in SINGLE and draw(st.integers(0, 5)) == 0 else "asserted"
+        sentence = f"s{i} {pred} {draw(st.sampled_from(['first', 'again', 'edited']))}."
+        sentences.append(sentence)
+        if pred in ("lives_in", "works_at", "from_place"):
+            handle = f"e{len(entities)}"
+            typ = "Organization" if pred == "works_at" else "Place"
+            name = draw(st.sampled_from(NAMES))
+            entities.append({"handle": handle, "type": typ, "mention": name.strip() or "it", "resolution": "resolved", "name": name})
+            statements.append(claim("user", pred, sentence, obj=handle, polarity=polarity, **kw))
+        else:
+            statements.append(claim("user", pred, sentence, value=draw(VALUES), polarity=polarity, **kw))
+    turns = [user_turn(" ".join(sentences), f"2024-{month:02d}-0{draw(st.integers(1, 9))}T10:00:00Z", entities, statements)]
+    if draw(st.booleans()):
+        turns.append({"speaker": "assistant", "text": "Noted.", "at": f"2024-{month:02d}-10T10:00:00Z"})
+    return Conversation.model_validate({"id": cid, "namespace": "fz", "title": draw(st.sampled_from([None, "t", "t2"])), "turns": turns})
+
+
+@st.composite
+def histories(draw):
+    ids = [f"c{i}" for i in range(draw(st.integers(2, 4)))]
+    first = [draw(version(cid, 1 + n)) for n, cid in enumerate(ids)]
+    steps = []
+    for _ in range(draw(st.integers(1, 3))):
+        cid = draw(st.sampled_from(ids))
+        steps.append(draw(version(cid, 1 + ids.index(cid) + draw(st.sampled_from([0, 0, 5])))))
+    return first, steps
+
+
+def fresh(db: Database) -> Database:
+    db.drop_graph()
+    db.execute("DELETE FROM agefacts.ingest_log WHERE graph = %s", (db.graph,))
+    db.ensure_graph()
+    return db
+
+
+# AGEFACTS_FUZZ_EXAMPLES runs more examples than CI does, for a deeper search.
+@settings(max_examples=int(os.environ.get("AGEFACTS_FUZZ_EXAMPLES", "12")), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(story=histories())
+def test_bulk_and_cypher_paths_and_a_fresh_load_agree_after_every_replacement(dsn, graph_name, story):
+    first, steps = story
+    bulk = fresh(Database(dsn, graph_name + "_b").connect())
+    cypher = fresh(Database(dsn, graph_name + "_c").connect())
+    final = fresh(Database(dsn, graph_name + "_f").connect())
+    try:
+        current = {c.id: c for c in first}
+        for db, via in ((bulk, "bulk"), (cypher, "cypher")):
+            outcomes = list(Loader(db, ONTO, via=via).load_many((c.id, c) for c in first))
+            assert all(o.status == "loaded" for o in outcomes), [o.reason for o in outcomes]
+        assert graph_content(bulk) == graph_content(cypher)
+        for conv in steps:
+            current[conv.id] = conv
+            for db, via in ((bulk, "bulk"), (cypher, "cypher")):
+                (o,) = Loader(db, ONTO, via=via).load_many([(conv.id, conv)])
+                assert o.status in ("loaded", "skipped"), o.reason
+            assert graph_content(bulk) == graph_content(cypher)
+            fresh(final)
+            list(Loader(final, ONTO).load_many((c.id, c) for c in sorted(current.values(), key=lambda c: c.id)[::-1]))
+            assert digest(final) == digest(bulk)
+        # Every fact still cites text that is in its message.
+        for q, a, b, t in bulk.cypher_raw(
+            "MATCH (:Statement)-[e:EVIDENCED_BY]->(m:Message) RETURN e.quote, e.char_start, e.char_end, m.text",
+            columns=tuple("qabt"),
+        ):
+            assert json.loads(t)[json.loads(a):json.loads(b)] == json.loads(q)
+    finally:
+        for db in (bulk, cypher, final):
+            db.drop_graph()
+            db.execute("DELETE FROM agefacts.ingest_log WHERE graph = %s", (db.graph,))
