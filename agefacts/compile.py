@@ -32,7 +32,7 @@ from typing import Any
 from . import __version__
 from . import cypher as cy
 from .errors import CompileError
-from .keys import conversation_key, edge_key, entity_key, message_key, statement_key, user_key
+from .keys import SUPERSEDES_PREFIX, conversation_key, edge_key, entity_key, message_key, statement_key, user_key
 from .models import USER, Conversation, ConversationResult, Entity
 from .ontology import Ontology
 
@@ -361,7 +361,7 @@ def supersession(label: str, subject: str, predicate: str) -> list[str]:
         "SET old.superseded_at = CASE WHEN new_known > old.recorded_at THEN new_known ELSE old.recorded_at END, "
         "old.valid_until_inferred = CASE WHEN old.valid_until IS NULL THEN true ELSE null END, "
         "old.valid_until = coalesce(old.valid_until, new_start) "
-        "WITH old, new, 'sup:' + old_k + '>' + new_k AS ek "
+        f"WITH old, new, {cy.literal(SUPERSEDES_PREFIX)} + old_k + '>' + new_k AS ek "
         "OPTIONAL MATCH (new)-[e:SUPERSEDES {k: ek}]->(old) "
         "WITH old, new, ek, e WHERE e IS NULL "
         "CREATE (new)-[:SUPERSEDES {k: ek}]->(old)",

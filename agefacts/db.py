@@ -46,6 +46,17 @@ DEFAULT_GRAPH = "facts"
 _SETUP_LOCK = 0x61676566_61637473  # "agefacts"
 _GRAPH_LOCK = 0x61676566
 
+# The oldest Apache AGE the shipped queries and compiled Cypher are tested on.
+MIN_AGE = (1, 5, 0)
+TESTED_AGE = "1.5.0 on PostgreSQL 15; 1.6.0 on PostgreSQL 15 and 17; 1.7.0 on PostgreSQL 17 and the embedded engine"
+
+
+def age_version_supported(version: str) -> bool:
+    """Whether an ``extversion`` of age is one agefacts supports (``1.6.0``, ``1.7.0-rc0``)."""
+    nums = [int(n) for n in re.findall(r"\d+", version)[:3]]
+    return tuple(nums + [0] * (3 - len(nums))) >= MIN_AGE
+
+
 _GRAPH_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,62}")
 _PG_ENV = ("PGHOST", "PGPORT", "PGDATABASE", "PGUSER", "PGSERVICE")
 
@@ -216,11 +227,26 @@ class Database:
             raise DatabaseError(f"loading Apache AGE failed: {_LOAD_HINT}", exc.sqlstate) from exc
         except psycopg.Error as exc:
             raise translate(exc, "loading Apache AGE (is the age extension installed?)") from exc
+        self._check_age_version()
         try:
             self._run('SET search_path = ag_catalog, "$user", public')
             self._apply_sql()
         except psycopg.Error as exc:
             raise translate(exc, "preparing the session") from exc
+
+    def _check_age_version(self) -> None:
+        """Refuse an AGE older than the oldest one agefacts is tested on, naming it."""
+        try:
+            rows = self._run("SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'age'")
+        except psycopg.Error as exc:
+            raise translate(exc, "reading the age extension's version") from exc
+        found = rows[0][0] if rows else None
+        if found is None or age_version_supported(found):
+            return
+        raise DatabaseError(
+            f"this server has Apache AGE {found}; agefacts needs AGE {'.'.join(map(str, MIN_AGE))} or newer "
+            f"(tested: {TESTED_AGE}): upgrade the age extension (ALTER EXTENSION age UPDATE) or use another server"
+        )
 
     def _apply_sql(self) -> None:
         """Create agefacts' own SQL objects from ``sql/``, once per version of those files:

@@ -23,6 +23,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .keys import supersedes_key
+
 __all__ = [
     "ENTITY_FIELDS",
     "STATEMENT_FIELDS",
@@ -161,7 +163,7 @@ def supersede(members: Iterable[Member]) -> Succession:
                     if old.stated_until is None:
                         target["valid_until"] = start
                         target["valid_until_inferred"] = True
-                    edges.append((f"sup:{old.k}>{new.k}", new.k, old.k))
+                    edges.append((supersedes_key(old.k, new.k), new.k, old.k))
                     break
         props[old.k] = target
     return Succession(props, sorted(edges))

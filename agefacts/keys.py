@@ -16,7 +16,8 @@ namespaces, because the namespace is always one of the fields.
   in place when a later turn names it).
 - statement: namespace, subject key, predicate, object key or normalised value, valid_from,
   valid_until, recurrence (and whether it ends a fact rather than states one).
-- edge: label, start key, end key (and, for evidence, the span).
+- edge: label, start key, end key (and, for evidence, the span); a ``SUPERSEDES`` edge is
+  ``sup:<older key>><newer key>``.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ __all__ = [
     "statement_key",
     "edge_key",
     "normalise_name",
+    "supersedes_key",
+    "SUPERSEDES_PREFIX",
 ]
 
 
@@ -117,3 +120,12 @@ def statement_key(
 
 def edge_key(label: str, start: str, end: str, *extra: Any) -> str:
     return make_key("edge", label, start, end, *extra)
+
+
+SUPERSEDES_PREFIX = "sup:"
+
+
+def supersedes_key(older: str, newer: str) -> str:
+    """The key of a ``SUPERSEDES`` edge: readable, since both ends are keys already (the
+    compiled Cypher builds the same text from :data:`SUPERSEDES_PREFIX`)."""
+    return f"{SUPERSEDES_PREFIX}{older}>{newer}"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import hashlib
 import random
 import sys
@@ -101,6 +102,7 @@ def content_hash(conv: Conversation, ontology: Ontology, fingerprint: str | None
 
 # -- writing --------------------------------------------------------------------------------------
 VIA = ("bulk", "cypher")
+log = logging.getLogger("agefacts.load")
 
 
 @dataclass(frozen=True)
@@ -378,7 +380,9 @@ class Loader:
                 todo = []
             except (AgeFactsError, _PriorMoved) as exc:
                 # Rolled back whole; each conversation again on its own, below.
-                self.fallbacks.append(str(exc) or "another loader changed one of the batch's conversations")
+                why = str(exc) or "another loader changed one of the batch's conversations"
+                self.fallbacks.append(why)
+                log.info("a batch of %d conversations failed as one (%s); loading them one by one", len(entries), why)
         for i, e in todo:
             outcomes[i] = self._lost_outcome(e.source, e.conv) if self._lost else self._one(e)
         return [o for o in outcomes if o is not None]

@@ -95,7 +95,7 @@ def test_a_conversation_failing_on_its_last_statement_leaves_no_trace(db, monkey
     assert db.execute("SELECT count(*) FROM agefacts.ingest_log WHERE graph = %s", (db.graph,)) == [(1,)]
 
 
-def test_one_failing_conversation_does_not_take_its_batch_with_it(db, monkeypatch):
+def test_one_failing_conversation_does_not_take_its_batch_with_it(db, monkeypatch, caplog):
     real = Loader._record
 
     def fail_for_nina_02(self, loaded):
@@ -104,8 +104,12 @@ def test_one_failing_conversation_does_not_take_its_batch_with_it(db, monkeypatc
             self.db.execute("SELECT 1 / 0")
 
     monkeypatch.setattr(Loader, "_record", fail_for_nina_02)
-    summary = load_paths(db, [EXAMPLES / f"nina-0{i}.json" for i in (1, 2, 3)], ONTO)
+    with caplog.at_level("INFO", logger="agefacts.load"):
+        summary = load_paths(db, [EXAMPLES / f"nina-0{i}.json" for i in (1, 2, 3)], ONTO)
     assert [o.status for o in summary.outcomes] == ["loaded", "failed", "loaded"]
+    # The batch error it fell back from is said, once.
+    (said,) = [r.getMessage() for r in caplog.records if "failed as one" in r.getMessage()]
+    assert "division by zero" in said and "3 conversations" in said
     convs = db.cypher("MATCH (c:Conversation) RETURN c.id ORDER BY c.id").rows
     assert convs == [("nina-01",), ("nina-03",)]
 
