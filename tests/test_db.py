@@ -163,19 +163,19 @@ def test_a_connection_at_the_current_set_up_runs_no_ddl(dsn, graph_name):
 def test_an_age_older_than_the_tested_range_is_refused_naming_its_version(dsn, graph_name, monkeypatch):
     from agefacts import db as dbmod
 
-    assert dbmod.age_version_supported("1.5.0") and dbmod.age_version_supported("1.7.0-rc0")
-    assert not dbmod.age_version_supported("1.4.0") and not dbmod.age_version_supported("0.9")
+    assert dbmod.age_version_supported("1.6.0") and dbmod.age_version_supported("1.7.0-rc0")
+    assert not dbmod.age_version_supported("1.5.0") and not dbmod.age_version_supported("0.9")
     real = Database._run
 
     def old_age(self, stmt, args=None, names=None):
         if "extversion" in str(stmt):
-            return [("1.4.0",)]
+            return [("1.5.0",)]
         return real(self, stmt, args, names)
 
     monkeypatch.setattr(Database, "_run", old_age)
     with pytest.raises(DatabaseError) as info:
         Database(dsn, graph_name).connect()
-    assert "AGE 1.4.0" in str(info.value) and "1.5.0 or newer" in str(info.value)
+    assert "AGE 1.5.0" in str(info.value) and "1.6.0 or newer" in str(info.value)
     monkeypatch.undo()
     (version,) = Database(dsn, graph_name).connect().execute("SELECT extversion FROM pg_extension WHERE extname = 'age'")[0]
     assert dbmod.age_version_supported(version)
