@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
 
-.PHONY: install system-deps demo test bench clean
+.PHONY: install system-deps demo test test-server bench clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,14 @@ system-deps:
 # pytest exits 5 when it collected no tests: that is a broken test command, not a pass.
 test: install system-deps
 	@$(BIN)/python -m pytest $(PYTEST_ARGS); rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "pytest ran no tests: treating that as a failure" >&2; exit 1; fi; \
+	exit $$rc
+
+# The same suite against a PostgreSQL with Apache AGE that you run (see the README's
+# "Running on a server"): make test-server AGEFACTS_TEST_DSN="host=... port=... user=... dbname=..."
+test-server: install system-deps
+	@if [ -z "$(AGEFACTS_TEST_DSN)" ]; then echo "set AGEFACTS_TEST_DSN to the server's DSN" >&2; exit 2; fi
+	@AGEFACTS_TEST_DSN="$(AGEFACTS_TEST_DSN)" $(BIN)/python -m pytest $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest ran no tests: treating that as a failure" >&2; exit 1; fi; \
 	exit $$rc
 

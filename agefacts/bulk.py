@@ -226,19 +226,22 @@ class BulkWriter:
             sql.SQL(
                 scope + ", s AS (SELECT DISTINCT e.start_id AS id FROM m CROSS JOIN LATERAL "
                 "  (SELECT e.start_id FROM {eb} e WHERE e.end_id = m.id OFFSET 0) e) "
-                "SELECT 's', st.p->>'k', x.id::text, x.p->>'k', st.p->>'predicate' FROM s "
-                "CROSS JOIN LATERAL (SELECT (v.properties::text)::jsonb AS p FROM {st} v WHERE v.id = s.id OFFSET 0) st "
+                # Ends are read as ids here and resolved to keys below, once per distinct id
+                # and in their own label's table (the user is the subject of many statements).
+                "SELECT 's', " + KEY.format(t="v") + "::text, so.start_id::text, "
+                "  ag_catalog.agtype_access_operator(v.properties, '\"predicate\"'::" + AG + ")::text FROM s "
+                "CROSS JOIN LATERAL (SELECT v.properties FROM {st} v WHERE v.id = s.id OFFSET 0) v "
                 "CROSS JOIN LATERAL (SELECT so.start_id FROM {so} so WHERE so.end_id = s.id OFFSET 0) so "
-                "CROSS JOIN LATERAL (SELECT v.id, (v.properties::text)::jsonb AS p FROM {vx} v WHERE v.id = so.start_id OFFSET 0) x "
                 "UNION ALL "
-                "SELECT 'e', NULL, x.id::text, x.p->>'k', NULL FROM c "
-                "CROSS JOIN LATERAL (SELECT mi.start_id FROM {mi} mi WHERE mi.end_id = c.id OFFSET 0) mi "
-                "CROSS JOIN LATERAL (SELECT v.id, (v.properties::text)::jsonb AS p FROM {vx} v WHERE v.id = mi.start_id OFFSET 0) x"
+                "SELECT 'e', NULL, mi.start_id::text, NULL FROM c "
+                "CROSS JOIN LATERAL (SELECT mi.start_id FROM {mi} mi WHERE mi.end_id = c.id OFFSET 0) mi"
             ).format(**fmt),
             (list(conversation_keys),),
         )
-        for kind, sk, xid, xk, pred in rows:
-            label = self._label_name(int(xid) >> 48)
+        keys = self._keys_of({int(xid) for _, _, xid, _ in rows})
+        for kind, sk, xid, pred in rows:
+            n = int(xid)
+            label, xk = self._label_name(n >> 48), keys[n]
             if kind == "s":
                 stale.statements.add(sk)
                 stale.groups.add((label, xk, pred))
@@ -259,6 +262,24 @@ class BulkWriter:
             (list(conversation_keys),),
         )
         return stale
+
+    def _keys_of(self, ids: set[int]) -> dict[int, str]:
+        """The keys of vertices given by id, looked up in each one's own label table."""
+        by_label: dict[int, list[dict[str, int]]] = defaultdict(list)
+        for n in sorted(ids):
+            by_label[n >> 48].append({"a": n >> 48, "b": n & _ENTRY})
+        if not by_label:
+            return {}
+        parts, params = [], []
+        for lid, pairs in sorted(by_label.items()):
+            parts.append(
+                sql.SQL(
+                    "SELECT v.id::text, " + KEY.format(t="v") + "::text FROM jsonb_to_recordset(%s::jsonb) AS u(a int, b bigint) "
+                    "CROSS JOIN LATERAL (SELECT v.id, v.properties FROM {t} v WHERE v.id = ag_catalog._graphid(u.a, u.b) OFFSET 0) v"
+                ).format(t=self._table(self._label_name(lid)))
+            )
+            params.append(dumps(pairs))
+        return {int(i): k for i, k in self.db.execute(sql.SQL(" UNION ALL ").join(parts), params)}
 
     def settle(self, stale: Stale) -> Stale:
         """After the new versions are written: remove the stale statements that no evidence
@@ -425,15 +446,19 @@ class BulkWriter:
         params = [dumps([{"k": k, "pred": pred} for lab, k, pred in groups if lab == label]) for label in labels]
         rows = self.db.execute(
             sql.SQL(
-                "WITH grp AS ({grp}) "
+                "WITH grp AS ({grp}), "
+                # Each subject's statements are read once, for all its groups: a subject with
+                # several single-valued predicates would otherwise be walked once per predicate.
+                "subj AS (SELECT sid, array_agg(DISTINCT pred) AS preds FROM grp GROUP BY sid) "
                 # LATERAL keeps every step an index lookup whatever the planner guesses.
-                "SELECT grp.sid::text, grp.pred, s.id::text, s.p::text, o.k "
-                "FROM grp CROSS JOIN LATERAL ("
-                "  SELECT s.id, (s.properties::text)::jsonb AS p FROM {so} so JOIN {st} s ON s.id = so.end_id "
-                "  WHERE so.start_id = grp.sid OFFSET 0) s "
-                "LEFT JOIN LATERAL (SELECT ((o.properties::text)::jsonb)->>'k' AS k FROM {ab} a JOIN {vx} o ON o.id = a.end_id "
-                "  WHERE a.start_id = s.id OFFSET 0) o ON true "
-                "WHERE s.p->>'predicate' = grp.pred"
+                # The object is identified by its vertex id: only equality within a group is
+                # asked of it, and the id saves a look-up across every vertex label.
+                "SELECT subj.sid::text, s.pred, s.id::text, s.properties::text, o.id::text "
+                "FROM subj CROSS JOIN LATERAL ("
+                "  SELECT s.id, s.properties, ag_catalog.agtype_access_operator(s.properties, '\"predicate\"'::" + AG + ")::text AS pred "
+                "  FROM {so} so JOIN {st} s ON s.id = so.end_id WHERE so.start_id = subj.sid OFFSET 0) s "
+                "LEFT JOIN LATERAL (SELECT a.end_id AS id FROM {ab} a WHERE a.start_id = s.id OFFSET 0) o ON true "
+                "WHERE s.pred = ANY(subj.preds)"
             ).format(grp=grp, **fmt),
             params,
         )
@@ -446,7 +471,7 @@ class BulkWriter:
             ids[k] = int(stid)
             current[k] = p
             stated = None if p.get("valid_until_inferred") else p.get("valid_until")
-            ident = json.dumps(obj) if obj is not None else _value_ident(p.get("value"))
+            ident = f"id:{obj}" if obj is not None else _value_ident(p.get("value"))
             by_group[(sid, pred)].append(
                 Member(k, ident, bool(p.get("ends_fact")), p.get("valid_from"), stated, p.get("recorded_at") or "")
             )
@@ -491,8 +516,8 @@ _CORE_EDGES = frozenset({"PART_OF", "MENTIONED_IN", "SUBJECT_OF", "ABOUT", "EVID
 
 
 def _value_ident(value: Any) -> str:
-    # The Cypher compares coalesce(o.k, s.value): a key string and a literal value never meet
-    # in one group (a predicate takes one kind), so JSON text identifies either.
+    # The Cypher compares coalesce(o.k, s.value); here an object is its vertex id ("id:..."),
+    # a literal its JSON text, and a predicate takes one kind, so the two never meet.
     return json.dumps(value, sort_keys=True)
 
 

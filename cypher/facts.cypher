@@ -5,11 +5,11 @@
 // It starts from the entity's key (an index scan) and walks its typed edges, so its cost does
 // not grow with the size of the graph (an untyped edge pattern would scan every edge label).
 // A statement starts at valid_from, or at valid_start where supersession inferred one (an undated
-// value that follows another). The earliest evidence is min([at, key]) and then matched again by its
-// key: an ORDER BY before a grouping collect() is not kept. ORDER BY names no RETURN alias, which
+// value that follows another). The earliest evidence is the least [at, key, quote, ...] list: its
+// at and unique key decide, and an ORDER BY before a grouping collect() is not kept. ORDER BY names no RETURN alias, which
 // AGE before 1.7.0 cannot resolve.
-// The times are bound to variables once, at the top: AGE 1.6 crashes on some WHERE clauses that
-// use $parameters inside CASE and OR (a segmentation fault, seen on PostgreSQL 15 with AGE 1.6.0).
+// The times are bound to variables first: AGE 1.6.0 crashes its backend (PostgreSQL 15) on the
+// validity test written with $parameters, or with them bound any later than the top.
 WITH $valid_at AS valid_at, $known_at AS known_at
 MATCH (x) WHERE x.k = $entity
 OPTIONAL MATCH (x)-[:SUBJECT_OF]->(s1:Statement)
@@ -21,17 +21,15 @@ WITH valid_at, known_at, pair WHERE pair.s IS NOT NULL
 MATCH (s:Statement) WHERE s.k = pair.s AND s.ends_fact IS NULL AND s.recorded_at <= known_at
 MATCH (subj) WHERE subj.k = pair.subj
 OPTIONAL MATCH (s)-[:ABOUT]->(o)
-WITH valid_at, known_at, subj, s, o,
+WITH subj, s, o, valid_at, known_at,
      CASE WHEN s.superseded_at IS NOT NULL AND s.superseded_at <= known_at THEN s.valid_until
           WHEN s.valid_until_inferred = true THEN null
           ELSE s.valid_until END AS until,
      CASE WHEN s.superseded_at IS NOT NULL AND s.superseded_at <= known_at THEN s.superseded_at ELSE null END AS superseded
 WHERE (coalesce(s.valid_from, s.valid_start) IS NULL OR coalesce(s.valid_from, s.valid_start) <= valid_at)
   AND (until IS NULL OR valid_at < until)
-MATCH (s)-[e:EVIDENCED_BY]->(:Message)
-WHERE e.at <= known_at
-WITH known_at, subj, s, o, until, superseded, min([e.at, e.k]) AS first, count(e) AS evidence
 MATCH (s)-[e:EVIDENCED_BY]->(m:Message)
-WHERE e.k = first[1]
-RETURN coalesce(subj.name, subj.role, subj.k) AS subject, s.predicate AS predicate, s.value AS value, coalesce(o.name, o.k) AS object, s.valid_from AS valid_from, until AS valid_until, s.recorded_at AS recorded_at, superseded AS superseded_at, s.recurrence AS recurrence, e.quote AS quote, m.conversation AS conversation, m.ordinal AS message, e.char_start AS char_start, e.char_end AS char_end, evidence, s.namespace AS namespace, s.k AS statement, label(subj) AS subject_type, subj.k AS subject_key, label(o) AS object_type, o.k AS object_key
+WHERE e.at <= known_at
+WITH subj, s, o, until, superseded, min([e.at, e.k, e.quote, m.conversation, m.ordinal, e.char_start, e.char_end]) AS first, count(e) AS evidence
+RETURN coalesce(subj.name, subj.role, subj.k) AS subject, s.predicate AS predicate, s.value AS value, coalesce(o.name, o.k) AS object, s.valid_from AS valid_from, until AS valid_until, s.recorded_at AS recorded_at, superseded AS superseded_at, s.recurrence AS recurrence, first[2] AS quote, first[3] AS conversation, first[4] AS message, first[5] AS char_start, first[6] AS char_end, evidence, s.namespace AS namespace, s.k AS statement, label(subj) AS subject_type, subj.k AS subject_key, label(o) AS object_type, o.k AS object_key
 ORDER BY s.predicate, s.valid_from, s.recorded_at, s.k
