@@ -54,10 +54,18 @@ MIN_AGE = (1, 6, 0)
 TESTED_AGE = "1.6.0 on PostgreSQL 15 and 17; 1.7.0 on PostgreSQL 17 and the embedded engine"
 
 
+def age_version_at_least(version: str | None, wanted: tuple[int, int, int]) -> bool:
+    """Whether an ``extversion`` of age (``1.6.0``, ``1.7.0-rc0``) is ``wanted`` or newer;
+    an unknown version counts as the newest."""
+    if version is None:
+        return True
+    nums = [int(n) for n in re.findall(r"\d+", version)[:3]]
+    return tuple(nums + [0] * (3 - len(nums))) >= wanted
+
+
 def age_version_supported(version: str) -> bool:
     """Whether an ``extversion`` of age is one agefacts supports (``1.6.0``, ``1.7.0-rc0``)."""
-    nums = [int(n) for n in re.findall(r"\d+", version)[:3]]
-    return tuple(nums + [0] * (3 - len(nums))) >= MIN_AGE
+    return age_version_at_least(version, MIN_AGE)
 
 
 _GRAPH_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,62}")
@@ -165,6 +173,7 @@ class Database:
         self.connect_timeout = connect_timeout
         self._conn: psycopg.Connection | None = None
         self._labels: set[tuple[str, str]] = set()
+        self.age_version: str | None = None  # the age extension's version, read at connect
 
     # -- lifecycle -----------------------------------------------------------------------
     def __enter__(self) -> Database:
@@ -244,6 +253,7 @@ class Database:
         except psycopg.Error as exc:
             raise translate(exc, "reading the age extension's version") from exc
         found = rows[0][0] if rows else None
+        self.age_version = found
         if found is None or age_version_supported(found):
             return
         raise DatabaseError(

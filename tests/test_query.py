@@ -103,7 +103,8 @@ def test_every_named_query_runs_on_the_examples_and_returns_what_it_says(loaded,
     assert questions[0]["priority"] == "immediate"
     rejections = {r["reason"]: r["claims"] for r in run_named(db, "rejections", {}).dicts()}
     assert rejections["polarity"] == 5 and rejections["not_in_message"] == 1
-    assert set(named_queries()) == {"entities", "facts", "history", "relations", "message_statements", "placeholders", "questions", "rejections"}
+    assert [f["object"] for f in run_named(db, "facts_age16", {"entity": nina, "valid_at": "2024-10-01", "known_at": "2030-01-01T00:00:00Z"}).dicts()] == ["Oslo"]
+    assert set(named_queries()) == {"entities", "facts", "facts_age16", "history", "relations", "message_statements", "placeholders", "questions", "rejections"}
 
 
 def test_query_list_and_name_from_the_command_line(cli_env, capsys):
