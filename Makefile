@@ -41,7 +41,7 @@ test-server: install system-deps
 
 # The numbers in the README's Performance section (several minutes: the reference path is slow).
 bench: install
-	$(BIN)/agefacts bench --statements 100000 --reference-cap 10000
+	$(BIN)/agefacts bench --statements 100000 --reference-cap 5000
 
 clean:
 	-$(BIN)/agefacts db stop
