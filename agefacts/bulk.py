@@ -329,12 +329,10 @@ class BulkWriter:
         )
 
     def _fmt(self) -> dict[str, Any]:
-        g = sql.Identifier(self.db.graph)
         conv = sql.SQL("SELECT v.id FROM unnest(%s::text[]) AS u(k) CROSS JOIN LATERAL (SELECT v.id FROM {t} v WHERE {kv} = "
                        + _as_agtype_key("u.k") + " OFFSET 0) v").format(t=self._table("Conversation"), kv=_key("v"))
         return {
             "conv": conv,
-            "vx": sql.SQL("{}._ag_label_vertex").format(g),
             "msg": self._table("Message"),
             "cv": self._table("Conversation"),
             "st": self._table("Statement"),

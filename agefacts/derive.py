@@ -26,9 +26,6 @@ from typing import Any
 from .keys import supersedes_key
 
 __all__ = [
-    "ENTITY_FIELDS",
-    "STATEMENT_FIELDS",
-    "SUPERSESSION_FIELDS",
     "Member",
     "Succession",
     "entity_props",
@@ -36,10 +33,6 @@ __all__ = [
     "supersede",
     "supersession_key",
 ]
-
-ENTITY_FIELDS = ("name", "attrs", "resolution", "mentions")
-STATEMENT_FIELDS = ("recorded_at", "confidence", "model", "extractor", "schema_ref")
-SUPERSESSION_FIELDS = ("valid_until", "valid_until_inferred", "superseded_at", "valid_start")
 
 Order = Callable[[Iterable[str]], list[str]]
 
@@ -121,7 +114,7 @@ def supersession_key(m: Member) -> tuple[str, str, str]:
 @dataclass(frozen=True)
 class Succession:
     """What supersession makes of one group: each member's derived properties (the
-    :data:`SUPERSESSION_FIELDS`, None meaning not stored) and the ``SUPERSEDES`` edges as
+    ``valid_until``, ``valid_until_inferred``, ``superseded_at``, ``valid_start``, None meaning not stored) and the ``SUPERSEDES`` edges as
     (edge key, newer statement key, older statement key)."""
 
     props: dict[str, dict[str, Any]]

@@ -10,7 +10,6 @@ from hypothesis import strategies as st
 
 from agefacts import cypher as cy
 from agefacts.compile import supersession
-from agefacts.db import Database
 from agefacts.derive import Member, entity_props, statement_props, supersede, supersession_key
 
 TIMES = st.sampled_from(["2024", "2024-03", "2024-03-01", "2024-03-01T10:00:00Z", "2024-06", "2025-01-01", "2025"])
