@@ -34,7 +34,7 @@ from typing import Any
 from psycopg import sql
 
 from . import derive
-from .compile import Plan
+from .compile import CORE_EDGE_LABELS, CORE_VERTEX_LABELS, Plan
 from .db import Database
 from .derive import Member
 
@@ -210,12 +210,12 @@ class BulkWriter:
     def retract(self, conversation_keys: Sequence[str]) -> Stale:
         """Remove what the conversations with these keys wrote of their own (the conversation
         vertex, its messages, the evidence read from them, and its mentions) and return what
-        that touched. Edges
-        go explicitly: the embedded engine's DETACH DELETE leaves a vertex's edges behind."""
+        that touched. Edges go explicitly: the embedded engine's DETACH DELETE leaves a
+        vertex's edges behind."""
         stale = Stale()
         if not conversation_keys:
             return stale
-        self.db.ensure_labels(vertex=["Conversation", "Message", "Statement"], edge=sorted(_CORE_EDGES))
+        self.db.ensure_labels(vertex=sorted(CORE_VERTEX_LABELS), edge=sorted(CORE_EDGE_LABELS))
         fmt = self._fmt()
         scope = (
             "WITH c AS (SELECT id FROM ({conv}) c), "
@@ -510,9 +510,6 @@ class BulkWriter:
             self._insert_edges("SUPERSEDES", edges)
 
 
-_CORE_EDGES = frozenset({"PART_OF", "MENTIONED_IN", "SUBJECT_OF", "ABOUT", "EVIDENCED_BY", "SUPERSEDES"})
-
-
 def _value_ident(value: Any) -> str:
     # The Cypher compares coalesce(o.k, s.value); here an object is its vertex id ("id:..."),
     # a literal its JSON text, and a predicate takes one kind, so the two never meet.
@@ -522,10 +519,9 @@ def _value_ident(value: Any) -> str:
 def _patch(vid: int, props: Mapping[str, Any], target: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The change (as one patch row, or none) that gives a vertex the target values: a None
     target removes the property."""
-    put = {f: v for f, v in target.items() if v is not None and props.get(f) != v}
-    drop = [f for f, v in target.items() if v is None and f in props]
     # A float and an int of equal value compare equal in Python but are different agtype.
-    put.update({f: v for f, v in target.items() if v is not None and f not in put and type(props.get(f)) is not type(v)})
+    put = {f: v for f, v in target.items() if v is not None and (props.get(f) != v or type(props.get(f)) is not type(v))}
+    drop = [f for f, v in target.items() if v is None and f in props]
     if not put and not drop:
         return []
     return [{"a": vid >> 48, "b": vid & _ENTRY, "set": put, "unset": drop}]

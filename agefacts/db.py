@@ -225,10 +225,11 @@ class Database:
 
     def _prepare_session(self) -> None:
         try:
-            if not self._run("SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'age'"):
+            if not self._age_extension_version():
                 with self.conn.transaction():
                     self._run("SELECT pg_advisory_xact_lock(%s)", (_SETUP_LOCK,))
                     self._run("CREATE EXTENSION IF NOT EXISTS age")
+                self._age_extension_version()
         except psycopg.errors.InsufficientPrivilege:
             pass  # an administrator may have created it already; LOAD below says if not
         except psycopg.Error as exc:
@@ -246,14 +247,15 @@ class Database:
         except psycopg.Error as exc:
             raise translate(exc, "preparing the session") from exc
 
+    def _age_extension_version(self) -> str | None:
+        """The installed age extension's version (None when it is not installed), kept."""
+        rows = self._run("SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'age'")
+        self.age_version = rows[0][0] if rows else None
+        return self.age_version
+
     def _check_age_version(self) -> None:
         """Refuse an AGE older than the oldest one agefacts is tested on, naming it."""
-        try:
-            rows = self._run("SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'age'")
-        except psycopg.Error as exc:
-            raise translate(exc, "reading the age extension's version") from exc
-        found = rows[0][0] if rows else None
-        self.age_version = found
+        found = self.age_version
         if found is None or age_version_supported(found):
             return
         raise DatabaseError(

@@ -144,10 +144,10 @@ class _PriorMoved(Exception):
 
 def _prepare_one(
     ontology: Ontology, force: bool, source: str, conv: Conversation, prior: dict[tuple[str, str], str],
-    earlier: Seen | None = None, fingerprint: str | None = None,
+    earlier: Seen | None = None, h: str | None = None,
 ) -> Outcome | Prepared:
     try:
-        h = content_hash(conv, ontology, fingerprint)
+        h = h or content_hash(conv, ontology)
         if earlier is not None:
             # The same conversation twice in one run: the same content is nothing new, other
             # content is refused, since which one should win is not ours to guess.
@@ -169,21 +169,24 @@ def _prepare_one(
 def _prepare(
     ontology: Ontology, force: bool, batch: list[tuple[str, Conversation]], prior: dict[tuple[str, str], str],
     via: str = "bulk", earlier: dict[tuple[str, str], Seen] | None = None,
-) -> tuple[list[Outcome | Prepared], Any]:
+) -> tuple[list[Outcome | Prepared], Any, dict[tuple[str, str], str]]:
     """Pure work, no database: hash, skip what is unchanged, ground, gate and compile, and
-    for the bulk path put the rows together (:func:`agefacts.bulk.assemble`)."""
+    for the bulk path put the rows together (:func:`agefacts.bulk.assemble`). Returns the
+    outcomes or prepared conversations, the assembled batch, and every content hash."""
     fingerprint = ontology.fingerprint()
     earlier = earlier or {}
+    hashes = {(c.namespace, c.id): content_hash(c, ontology, fingerprint) for _, c in batch}
     out = [
-        _prepare_one(ontology, force, source, conv, prior, earlier.get((conv.namespace, conv.id)), fingerprint)
+        _prepare_one(ontology, force, source, conv, prior, earlier.get((conv.namespace, conv.id)), hashes[(conv.namespace, conv.id)])
         for source, conv in batch
     ]
     todo = [e.plan for e in out if isinstance(e, Prepared)]
+    assembled = None
     if via == "bulk" and todo:
         from .bulk import assemble
 
-        return out, assemble(todo)
-    return out, None
+        assembled = assemble(todo)
+    return out, assembled, hashes
 
 
 @contextlib.contextmanager
@@ -304,12 +307,12 @@ class Loader:
             yield batch, pending
 
     def _finish(self, future: Any, pending: list[Outcome | None]) -> Iterator[Outcome]:
-        prepared, assembled = future.result()
+        prepared, assembled, hashes = future.result()
         for e in prepared:
-            conv_ident = e.ident if isinstance(e, Prepared) else (e.namespace, e.conversation)
-            if conv_ident not in self._seen:
-                h = e.content_hash if isinstance(e, Prepared) else None
-                self._seen[conv_ident] = Seen(e.source, h)  # type: ignore[arg-type]
+            ident = e.ident if isinstance(e, Prepared) else (e.namespace or "", e.conversation or "")
+            # The first place each conversation was met in this run, with its content (also for
+            # one skipped as unchanged, so a second identical copy is skipped too).
+            self._seen.setdefault(ident, Seen(e.source, hashes.get(ident)))
         results = iter(self._write(prepared, assembled))
         for slot in pending:
             yield slot if slot is not None else next(results)

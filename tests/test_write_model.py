@@ -151,6 +151,9 @@ def test_the_same_conversation_twice_in_one_run_is_refused_naming_both_places(db
     reason = summary.outcomes[2].reason
     assert "a.json" in reason and "'twice'" in reason and "own id" in reason
     assert [r[0] for r in db.cypher("MATCH (m:Message) RETURN m.text").rows] == ["I like tea"]
+    # Again: the first copy is now unchanged (skipped), and the identical second copy with it.
+    again = load_paths(db, [tmp_path / "a.json", tmp_path / "b.jsonl"], ONTO)
+    assert [o.status for o in again.outcomes] == ["skipped", "skipped", "failed"]
 
 
 # -- 5. numbers and names the two paths wrote differently ----------------------------------------------
