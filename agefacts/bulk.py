@@ -76,11 +76,17 @@ def _props(text: str | None) -> dict[str, Any]:
 class Stale:
     """What the old versions of replaced conversations touched: the statements they evidenced,
     the (subject label, subject key, predicate) groups of those statements, and the entities
-    they mentioned. After the new versions are written these are settled and recomputed."""
+    they mentioned. After the new versions are written these are settled and recomputed:
+    :meth:`BulkWriter.settle` returns what is left, with ``gone`` the statements it removed."""
 
     statements: set[str] = field(default_factory=set)
     groups: set[tuple[str, str, str]] = field(default_factory=set)
     entities: set[tuple[str, str]] = field(default_factory=set)
+    member_of: dict[str, tuple[str, str, str]] = field(default_factory=dict)  # statement -> its group
+    gone: set[str] = field(default_factory=set)
+    # Per statement or entity key, what its removed evidence or mention edges gave its rule
+    # (:func:`agefacts.derive.inputs_of`).
+    removed: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
 
     def __bool__(self) -> bool:
         return bool(self.statements or self.groups or self.entities)
@@ -136,16 +142,37 @@ class BulkWriter:
     def write(self, plans: Sequence[Plan]) -> None:
         self.write_batch(assemble(plans))
 
-    def write_batch(self, batch: Batch, stale: Stale | None = None, single_valued: Callable[[str], bool] | None = None) -> None:
+    def write_batch(
+        self,
+        batch: Batch,
+        stale: Stale | None = None,
+        single_valued: Callable[[str], bool] | None = None,
+        *,
+        regroup: bool = False,
+    ) -> None:
         """Write an assembled batch. All the Python work was done by :func:`assemble` (the
         loader runs it in its worker thread); what is left here is the database's. ``stale``
         is what :meth:`retract` returned for the replaced conversations of this batch: it is
-        settled once the new versions are written, and recomputed with the batch."""
+        settled once the new versions are written, and recomputed with the batch.
+
+        Supersession is recomputed for the groups whose members changed: a statement new to
+        the graph, one removed, or one whose ``recorded_at`` moved (the only input of
+        :func:`agefacts.derive.supersede` that is derived; the others are part of a statement's
+        key). ``regroup`` recomputes every group the batch touches instead, which also repairs
+        a graph that some other writer left wrong (``load --force``)."""
         self.db.ensure_labels(vertex=batch.vertex_labels, edge=batch.edge_labels)
         ids: dict[str, tuple[int, int]] = {}
         existed: set[str] = set()
         for label, rows in batch.vertices:
-            got, old = self._upsert_vertices(label, rows)
+            # An existing entity or statement keeps its derived properties until they are
+            # recomputed from the whole graph below (so that a change of a statement's
+            # recorded_at can be seen), or for good when its edges are written again alike.
+            keep = (
+                derive.STATEMENT_DERIVED if label == "Statement"
+                else () if label in CORE_VERTEX_LABELS
+                else derive.ENTITY_DERIVED
+            )
+            got, old = self._upsert_vertices(label, rows, keep)
             ids.update(got)
             existed |= old
         for label, erows in batch.edges:
@@ -160,18 +187,32 @@ class BulkWriter:
             if k in existed or k in batch.unsure:
                 entities[label].add(k)
         statements = {k for k in batch.statement_keys if k in existed}
-        groups = set(batch.groups)
+        alike = _rewritten_alike(batch, stale) if stale else set()
+        sv = single_valued or (lambda predicate: True)
+        member_of: dict[str, tuple[str, str, str]] = {}
+        if regroup:
+            groups = set(batch.groups)
+        else:
+            groups = {batch.member_of[k] for k in batch.statement_keys - existed if k in batch.member_of}
         if stale:
             left = self.settle(stale)
             for label, k in left.entities:
                 entities[label].add(k)
             statements |= left.statements
-            groups |= {g for g in left.groups if single_valued is None or single_valued(g[2])}
-        self.recompute(entities, statements, groups)
+            member_of = {k: g for k, g in left.member_of.items() if sv(g[2])}
+            if regroup:
+                groups |= {g for g in left.groups if sv(g[2])}
+            else:
+                groups |= {g for k, g in member_of.items() if k in left.gone}
+        member_of.update(batch.member_of)
+        self.recompute({label: keys - alike for label, keys in entities.items()}, statements - alike, groups, member_of)
 
-    def _upsert_vertices(self, label: str, rows: str) -> tuple[dict[str, tuple[int, int]], set[str]]:
-        """Insert or merge; return each key's id as (label id, entry), and the keys that
-        existed before. Ids travel as pairs because graphid's text input is unreliable on the
+    def _upsert_vertices(
+        self, label: str, rows: str, keep: Sequence[str] = ()
+    ) -> tuple[dict[str, tuple[int, int]], set[str]]:
+        """Insert or merge (leaving the properties named in ``keep`` of an existing vertex as
+        they are); return each key's id as (label id, entry), and the keys that existed
+        before. Ids travel as pairs because graphid's text input is unreliable on the
         embedded engine (32-bit), while ``_graphid(label, entry)`` builds one correctly."""
         lid, _ = self._label(label)
         table = self._table(label)
@@ -180,12 +221,12 @@ class BulkWriter:
             "SELECT ag_catalog._graphid(%s, nextval(%s::regclass)), (r.p::text)::" + AG + " "
             "FROM jsonb_array_elements(%s::jsonb) AS r(p) "
             "ON CONFLICT (" + KEY_INDEXED + ") "
-            "DO UPDATE SET properties = (((v.properties::text)::jsonb || (EXCLUDED.properties::text)::jsonb)::text)::" + AG + " "
+            "DO UPDATE SET properties = (((v.properties::text)::jsonb || ((EXCLUDED.properties::text)::jsonb - %s::text[]))::text)::" + AG + " "
             # xmax is 0 on a freshly inserted row and set on one that ON CONFLICT updated.
             "RETURNING v.id::text, " + KEY.format(t="v") + "::text, v.xmax::text <> '0'"
         ).format(t=table)
         out, existed = {}, set()
-        for gid, key, old in self.db.execute(q, (lid, self._seq(label), rows)):
+        for gid, key, old in self.db.execute(q, (lid, self._seq(label), rows, list(keep))):
             n = int(gid)
             out[key] = (n >> 48, n & _ENTRY)  # an agtype string cast to text is the bare string
             if old:
@@ -229,38 +270,48 @@ class BulkWriter:
                 # Ends are read as ids here and resolved to keys below, once per distinct id
                 # and in their own label's table (the user is the subject of many statements).
                 "SELECT 's', " + KEY.format(t="v") + "::text, so.start_id::text, "
-                "  ag_catalog.agtype_access_operator(v.properties, '\"predicate\"'::" + AG + ")::text FROM s "
+                "  ag_catalog.agtype_access_operator(v.properties, '\"predicate\"'::" + AG + ")::text, s.id::text FROM s "
                 "CROSS JOIN LATERAL (SELECT v.properties FROM {st} v WHERE v.id = s.id OFFSET 0) v "
                 "CROSS JOIN LATERAL (SELECT so.start_id FROM {so} so WHERE so.end_id = s.id OFFSET 0) so "
                 "UNION ALL "
-                "SELECT 'e', NULL, mi.start_id::text, NULL FROM c "
+                "SELECT 'e', NULL, mi.start_id::text, NULL, NULL FROM c "
                 "CROSS JOIN LATERAL (SELECT mi.start_id FROM {mi} mi WHERE mi.end_id = c.id OFFSET 0) mi"
             ).format(**fmt),
             (list(conversation_keys),),
         )
-        keys = self._keys_of({int(xid) for _, _, xid, _ in rows})
-        for kind, sk, xid, pred in rows:
+        keys = self._keys_of({int(xid) for _, _, xid, _, _ in rows})
+        key_of: dict[int, str] = {}
+        for kind, sk, xid, pred, sid in rows:
             n = int(xid)
             label, xk = self._label_name(n >> 48), keys[n]
             if kind == "s":
                 stale.statements.add(sk)
                 stale.groups.add((label, xk, pred))
+                stale.member_of[sk] = (label, xk, pred)
+                key_of[int(sid)] = sk
             else:
                 stale.entities.add((label, xk))
-        self.db.execute(
+                key_of[n] = xk
+        # The deleted evidence and mentions come back, so that a vertex whose edges the new
+        # version writes again alike can be left as it is.
+        for kind, vid, props in self.db.execute(
             sql.SQL(
                 scope + ", "
-                "d1 AS (DELETE FROM {eb} e WHERE e.end_id = ANY(ARRAY(SELECT id FROM m)) RETURNING 1), "
-                "d2 AS (DELETE FROM {mi} e WHERE e.end_id = ANY(ARRAY(SELECT id FROM c)) RETURNING 1), "
+                "d1 AS (DELETE FROM {eb} e WHERE e.end_id = ANY(ARRAY(SELECT id FROM m)) RETURNING e.start_id, e.properties), "
+                "d2 AS (DELETE FROM {mi} e WHERE e.end_id = ANY(ARRAY(SELECT id FROM c)) RETURNING e.start_id, e.properties), "
                 "d3 AS (DELETE FROM {po} e WHERE e.end_id = ANY(ARRAY(SELECT id FROM c)) RETURNING 1), "
                 "d4 AS (DELETE FROM {msg} v WHERE v.id = ANY(ARRAY(SELECT id FROM m)) RETURNING 1), "
                 # The conversation vertex too: its title is the version's, not its key's.
                 "d5 AS (DELETE FROM {cv} v WHERE v.id = ANY(ARRAY(SELECT id FROM c)) RETURNING 1) "
-                "SELECT (SELECT count(*) FROM d1), (SELECT count(*) FROM d2), (SELECT count(*) FROM d3), "
-                "(SELECT count(*) FROM d4), (SELECT count(*) FROM d5)"
+                "SELECT 'e', start_id::text, properties::text FROM d1 UNION ALL "
+                "SELECT 'm', start_id::text, properties::text FROM d2 UNION ALL "
+                "SELECT 'n', NULL, ((SELECT count(*) FROM d3) + (SELECT count(*) FROM d4) + (SELECT count(*) FROM d5))::text"
             ).format(**fmt),
             (list(conversation_keys),),
-        )
+        ):
+            if kind != "n" and int(vid) in key_of:
+                fields = derive.EVIDENCE_INPUTS if kind == "e" else derive.MENTION_INPUTS
+                stale.removed[key_of[int(vid)]].append(derive.inputs_of(_props(props), fields))
         return stale
 
     def _keys_of(self, ids: set[int]) -> dict[int, str]:
@@ -326,6 +377,9 @@ class BulkWriter:
             statements=stale.statements - gone,
             groups={g for g in stale.groups if (g[0], g[1]) not in dropped},
             entities=stale.entities - dropped,
+            member_of={k: g for k, g in stale.member_of.items() if (g[0], g[1]) not in dropped},
+            gone=gone,
+            removed=stale.removed,
         )
 
     def _fmt(self) -> dict[str, Any]:
@@ -350,14 +404,16 @@ class BulkWriter:
         entities: Mapping[str, set[str]],
         statements: set[str],
         groups: set[tuple[str, str, str]],
+        member_of: Mapping[str, tuple[str, str, str]] | None = None,
     ) -> None:
         """Apply :mod:`agefacts.derive` to the given entities (by label), statements and
-        single-valued groups, from the rows the graph holds now, and write what changed."""
+        single-valued groups, from the rows the graph holds now, and write what changed. A
+        statement whose ``recorded_at`` changes brings its group (``member_of``) along."""
         for label, keys in sorted(entities.items()):
             if keys:
                 self._recompute_entities(label, sorted(keys))
-        if statements:
-            self._recompute_statements(sorted(statements))
+        moved = self._recompute_statements(sorted(statements)) if statements else set()
+        groups = set(groups) | {member_of[k] for k in moved if member_of and k in member_of}
         if groups:
             self._supersede(sorted(groups))
 
@@ -403,14 +459,19 @@ class BulkWriter:
                 patches += _patch(vid, props, target)
         self._write_patches(label, patches)
 
-    def _recompute_statements(self, keys: list[str]) -> None:
+    def _recompute_statements(self, keys: list[str]) -> set[str]:
+        """Returns the statements whose ``recorded_at`` changed."""
         rows = self._edges_of("Statement", keys, "EVIDENCED_BY")
-        patches = []
+        patches, moved = [], set()
         for k, (vid, props, evidence) in rows.items():
             target = derive.statement_props(evidence)
             if target is not None:
-                patches += _patch(vid, props, target)
+                patch = _patch(vid, props, target)
+                if patch and ("recorded_at" in patch[0]["set"] or "recorded_at" in patch[0]["unset"]):
+                    moved.add(k)
+                patches += patch
         self._write_patches("Statement", patches)
+        return moved
 
     def _write_patches(self, label: str, patches: list[dict[str, Any]]) -> None:
         """Set and remove properties of vertices by id: ``{"a": label id, "b": entry, "set":
@@ -510,6 +571,19 @@ class BulkWriter:
             self._insert_edges("SUPERSEDES", edges)
 
 
+def _rewritten_alike(batch: Batch, stale: Stale) -> set[str]:
+    """The vertices whose removed mention or evidence edges the batch writes again with the
+    same inputs to their rule: their derived properties stand as they are."""
+    out = set()
+    for k, was in stale.removed.items():
+        now = batch.edges_of.get(k, ())
+        if len(now) == len(was):
+            fields = derive.EVIDENCE_INPUTS if k in stale.statements else derive.MENTION_INPUTS
+            if sorted(was) == sorted(derive.inputs_of(p, fields) for p in now):
+                out.add(k)
+    return out
+
+
 def _value_ident(value: Any) -> str:
     # The Cypher compares coalesce(o.k, s.value); here an object is its vertex id ("id:..."),
     # a literal its JSON text, and a predicate takes one kind, so the two never meet.
@@ -532,12 +606,12 @@ def _precompute(
     vertices: dict[str, dict[str, dict[str, Any]]],
     entity_labels: dict[str, str],
     statement_keys: set[str],
-) -> set[str]:
+) -> tuple[set[str], dict[str, list[dict[str, Any]]]]:
     """Fill in the derived properties of this batch's entities and statements from the
     batch's own edges, by :mod:`agefacts.derive` (right for vertices the batch creates; the
     writer recomputes those that existed from the whole graph). Returns the entities whose
     mention words need the engine's text order (more than one distinct word), which are left
-    to the writer's recompute."""
+    to the writer's recompute, and each vertex's mention or evidence edges of the batch."""
     mentions: dict[str, list[dict[str, Any]]] = defaultdict(list)
     evidence: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for p in plans:
@@ -558,7 +632,7 @@ def _precompute(
         target = derive.statement_props(evidence[k])
         if target is not None:
             _apply(vertices["Statement"][k], target)
-    return unsure
+    return unsure, {**mentions, **evidence}
 
 
 def _apply(props: dict[str, Any], target: Mapping[str, Any]) -> None:
@@ -583,6 +657,8 @@ class Batch:
     statement_keys: set[str]
     unsure: set[str]
     groups: list[tuple[str, str, str]]
+    member_of: dict[str, tuple[str, str, str]]
+    edges_of: dict[str, list[dict[str, Any]]]  # entity or statement key -> its mention or evidence edges' properties
 
 
 def assemble(plans: Sequence[Plan]) -> Batch:
@@ -595,7 +671,7 @@ def assemble(plans: Sequence[Plan]) -> Batch:
     statement_keys = {k for p in plans for k in p.statements}
     # What a new vertex's recomputed properties will be, from this batch alone; a vertex
     # that already existed is recomputed from the whole graph when written instead.
-    unsure = _precompute(plans, vertices, entity_labels, statement_keys)
+    unsure, edges_of = _precompute(plans, vertices, entity_labels, statement_keys)
     edges: dict[str, dict[str, tuple[str, str, str]]] = defaultdict(dict)
     for p in plans:
         for e in p.edges:
@@ -610,4 +686,6 @@ def assemble(plans: Sequence[Plan]) -> Batch:
         statement_keys=statement_keys,
         unsure=unsure,
         groups=sorted({g for p in plans for g in p.groups}),
+        member_of={k: g for p in plans for k, g in p.member_of.items()},
+        edges_of=edges_of,
     )

@@ -82,6 +82,8 @@ class Plan:
     entities: list[tuple[str, str]] = field(default_factory=list)  # (label, k) to recompute
     statements: list[str] = field(default_factory=list)  # statement keys to recompute
     groups: list[tuple[str, str, str]] = field(default_factory=list)  # (label, subject k, predicate)
+    # The group of each statement of a single-valued predicate (statement key -> group).
+    member_of: dict[str, tuple[str, str, str]] = field(default_factory=dict)
     followups: list[FollowupRow] = field(default_factory=list)
     counts: dict[str, Any] = field(default_factory=dict)
 
@@ -233,6 +235,7 @@ def plan(conv: Conversation, result: ConversationResult, ontology: Ontology) -> 
         spec = ontology.predicate(fact.predicate)
         if spec is not None and spec.single_valued:
             p.groups.append((sl, sk, fact.predicate))
+            p.member_of[stk] = (sl, sk, fact.predicate)
 
     for f in result.followups:
         h = f.handle

@@ -19,6 +19,7 @@ differential property test holds the two equal on generated groups.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -26,15 +27,33 @@ from typing import Any
 from .keys import supersedes_key
 
 __all__ = [
+    "ENTITY_DERIVED",
+    "EVIDENCE_INPUTS",
+    "MENTION_INPUTS",
+    "STATEMENT_DERIVED",
     "Member",
     "Succession",
     "entity_props",
+    "inputs_of",
     "statement_props",
     "supersede",
     "supersession_key",
 ]
 
 Order = Callable[[Iterable[str]], list[str]]
+
+# What :func:`statement_props` computes; what a writer must not take from one conversation.
+STATEMENT_DERIVED = ("recorded_at", "confidence", "model", "extractor", "schema_ref")
+ENTITY_DERIVED = ("name", "attrs", "resolution", "mentions")  # what :func:`entity_props` computes
+# The edge properties each rule reads: edges that agree on these give the same result, so a
+# vertex whose edges were replaced by equal ones needs no recomputing.
+MENTION_INPUTS = ("k", "at", "name", "attrs", "mentions")
+EVIDENCE_INPUTS = ("k", "at", "confidence", "model", "extractor", "schema_ref")
+
+
+def inputs_of(props: Mapping[str, Any], fields: Sequence[str]) -> str:
+    """What of an edge's properties a rule reads, as comparable text."""
+    return json.dumps([props.get(f) for f in fields], sort_keys=True, ensure_ascii=False)
 
 
 def entity_props(mentions: Sequence[Mapping[str, Any]], order: Order = sorted) -> dict[str, Any] | None:
@@ -71,7 +90,7 @@ def statement_props(evidence: Sequence[Mapping[str, Any]]) -> dict[str, Any] | N
         "recorded_at": first[0].get("at"),
         "confidence": max(confidences) if confidences else None,
     }
-    for f in ("model", "extractor", "schema_ref"):
+    for f in STATEMENT_DERIVED[2:]:
         out[f] = next((e[f] for e in first if e.get(f) is not None), None)
     return out
 

@@ -373,7 +373,7 @@ class Loader:
                     self._check(entries)
                     writer = self._writer_for()
                     stale = writer.retract([conversation_key(*e.ident) for e in entries if e.replaces])
-                    writer.write_batch(assembled, stale, self._single_valued)
+                    writer.write_batch(assembled, stale, self._single_valued, regroup=self.force)
                     self._record([ledger.Loaded(e.conv, e.content_hash, e.plan, e.source) for e in entries])
 
             try:
@@ -433,7 +433,7 @@ class Loader:
             if self.via == "bulk":
                 from .bulk import assemble
 
-                writer.write_batch(assemble([p]), stale, self._single_valued)
+                writer.write_batch(assemble([p]), stale, self._single_valued, regroup=self.force)
             else:
                 for line in executable(to_cypher(p)):
                     self.db.cypher_raw(line)
