@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
 
-.PHONY: install system-deps demo test test-server bench clean
+.PHONY: install system-deps lint demo test test-server bench clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,8 +25,14 @@ system-deps:
 		echo "the tests need graphviz and chromium: sudo apt-get install graphviz chromium" >&2; exit 1; \
 	fi
 
+# Lint and types first (seconds): a new finding fails the test command, as a failing test does.
+lint: install
+	$(BIN)/ruff check agefacts tests
+	$(BIN)/ruff format --check agefacts tests
+	$(BIN)/mypy
+
 # pytest exits 5 when it collected no tests: that is a broken test command, not a pass.
-test: install system-deps
+test: lint system-deps
 	@$(BIN)/python -m pytest $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest ran no tests: treating that as a failure" >&2; exit 1; fi; \
 	exit $$rc

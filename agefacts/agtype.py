@@ -13,11 +13,21 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-__all__ = ["Vertex", "Edge", "Path", "decode", "AgtypeError"]
+# The JSON string scanner the json module uses (its type stubs leave it out).
+_scanstring: Callable[[str, int], tuple[str, int]] = json.decoder.scanstring  # type: ignore[attr-defined]
+
+__all__ = [
+    "AgtypeError",
+    "Edge",
+    "Path",
+    "Vertex",
+    "decode",
+]
 
 
 class AgtypeError(ValueError):
@@ -97,12 +107,13 @@ def _value(s: str, i: int) -> tuple[Any, int]:
     if i >= len(s):
         raise AgtypeError("agtype text ended early")
     c = s[i]
+    value: Any
     if c == "{":
         value, i = _object(s, i + 1)
     elif c == "[":
         value, i = _array(s, i + 1)
     elif c == '"':
-        value, i = json.decoder.scanstring(s, i + 1)
+        value, i = _scanstring(s, i + 1)
     else:
         for word, word_value in _WORDS.items():
             if s.startswith(word, i):
@@ -133,7 +144,7 @@ def _object(s: str, i: int) -> tuple[dict[str, Any], int]:
         i = _skip(s, i)
         if i >= len(s) or s[i] != '"':
             raise AgtypeError(f"expected a key at {i}")
-        key, i = json.decoder.scanstring(s, i + 1)
+        key, i = _scanstring(s, i + 1)
         i = _skip(s, i)
         if i >= len(s) or s[i] != ":":
             raise AgtypeError(f"expected ':' at {i}")

@@ -40,7 +40,13 @@ from .models import Conversation
 from .ontology import Ontology
 from .query import digest, facts
 
-__all__ = ["generate", "run_bench", "BenchResult"]
+__all__ = [
+    "BenchResult",
+    "edit",
+    "engine_pid_for",
+    "generate",
+    "run_bench",
+]
 
 _FIRST = ["Ana", "Ben", "Chloé", "Dmitri", "Eun-ji", "Farah", "Gustavo", "Hiro", "Ines", "Jonas", "Kemi", "Lars", "Maya", "Nikhil", "Olga", "Pablo"]
 _PLACES = ["Lyon", "Oslo", "Bergen", "Kyoto", "Lagos", "Quito", "Porto", "Tallinn", "Hobart", "Montréal", "Da Nang", "Graz"]
@@ -50,14 +56,14 @@ _JOBS = ["nurse", "data engineer", "teacher", "architect", "chef", "pilot", "tra
 _ACTS = [("yoga", "TU"), ("choir", "WE"), ("five-a-side", "TH"), ("Spanish class", "MO"), ("book club", "FR")]
 
 
-def _ent(handle: str, typ: str, name: str, **attrs: str) -> dict:
-    e = {"handle": handle, "type": typ, "mention": name, "resolution": "resolved", "name": name}
+def _ent(handle: str, typ: str, name: str, **attrs: str) -> dict[str, Any]:
+    e: dict[str, Any] = {"handle": handle, "type": typ, "mention": name, "resolution": "resolved", "name": name}
     if attrs:
         e["attrs"] = attrs
     return e
 
 
-def _stmt(subject: str, predicate: str, quote: str, obj: str | None = None, value: Any = None, **kw: Any) -> dict:
+def _stmt(subject: str, predicate: str, quote: str, obj: str | None = None, value: Any = None, **kw: Any) -> dict[str, Any]:
     d = {"subject": subject, "predicate": predicate, "quote": quote, "polarity": "asserted", "tense": "current", "confidence": 0.9}
     if obj is not None:
         d["object"] = obj
@@ -67,21 +73,23 @@ def _stmt(subject: str, predicate: str, quote: str, obj: str | None = None, valu
     return d
 
 
-def generate(statements: int, per_conversation: int = 10, seed: int = 7) -> list[dict]:
+def generate(statements: int, per_conversation: int = 10, seed: int = 7) -> list[dict[str, Any]]:
     """Conversations (as JSON-ready dicts) holding about ``statements`` statements."""
     rng = random.Random(seed)
     n_conv = max(1, -(-statements // per_conversation))
-    out: list[dict] = []
+    out: list[dict[str, Any]] = []
     made = 0
     for c in range(n_conv):
         ns = f"person{c // 20:05d}"  # twenty conversations per person: entities recur
         day = 86400 * (c % 20 * 9 + rng.randrange(0, 7))
         base = 1_700_000_000 + day
-        turns: list[dict] = []
+        turns: list[dict[str, Any]] = []
         want = min(per_conversation, statements - made)
         handles: dict[tuple[str, str], str] = {}
 
-        def handle(typ: str, name: str) -> tuple[str, dict | None]:
+        def handle(
+            typ: str, name: str, handles: dict[tuple[str, str], str] = handles
+        ) -> tuple[str, dict[str, Any] | None]:
             key = (typ, name)
             if key in handles:
                 return handles[key], None
@@ -145,11 +153,11 @@ def generate(statements: int, per_conversation: int = 10, seed: int = 7) -> list
     return out
 
 
-def edit(conv: dict, seed: int) -> dict:
+def edit(conv: dict[str, Any], seed: int) -> dict[str, Any]:
     """Another version of a generated conversation: its first user turn says one thing more
     and its last statement is taken back, so both retraction and new writes happen."""
     rng = random.Random(seed)
-    out = json.loads(json.dumps(conv))
+    out: dict[str, Any] = json.loads(json.dumps(conv))
     users = [t for t in out["turns"] if t["speaker"] == "user" and t["recorded"]["statements"]]
     first, last = users[0], users[-1]
     like = rng.choice(_LIKES)
@@ -170,8 +178,8 @@ class BenchResult:
         lines = [f"engine: {d['engine']}", f"statements: {d['statements']} ({d['conversations']} conversations)", ""]
         lines.append(f"{'path':<23} {'statements':>10} {'seconds':>9} {'statements/s':>13} {'peak RSS MB':>12}")
         for name, p in d["paths"].items():
-            rss = "" if p.get("peak_rss_mb") is None else f"{p['peak_rss_mb']:.0f}"
-            lines.append(f"{name:<23} {p['statements']:>10} {p['seconds']:>9.2f} {p['statements_per_s']:>13.0f} {rss:>12}")
+            peak = "" if p.get("peak_rss_mb") is None else f"{p['peak_rss_mb']:.0f}"
+            lines.append(f"{name:<23} {p['statements']:>10} {p['seconds']:>9.2f} {p['statements_per_s']:>13.0f} {peak:>12}")
         lines.append("")
         for k, v in d["ratios"].items():
             lines.append(f"{k:<28} {v:>8.2f}")
@@ -193,7 +201,9 @@ def _rss_mb(pid: int | None) -> tuple[float | None, float | None]:
         fields = dict(line.split(":", 1) for line in open(f"/proc/{pid}/status"))
     except OSError:
         return None, None
-    kb = lambda k: float(fields[k].split()[0]) / 1024 if k in fields else None  # noqa: E731
+    def kb(k: str) -> float | None:
+        return float(fields[k].split()[0]) / 1024 if k in fields else None
+
     return kb("VmRSS"), kb("VmHWM")
 
 
@@ -222,8 +232,6 @@ def run_bench(
     def fresh(name: str) -> Database:
         db = Database(dsn, f"{graph_prefix}_{name}").connect()
         db.drop_graph()
-        db.execute("DELETE FROM agefacts.ingest_log WHERE graph = %s", (db.graph,))
-        db.execute("DELETE FROM agefacts.questions WHERE graph = %s", (db.graph,))
         db.ensure_graph()
         return db
 
@@ -257,7 +265,7 @@ def run_bench(
     secs, _ = _timed(lambda: load(db, edited))
     paths["replace"] = {"statements": n_edited, "seconds": secs}
     final = list(convs)
-    for i, c in zip(chosen, edited):
+    for i, c in zip(chosen, edited, strict=True):
         final[i] = c
     log("fresh load of the final versions, for the digest")
     final_db = fresh("final")
@@ -273,7 +281,7 @@ def run_bench(
 
     for k in rng.sample(keys, min(60, len(keys))):
         t0 = time.perf_counter()
-        facts(db, json.loads(k))
+        facts(db, json.loads(k or "null"))
         times.append((time.perf_counter() - t0) * 1000)
     times.sort()
     facts_ms = {"p50": statistics.median(times), "p95": times[max(0, int(len(times) * 0.95) - 1)]}
@@ -310,7 +318,7 @@ def run_bench(
     log("copy: the same rows into a plain table")
     # One row per key, as the graph holds them: conversations share entities and statements,
     # and a plain COPY into a table with a primary key would fail on the repeats.
-    by_key: dict[str, dict] = {}
+    by_key: dict[str, dict[str, Any]] = {}
     for c in convs:
         p = plan(c, result_of(c, ontology), ontology)
         for v in p.vertices:
@@ -354,7 +362,7 @@ def run_bench(
     return BenchResult(data)
 
 
-def _copy(db: Database, rows: list[dict]) -> float:
+def _copy(db: Database, rows: list[dict[str, Any]]) -> float:
     """Time the engine taking ``rows`` into a plain table with a unique key."""
     db.execute("CREATE SCHEMA IF NOT EXISTS agefacts_bench")
     db.execute("DROP TABLE IF EXISTS agefacts_bench.rows")

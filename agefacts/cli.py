@@ -11,16 +11,24 @@ import json
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from . import __version__
-from .errors import AgeFactsError
+if TYPE_CHECKING:
+    from .db import Database
+    from .errors import InputError
+    from .extract import ConversationOutcome
+    from .models import Conversation
+    from .ontology import Ontology
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+from ._version import __version__
+from .errors import AgeFactsError, UsageError
 
+__all__ = [
+    "build_parser",
+    "main",
+]
 
-class UsageError(AgeFactsError):
-    pass
+_EXIT_OK, _EXIT_FAILED, _EXIT_USAGE = 0, 1, 2
 
 
 # -- shared options ---------------------------------------------------------------------------
@@ -45,7 +53,7 @@ def _format_option(p: argparse.ArgumentParser, choices: Sequence[str] = ("table"
     p.add_argument("--format", choices=list(choices), default="table", help="output format")
 
 
-def _open_db(args: argparse.Namespace):
+def _open_db(args: argparse.Namespace) -> Database:
     from .db import Database, resolve_dsn
 
     return Database(resolve_dsn(args.dsn), args.graph).connect()
@@ -73,7 +81,7 @@ def _parse_params(items: Sequence[str] | None) -> dict[str, Any]:
 
 
 # -- db -----------------------------------------------------------------------------------------
-def cmd_db(args: argparse.Namespace) -> int:
+def _cmd_db(args: argparse.Namespace) -> int:
     from .engine import Engine
 
     engine = Engine()
@@ -81,10 +89,10 @@ def cmd_db(args: argparse.Namespace) -> int:
         state, started = engine.start(data=args.data, port=args.port)
         word = "started" if started else "already running"
         _print(f"embedded engine {word}: pid {state.pid}, port {state.port}, data {state.data}")
-        return EXIT_OK
+        return _EXIT_OK
     if args.db_command == "stop":
         _print("embedded engine stopped" if engine.stop() else "embedded engine was not running")
-        return EXIT_OK
+        return _EXIT_OK
     if args.db_command == "status":
         status = engine.status()
         if args.format == "json":
@@ -96,24 +104,24 @@ def cmd_db(args: argparse.Namespace) -> int:
             )
         else:
             _print("not running")
-        return EXIT_OK if status["running"] else 3
+        return _EXIT_OK if status["running"] else 3
     if args.db_command == "url":
-        state = engine.state()
-        if state is None:
+        running = engine.state()
+        if running is None:
             raise AgeFactsError("the embedded engine is not running; start it with `agefacts db start`")
-        _print(state.dsn)
-        return EXIT_OK
+        _print(running.dsn)
+        return _EXIT_OK
     raise UsageError("usage: agefacts db {start,stop,status,url}")
 
 
 # -- query ----------------------------------------------------------------------------------------
-def cmd_query(args: argparse.Namespace) -> int:
+def _cmd_query(args: argparse.Namespace) -> int:
     from . import output, query
 
     if args.list:
         rows = [(q.name, q.kind, q.params_doc, q.description) for q in query.named_queries().values()]
         _print(output.render(["name", "kind", "params", "description"], rows, args.format))
-        return EXIT_OK
+        return _EXIT_OK
     if bool(args.cypher) == bool(args.name):
         raise UsageError("agefacts query takes a Cypher query or --name NAME (see --list), not both")
     params = _parse_params(args.param)
@@ -124,30 +132,30 @@ def cmd_query(args: argparse.Namespace) -> int:
         else:
             table = query.run(db, args.cypher, params, columns)
     _print(output.render(table.columns, table.rows, args.format))
-    return EXIT_OK
+    return _EXIT_OK
 
 
-def cmd_facts(args: argparse.Namespace) -> int:
+def _cmd_facts(args: argparse.Namespace) -> int:
     from . import output, query
 
     with _open_db(args) as db:
         table = query.facts(db, args.entity, namespace=args.namespace, valid_at=args.valid_at, known_at=args.known_at)
     keep = ["subject", "predicate", "value", "object", "valid_from", "valid_until", "recorded_at", "superseded_at", "quote", "conversation"]
     _print(output.render_some(table.columns, table.rows, args.format, keep))
-    return EXIT_OK
+    return _EXIT_OK
 
 
-def cmd_history(args: argparse.Namespace) -> int:
+def _cmd_history(args: argparse.Namespace) -> int:
     from . import output, query
 
     with _open_db(args) as db:
         table = query.history(db, args.entity, args.predicate, namespace=args.namespace)
     keep = ["subject", "kind", "value", "object", "valid_from", "valid_until", "recorded_at", "superseded_at", "quote"]
     _print(output.render_some(table.columns, table.rows, args.format, keep))
-    return EXIT_OK
+    return _EXIT_OK
 
 
-def cmd_ask(args: argparse.Namespace) -> int:
+def _cmd_ask(args: argparse.Namespace) -> int:
     from . import output
     from .retrieve import ask
 
@@ -156,19 +164,19 @@ def cmd_ask(args: argparse.Namespace) -> int:
                      valid_at=args.valid_at, known_at=args.known_at)
     if args.format == "json":
         _print(json.dumps(answer.to_json(), ensure_ascii=False, indent=2))
-        return EXIT_OK
+        return _EXIT_OK
     if not answer.entities:
         _print("The question names no known entity.")
-        return EXIT_OK
+        return _EXIT_OK
     _print("Linked: " + ", ".join(f"{e.name or e.key} ({e.surface!r})" for e in answer.entities))
     cols = ["subject", "predicate", "value", "object", "valid_from", "valid_until", "quote", "conversation", "message"]
     _print(output.render(cols, [[f[c] for c in cols] for f in answer.facts], "table"))
     for r in answer.rejected:
         _print(f"not served: {r['subject']} {r['predicate']} {r['object'] or r['value']}: {r['reason']}")
-    return EXIT_OK
+    return _EXIT_OK
 
 
-def cmd_show(args: argparse.Namespace) -> int:
+def _cmd_show(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from . import picture, query
@@ -191,10 +199,10 @@ def cmd_show(args: argparse.Namespace) -> int:
     else:
         raise UsageError(f"--out {out}: give a .html or .svg file")
     _print(f"wrote {out} ({len(rows)} facts about {entity['name'] or entity['key']})")
-    return EXIT_OK
+    return _EXIT_OK
 
 
-def cmd_bench(args: argparse.Namespace) -> int:
+def _cmd_bench(args: argparse.Namespace) -> int:
     from .bench import engine_pid_for, run_bench
     from .db import resolve_dsn
 
@@ -209,34 +217,40 @@ def cmd_bench(args: argparse.Namespace) -> int:
         log=(lambda s: print(f"bench: {s}", file=sys.stderr)) if not args.json else (lambda s: None),
     )
     _print(json.dumps(result.data, indent=2) if args.json else result.table())
-    return EXIT_OK
+    return _EXIT_OK
 
 
-def cmd_digest(args: argparse.Namespace) -> int:
+def _cmd_digest(args: argparse.Namespace) -> int:
     from . import query
 
     with _open_db(args) as db:
         _print(query.digest(db))
-    return EXIT_OK
+    return _EXIT_OK
 
 
-def _ontology(args: argparse.Namespace):
+def _ontology(args: argparse.Namespace) -> Ontology:
     from .ontology import load_ontology
 
     return load_ontology(getattr(args, "ontology", None))
 
 
-def _one_or_more_conversations(paths: Sequence[str]):
+def _one_or_more_conversations(
+    paths: Sequence[str],
+) -> tuple[list[tuple[str, Conversation]], list[tuple[str, InputError]]]:
     from .errors import InputError
-    from .load import read_conversations
+    from .inputs import read_conversations
 
-    good, bad = [], []
+    good: list[tuple[str, Conversation]] = []
+    bad: list[tuple[str, InputError]] = []
     for source, item in read_conversations(paths):
-        (bad if isinstance(item, InputError) else good).append((source, item))
+        if isinstance(item, InputError):
+            bad.append((source, item))
+        else:
+            good.append((source, item))
     return good, bad
 
 
-def cmd_schema(args: argparse.Namespace) -> int:
+def _cmd_schema(args: argparse.Namespace) -> int:
     from .models import Conversation, ConversationResult
 
     if args.what == "conversation":
@@ -246,10 +260,10 @@ def cmd_schema(args: argparse.Namespace) -> int:
     else:
         schema = _ontology(args).result_schema()
     _print(json.dumps(schema, indent=2, ensure_ascii=False))
-    return EXIT_OK
+    return _EXIT_OK
 
 
-def cmd_compile(args: argparse.Namespace) -> int:
+def _cmd_compile(args: argparse.Namespace) -> int:
     from .compile import compile_conversation
 
     ontology = _ontology(args)
@@ -258,10 +272,10 @@ def cmd_compile(args: argparse.Namespace) -> int:
         sys.stdout.write(compile_conversation(conv, ontology))
     for _, exc in bad:
         print(f"agefacts: error: {exc}", file=sys.stderr)
-    return EXIT_FAILED if bad else EXIT_OK
+    return _EXIT_FAILED if bad else _EXIT_OK
 
 
-def cmd_load(args: argparse.Namespace) -> int:
+def _cmd_load(args: argparse.Namespace) -> int:
     from .load import load_paths, terminal_progress
 
     ontology = _ontology(args)
@@ -274,10 +288,10 @@ def cmd_load(args: argparse.Namespace) -> int:
         _print(json.dumps(summary.to_json(), ensure_ascii=False, indent=2))
     else:
         _print(summary.text())
-    return EXIT_FAILED if summary.failed else EXIT_OK
+    return _EXIT_FAILED if summary.failed else _EXIT_OK
 
 
-def cmd_extract(args: argparse.Namespace) -> int:
+def _cmd_extract(args: argparse.Namespace) -> int:
     import asyncio
     from pathlib import Path
 
@@ -297,7 +311,7 @@ def cmd_extract(args: argparse.Namespace) -> int:
         retries=args.retries,
     )
 
-    async def run():
+    async def run() -> list[ConversationOutcome]:
         async with client:
             return await extract_all(client, [c for _, c in good], ontology, args.concurrency)
 
@@ -313,10 +327,10 @@ def cmd_extract(args: argparse.Namespace) -> int:
             failed = True
             print(f"agefacts: error: {err}", file=sys.stderr)
     _print(f"extracted {len(outcomes)} conversation(s) into {out}")
-    return EXIT_FAILED if failed else EXIT_OK
+    return _EXIT_FAILED if failed else _EXIT_OK
 
 
-def cmd_grade(args: argparse.Namespace) -> int:
+def _cmd_grade(args: argparse.Namespace) -> int:
     from . import output
     from .consolidate import result_of
     from .grade import combine, grade
@@ -335,10 +349,10 @@ def cmd_grade(args: argparse.Namespace) -> int:
         _print(output.render(cols, table_rows, "table"))
     else:
         _print(output.render(list(rows[0]) if rows else [], [list(r.values()) for r in rows], args.format))
-    return EXIT_FAILED if bad else EXIT_OK
+    return _EXIT_FAILED if bad else _EXIT_OK
 
 
-def cmd_demo(args: argparse.Namespace) -> int:
+def _cmd_demo(args: argparse.Namespace) -> int:
     from importlib import resources
 
     from . import output, query
@@ -360,7 +374,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         )
     _print("\nSome facts, with the words they were read from:")
     _print(output.render(table.columns, table.rows, "table"))
-    return EXIT_FAILED if summary.failed else EXIT_OK
+    return _EXIT_FAILED if summary.failed else _EXIT_OK
 
 
 # -- the parser -----------------------------------------------------------------------------------
@@ -389,7 +403,7 @@ def build_parser() -> argparse.ArgumentParser:
     s = dbsub.add_parser("status", help="is the embedded engine running? (exit 3 when not)")
     _format_option(s)
     dbsub.add_parser("url", help="print the embedded engine's DSN")
-    p.set_defaults(func=cmd_db)
+    p.set_defaults(func=_cmd_db)
 
     p = sub.add_parser("query", parents=[dbo], help="run a Cypher query and print the rows")
     p.add_argument("cypher", nargs="?", help="the Cypher query")
@@ -398,31 +412,31 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--param", action="append", metavar="NAME=VALUE", help="a query parameter ($NAME)")
     p.add_argument("--columns", help="comma-separated result column names (default: read from RETURN)")
     _format_option(p, ("table", "json", "jsonl", "csv"))
-    p.set_defaults(func=cmd_query)
+    p.set_defaults(func=_cmd_query)
 
     p = sub.add_parser("facts", parents=[dbo, asof], help="the facts about an entity, as of a valid and a known time")
     p.add_argument("entity", help="an entity key, name or mention; 'user' is the namespace's owner")
     _format_option(p, ("table", "json", "jsonl", "csv"))
-    p.set_defaults(func=cmd_facts)
+    p.set_defaults(func=_cmd_facts)
 
     p = sub.add_parser("history", parents=[dbo], help="an entity's values for one predicate over time")
     p.add_argument("entity", help="an entity key, name or mention; 'user' is the namespace's owner")
     p.add_argument("predicate", help="a predicate, such as lives_in")
     p.add_argument("--namespace", help="whose memory (default: every namespace)")
     _format_option(p, ("table", "json", "jsonl", "csv"))
-    p.set_defaults(func=cmd_history)
+    p.set_defaults(func=_cmd_history)
 
     p = sub.add_parser("ask", parents=[dbo, asof], help="facts about the entities a question names, with citations")
     p.add_argument("question")
     p.add_argument("-k", type=int, default=10, help="at most this many facts (default 10)")
     p.add_argument("--ontology", default=None, help="ontology file that facts must fit (default: the shipped one)")
     _format_option(p)
-    p.set_defaults(func=cmd_ask)
+    p.set_defaults(func=_cmd_ask)
 
     p = sub.add_parser("show", parents=[dbo, asof], help="draw an entity and its facts as HTML or SVG")
     p.add_argument("entity", help="an entity key, name or mention")
     p.add_argument("--out", required=True, help="FILE.html (interactive page) or FILE.svg")
-    p.set_defaults(func=cmd_show)
+    p.set_defaults(func=_cmd_show)
 
     p = sub.add_parser("bench", parents=[dbo, ont], help="time the loader against its references")
     p.add_argument("--statements", type=int, default=10_000, help="statements to generate (default 10000)")
@@ -430,17 +444,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--reference-cap", type=int, default=10_000,
                    help="run the slow reference path on at most this many statements (default 10000)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.set_defaults(func=cmd_bench)
+    p.set_defaults(func=_cmd_bench)
 
     p = sub.add_parser("digest", parents=[dbo], help="print the hash of the graph's logical content")
-    p.set_defaults(func=cmd_digest)
+    p.set_defaults(func=_cmd_digest)
     p = sub.add_parser("schema", parents=[ont], help="print a JSON Schema: conversation, result, or reply")
     p.add_argument("what", choices=["conversation", "result", "reply"])
-    p.set_defaults(func=cmd_schema)
+    p.set_defaults(func=_cmd_schema)
 
     p = sub.add_parser("compile", parents=[ont], help="print the Cypher a conversation compiles to")
     p.add_argument("conversation", nargs="+", help="conversation file(s) (JSON or JSONL)")
-    p.set_defaults(func=cmd_compile)
+    p.set_defaults(func=_cmd_compile)
 
     p = sub.add_parser("load", parents=[dbo, ont], help="load conversations into the graph")
     p.add_argument("paths", nargs="+", help="files, folders or JSONL files")
@@ -448,7 +462,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--via", choices=["bulk", "cypher"], default="bulk",
                    help="bulk: set-wise SQL into the label tables (default); cypher: the compiled Cypher, line by line")
     _format_option(p)
-    p.set_defaults(func=cmd_load)
+    p.set_defaults(func=_cmd_load)
 
     p = sub.add_parser("extract", parents=[ont], help="record extractions from an OpenAI-compatible model")
     p.add_argument("conversations", nargs="+", help="conversation files (JSON or JSONL)")
@@ -462,15 +476,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--concurrency", type=int, default=4, help="conversations in flight at once")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for one reply")
     p.add_argument("--retries", type=int, default=4, help="retries after 429, 5xx and timeouts")
-    p.set_defaults(func=cmd_extract)
+    p.set_defaults(func=_cmd_extract)
 
     p = sub.add_parser("grade", parents=[ont], help="compare recorded extractions with gold")
     p.add_argument("fixtures", nargs="+", help="conversation files with gold")
     _format_option(p, ("table", "json", "jsonl"))
-    p.set_defaults(func=cmd_grade)
+    p.set_defaults(func=_cmd_grade)
 
     p = sub.add_parser("demo", parents=[dbo, ont], help="load the shipped examples and show some facts")
-    p.set_defaults(func=cmd_demo)
+    p.set_defaults(func=_cmd_demo)
     return parser
 
 
@@ -479,15 +493,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
-        return EXIT_USAGE
+        return _EXIT_USAGE
     try:
-        return args.func(args)
+        status: int = args.func(args)
+        return status
     except UsageError as exc:
         print(f"agefacts: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return _EXIT_USAGE
     except AgeFactsError as exc:
         print(f"agefacts: error: {exc}", file=sys.stderr)
-        return EXIT_FAILED
+        return _EXIT_FAILED
     except KeyboardInterrupt:
         print("agefacts: interrupted", file=sys.stderr)
         return 130

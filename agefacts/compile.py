@@ -29,14 +29,31 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import __version__
 from . import cypher as cy
+from ._version import __version__
 from .errors import CompileError
 from .keys import SUPERSEDES_PREFIX, conversation_key, edge_key, entity_key, message_key, statement_key, user_key
 from .models import USER, Conversation, ConversationResult, Entity
 from .ontology import Ontology
 
-__all__ = ["Vertex", "Edge", "Plan", "plan", "to_cypher", "compile_conversation", "EXTRACTOR"]
+__all__ = [
+    "CORE_EDGE_LABELS",
+    "CORE_VERTEX_LABELS",
+    "EXTRACTOR",
+    "Edge",
+    "FollowupRow",
+    "Plan",
+    "Vertex",
+    "compile_conversation",
+    "edge_cypher",
+    "entity_recompute",
+    "executable",
+    "plan",
+    "statement_recompute",
+    "supersession",
+    "to_cypher",
+    "vertex_cypher",
+]
 
 EXTRACTOR = f"agefacts/{__version__}"
 CORE_VERTEX_LABELS = frozenset({"Conversation", "Message", "Statement"})

@@ -12,27 +12,17 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
-from .models import USER, ConversationResult, Entity, Fact, Followup, TurnResult
+from .models import USER, Conversation, ConversationResult, Entity, Fact, Followup, TurnResult
+from .ontology import Ontology
 
-__all__ = ["consolidate", "merge_entity"]
+__all__ = [
+    "consolidate",
+    "result_of",
+]
 
 _PRIORITY = {"banked": 0, "immediate": 1}
-
-
-def merge_entity(old: Entity, new: Entity) -> Entity:
-    """``new`` is a later mention of ``old``'s handle."""
-    name = new.name or old.name
-    attrs = {**old.attrs, **new.attrs}
-    resolution = "resolved" if name else (new.resolution or old.resolution)
-    return Entity(
-        handle=old.handle,
-        type=old.type,
-        mention=old.mention or new.mention,
-        resolution=resolution,
-        name=name,
-        attrs=attrs,
-    )
 
 
 def _filled(gap: str, entities: dict[str, Entity]) -> bool:
@@ -48,7 +38,7 @@ def _filled(gap: str, entities: dict[str, Entity]) -> bool:
 
 def consolidate(conversation: str, namespace: str, turns: Iterable[TurnResult]) -> ConversationResult:
     entities: dict[str, Entity] = {}
-    facts: dict[tuple, Fact] = {}
+    facts: dict[tuple[Any, ...], Fact] = {}
     followups: dict[str, Followup] = {}
     rejected = []
     mentions: dict[str, list[str]] = {}
@@ -56,7 +46,7 @@ def consolidate(conversation: str, namespace: str, turns: Iterable[TurnResult]) 
         for ent in tr.entities:
             if ent.mention and ent.mention not in mentions.setdefault(ent.handle, []):
                 mentions[ent.handle].append(ent.mention)
-            entities[ent.handle] = merge_entity(entities[ent.handle], ent) if ent.handle in entities else ent
+            entities[ent.handle] = entities[ent.handle].merged(ent) if ent.handle in entities else ent
         for fact in tr.statements:
             key = fact.content()
             if key in facts:
@@ -83,7 +73,7 @@ def consolidate(conversation: str, namespace: str, turns: Iterable[TurnResult]) 
     )
 
 
-def result_of(conv, ontology) -> ConversationResult:
+def result_of(conv: Conversation, ontology: Ontology) -> ConversationResult:
     """Ground, gate and consolidate every recorded user turn of a conversation.
 
     Each turn is gated knowing the entities of the turns before it, so a statement may refer
@@ -102,6 +92,6 @@ def result_of(conv, ontology) -> ConversationResult:
             continue
         tr = gate_turn(i, turn.text, turn.at, turn.recorded, ontology, known)
         for ent in tr.entities:
-            known[ent.handle] = merge_entity(known[ent.handle], ent) if ent.handle in known else ent
+            known[ent.handle] = known[ent.handle].merged(ent) if ent.handle in known else ent
         results.append(tr)
     return consolidate(conv.id, conv.namespace, results)

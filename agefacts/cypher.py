@@ -16,24 +16,16 @@ from collections.abc import Mapping
 from typing import Any
 
 from .errors import CompileError
+from .names import is_identifier, is_label
 
-__all__ = ["literal", "string", "label", "prop", "props_map", "comment", "is_identifier", "is_label"]
-
-
-# The identifier rules, whole strings only: fullmatch, since a regex's "$" also matches before
-# a final newline and would let "rel\n" through.
-_LABEL_RE = re.compile(r"[A-Z][A-Za-z0-9_]{0,62}")
-_PROP_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
-
-
-def is_identifier(name: object) -> bool:
-    """A plain identifier (property, column or attribute name): ``[A-Za-z_][A-Za-z0-9_]*``."""
-    return isinstance(name, str) and _PROP_RE.fullmatch(name) is not None
-
-
-def is_label(name: object) -> bool:
-    """A label or entity type: ``[A-Z][A-Za-z0-9_]*``."""
-    return isinstance(name, str) and _LABEL_RE.fullmatch(name) is not None
+__all__ = [
+    "comment",
+    "label",
+    "literal",
+    "prop",
+    "props_map",
+    "string",
+]
 
 _SIMPLE = {"\\": "\\\\", "'": "\\'", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\b": "\\b", "\f": "\\f"}
 

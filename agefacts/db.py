@@ -28,17 +28,22 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from .cypher import is_identifier, is_label
 from .errors import DatabaseError, EngineError, QueryError
+from .names import is_graph_name, is_identifier, is_label
 
 __all__ = [
+    "DEFAULT_GRAPH",
     "Database",
-    "resolve_dsn",
+    "MIN_AGE",
+    "TESTED_AGE",
+    "Table",
+    "age_version_at_least",
+    "age_version_supported",
+    "check_column",
     "check_graph_name",
     "check_label",
-    "check_column",
+    "resolve_dsn",
     "translate",
-    "DEFAULT_GRAPH",
 ]
 
 DEFAULT_GRAPH = "facts"
@@ -68,7 +73,6 @@ def age_version_supported(version: str) -> bool:
     return age_version_at_least(version, MIN_AGE)
 
 
-_GRAPH_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,62}")
 _PG_ENV = ("PGHOST", "PGPORT", "PGDATABASE", "PGUSER", "PGSERVICE")
 
 _LOAD_HINT = (
@@ -81,7 +85,7 @@ _LOAD_HINT = (
 
 def check_graph_name(name: str) -> str:
     """A graph name is interpolated into SQL, so only plain identifiers are accepted."""
-    if not isinstance(name, str) or not _GRAPH_RE.fullmatch(name):
+    if not is_graph_name(name):
         raise QueryError(
             f"graph name {name!r} is not accepted: use 3 to 63 letters, digits or underscores, "
             "starting with a letter or underscore (AGE needs at least 3 characters)"
@@ -136,7 +140,8 @@ def resolve_dsn(dsn: str | None = None, *, start: bool = True, engine: Any = Non
         if not start:
             raise EngineError("the embedded engine is not running; start it with `agefacts db start`")
         state, _ = engine.start()
-    return state.dsn
+    found: str = state.dsn
+    return found
 
 
 def _quote_dollar(text: str) -> str:
@@ -154,10 +159,10 @@ class Table:
     """Rows with their column names; ``rows`` hold decoded Python values."""
 
     columns: list[str]
-    rows: list[tuple]
+    rows: list[tuple[Any, ...]]
 
     def dicts(self) -> list[dict[str, Any]]:
-        return [dict(zip(self.columns, r)) for r in self.rows]
+        return [dict(zip(self.columns, r, strict=True)) for r in self.rows]
 
 
 class Database:
@@ -311,11 +316,17 @@ class Database:
             raise translate(exc, f"creating graph {self.graph!r}") from exc
 
     def drop_graph(self) -> None:
-        if self.graph_exists():
-            try:
-                self._run("SELECT ag_catalog.drop_graph(%s, true)", (self.graph,))
-            except psycopg.Error as exc:
-                raise translate(exc, f"dropping graph {self.graph!r}") from exc
+        """Drop the graph and what agefacts keeps about it beside it (its ingest log and its
+        questions), in one transaction: a graph created again under the name starts empty,
+        and loads what it is given."""
+        try:
+            with self.conn.transaction():
+                if self.graph_exists():
+                    self._run("SELECT ag_catalog.drop_graph(%s, true)", (self.graph,))
+                self._run("DELETE FROM agefacts.ingest_log WHERE graph = %s", (self.graph,))
+                self._run("DELETE FROM agefacts.questions WHERE graph = %s", (self.graph,))
+        except psycopg.Error as exc:
+            raise translate(exc, f"dropping graph {self.graph!r}") from exc
         self._labels.clear()
 
     def labels(self) -> dict[str, str]:
@@ -412,7 +423,7 @@ class Database:
         rows = self.cypher_raw(query, params, columns)
         return Table(list(columns), [tuple(decode(v) for v in row) for row in rows])
 
-    def execute(self, query: str | sql.Composable, params: Sequence[Any] | Mapping[str, Any] | None = None) -> list[tuple]:
+    def execute(self, query: str | sql.Composable, params: Sequence[Any] | Mapping[str, Any] | None = None) -> list[tuple[Any, ...]]:
         """Run plain SQL (our own statements only)."""
         try:
             return self._run(query, params)
@@ -428,7 +439,7 @@ class Database:
             raise translate(exc, "running SQL") from exc
         return Table(names, [tuple(r) for r in rows])
 
-    def _run(self, stmt: Any, args: Any = None, names: list[str] | None = None) -> list[tuple]:
+    def _run(self, stmt: Any, args: Any = None, names: list[str] | None = None) -> list[tuple[Any, ...]]:
         """Execute one statement and fetch its rows. Outside a transaction it gets one of its
         own: the embedded engine queues every client's protocol messages into one session and
         keeps a client in front only while that client is in a transaction, so a statement's
@@ -437,7 +448,7 @@ class Database:
         nothing is added."""
         conn = self._conn if self._conn is not None and not self._conn.closed else self.conn
 
-        def fetch(cur: psycopg.Cursor) -> list[tuple]:
+        def fetch(cur: psycopg.Cursor) -> list[tuple[Any, ...]]:
             if names is not None and cur.description:
                 names.extend(d.name for d in cur.description)
             return cur.fetchall() if cur.description else []

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 __all__ = [
     "AgeFactsError",
-    "EngineError",
+    "CompileError",
     "DatabaseError",
+    "EngineError",
+    "ExtractionError",
     "InputError",
     "OntologyError",
-    "ExtractionError",
-    "CompileError",
-    "LoadError",
     "QueryError",
+    "UsageError",
 ]
 
 
@@ -67,8 +67,8 @@ class CompileError(AgeFactsError):
     """A result cannot be turned into Cypher (for instance text that PostgreSQL cannot store)."""
 
 
-class LoadError(AgeFactsError):
-    """A conversation could not be loaded; nothing of it was written."""
+class UsageError(AgeFactsError):
+    """A command was given arguments it cannot use (the CLI exits with status 2)."""
 
 
 class QueryError(AgeFactsError):

@@ -23,17 +23,25 @@ import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 from pydantic import ValidationError
 
-from .consolidate import merge_entity
 from .errors import ExtractionError
 from .models import Claim, Conversation, Entity, Followup, InvalidItem, Proposal, Turn, check_text, describe
 from .ontology import Ontology
 
-__all__ = ["LLMClient", "build_messages", "parse_reply", "extract_conversation", "extract_all", "ConversationOutcome"]
+__all__ = [
+    "ConversationOutcome",
+    "DEFAULT_KEY_ENV",
+    "LLMClient",
+    "api_key_from_env",
+    "build_messages",
+    "extract_all",
+    "extract_conversation",
+    "parse_reply",
+]
 
 DEFAULT_KEY_ENV = "AGEFACTS_LLM_API_KEY"
 _RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
@@ -194,8 +202,11 @@ def parse_reply(text: str) -> Proposal:
         raise ExtractionError(f"the reply's JSON does not parse ({exc}): {text[start:start + 200]!r}") from None
     if not isinstance(data, dict):
         raise ExtractionError("the reply's JSON is not an object")
-    out: dict[str, list] = {"entities": [], "statements": [], "followups": [], "invalid": []}
-    for field, model, kind in (("entities", Entity, "entity"), ("statements", Claim, "statement"), ("followups", Followup, "followup")):
+    out: dict[str, list[Any]] = {"entities": [], "statements": [], "followups": [], "invalid": []}
+    kinds: tuple[tuple[str, type[Entity | Claim | Followup], Literal["entity", "statement", "followup"]], ...] = (
+        ("entities", Entity, "entity"), ("statements", Claim, "statement"), ("followups", Followup, "followup"),
+    )
+    for field, model, kind in kinds:
         items = data.get(field) or []
         if not isinstance(items, list):
             out["invalid"].append(InvalidItem(kind=kind, item=items, reason=f"'{field}' is not a list"))
@@ -253,7 +264,7 @@ async def extract_conversation(client: LLMClient, conv: Conversation, ontology: 
             turns.append(turn.model_copy(update={"recorded": None, "error": msg}))
             continue
         for ent in proposal.entities:
-            known[ent.handle] = merge_entity(known[ent.handle], ent) if ent.handle in known else ent
+            known[ent.handle] = known[ent.handle].merged(ent) if ent.handle in known else ent
         turns.append(turn.model_copy(update={"recorded": proposal, "error": None}))
     recorded = conv.model_copy(update={"turns": turns, "model": model_id or client.model})
     # Validate the whole again: a turn with statements must carry its time.

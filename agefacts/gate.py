@@ -21,16 +21,18 @@ Reasons, in the order they are checked:
 from __future__ import annotations
 
 import math
-
 from collections.abc import Mapping
 
-from .cypher import is_identifier
 from .ground import locate
 from .models import USER, Claim, Entity, Evidence, Fact, Followup, Proposal, Rejection, TurnResult
+from .names import is_identifier
 from .ontology import Ontology
 from .temporal import TimeError, normalise_instant, normalise_rrule, normalise_valid
 
-__all__ = ["gate_turn", "normalise_value"]
+__all__ = [
+    "gate_turn",
+    "normalise_value",
+]
 
 
 _INT64 = (-(2**63), 2**63 - 1)
@@ -135,8 +137,9 @@ def _gate_claim(
     refused: set[str],
     rejected: list[Rejection],
 ) -> Fact | None:
-    def no(reason: str, detail: str) -> None:
+    def no(reason: str, detail: str) -> Fact | None:
         rejected.append(_rej(turn, "statement", reason, detail, c))
+        return None
 
     # An empty answer is refused, not defaulted: a claim nobody decided the polarity of
     # would otherwise be stored as true.
@@ -228,7 +231,7 @@ def _gate_claim(
         subject=c.subject,
         predicate=c.predicate,
         object=c.object,
-        value=value,  # type: ignore[arg-type]
+        value=value,
         valid_from=times["valid_from"],
         valid_until=times["valid_until"],
         recurrence=times["recurrence"],

@@ -14,9 +14,13 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from .models import USER, Conversation, ConversationResult, Entity, Proposal
+from .models import USER, Claim, Conversation, ConversationResult, Entity, Fact, Proposal
 
-__all__ = ["Report", "grade", "combine"]
+__all__ = [
+    "Report",
+    "combine",
+    "grade",
+]
 
 
 def _norm(text: Any) -> str:
@@ -48,7 +52,7 @@ class Report:
     statements_extra: int = 0
     immediate_gold: int = 0
     immediate_hit: int = 0
-    rejected: Counter = field(default_factory=Counter)
+    rejected: Counter[str] = field(default_factory=Counter)
     missed: list[str] = field(default_factory=list)
     extra: list[str] = field(default_factory=list)
 
@@ -83,11 +87,11 @@ def grade(conv: Conversation, result: ConversationResult) -> Report:
     gents = _gold_entities(gold)
     rents = {e.handle: e for e in result.entities}
 
-    def gkey(s) -> tuple:
+    def gkey(s: Fact | Claim) -> tuple[str, str, str]:
         obj = _ident(s.object, gents) if s.object is not None else "=" + _norm(s.value)
         return (_ident(s.subject, gents), s.predicate, obj)
 
-    def rkey(s) -> tuple:
+    def rkey(s: Fact) -> tuple[str, str, str]:
         obj = _ident(s.object, rents) if s.object is not None else "=" + _norm(s.value)
         return (_ident(s.subject, rents), s.predicate, obj)
 

@@ -24,7 +24,10 @@ from dataclasses import dataclass
 from .models import MatchTier
 from .typography import ELLIPSIS, fold
 
-__all__ = ["Span", "locate"]
+__all__ = [
+    "Span",
+    "locate",
+]
 
 @dataclass(frozen=True)
 class Span:

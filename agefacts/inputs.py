@@ -14,7 +14,10 @@ from pydantic import ValidationError
 from .errors import InputError
 from .models import Conversation, describe
 
-__all__ = ["read_conversations", "parse_conversation"]
+__all__ = [
+    "parse_conversation",
+    "read_conversations",
+]
 
 
 def parse_conversation(data: Any, source: str) -> Conversation:

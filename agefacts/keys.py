@@ -25,27 +25,29 @@ from __future__ import annotations
 import hashlib
 import json
 import unicodedata
+from collections.abc import Callable
 from typing import Any
 
 from .models import USER, Entity
 from .typography import fold_quotes
 
 __all__ = [
-    "make_key",
-    "conversation_key",
-    "message_key",
-    "entity_key",
-    "statement_key",
-    "edge_key",
-    "normalise_name",
-    "supersedes_key",
     "SUPERSEDES_PREFIX",
+    "conversation_key",
+    "edge_key",
+    "entity_key",
+    "make_key",
+    "message_key",
+    "normalise_name",
+    "statement_key",
+    "supersedes_key",
+    "user_key",
 ]
 
 
-_STR = json.encoder.py_encode_basestring
+_STR: Callable[[str], str] = json.encoder.py_encode_basestring
 try:  # the C version the json module itself uses
-    from _json import encode_basestring as _STR  # type: ignore[no-redef]
+    from _json import encode_basestring as _STR
 except ImportError:  # pragma: no cover
     pass
 

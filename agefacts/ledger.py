@@ -14,7 +14,12 @@ from .compile import Plan
 from .db import Database
 from .models import Conversation
 
-__all__ = ["Loaded", "prior_hashes", "lock", "record"]
+__all__ = [
+    "Loaded",
+    "lock",
+    "prior_hashes",
+    "record",
+]
 
 
 @dataclass(frozen=True)

@@ -12,27 +12,37 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import logging
 import hashlib
+import logging
 import random
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from . import ledger
 from .compile import EXTRACTOR, Plan, entity_recompute, executable, plan, statement_recompute, supersession, to_cypher
 from .consolidate import result_of
 from .db import Database
 from .errors import AgeFactsError, DatabaseError, InputError
-from .inputs import parse_conversation, read_conversations
+from .inputs import read_conversations
 from .keys import conversation_key
 from .models import Conversation
 from .ontology import Ontology
 
-__all__ = ["Outcome", "Summary", "read_conversations", "parse_conversation", "Loader", "load_paths", "content_hash", "VIA"]
+__all__ = [
+    "Loader",
+    "Outcome",
+    "Prepared",
+    "Seen",
+    "Summary",
+    "VIA",
+    "content_hash",
+    "load_paths",
+    "terminal_progress",
+]
 
 
 @dataclass
@@ -102,7 +112,7 @@ def content_hash(conv: Conversation, ontology: Ontology, fingerprint: str | None
 
 # -- writing --------------------------------------------------------------------------------------
 VIA = ("bulk", "cypher")
-log = logging.getLogger("agefacts.load")
+_log = logging.getLogger("agefacts.load")
 
 
 @dataclass(frozen=True)
@@ -190,7 +200,7 @@ def _prepare(
 
 
 @contextlib.contextmanager
-def _worker():
+def _worker() -> Iterator[Any]:
     """One worker thread, with the interpreter's thread switch interval shortened while it
     runs. The loader's main thread spends its time waiting on the database; each time an
     answer arrives it needs the interpreter lock back, and with the default 5 ms interval
@@ -283,7 +293,7 @@ class Loader:
                 yield from self._finish(*previous)
 
     # -- batches ------------------------------------------------------------------------------
-    def _batches(self, items: Iterable[tuple[str, Conversation | InputError]]) -> Iterator[tuple[list, list]]:
+    def _batches(self, items: Iterable[tuple[str, Conversation | InputError]]) -> Iterator[tuple[list[tuple[str, Conversation]], list[Outcome | None]]]:
         batch: list[tuple[str, Conversation]] = []
         pending: list[Outcome | None] = []
         seen: set[tuple[str, str]] = set()
@@ -351,7 +361,8 @@ class Loader:
         if self._lost:
             return {}
         try:
-            return self._attempt(lambda: ledger.prior_hashes(self.db, idents))
+            hashes: dict[tuple[str, str], str] = self._attempt(lambda: ledger.prior_hashes(self.db, idents))
+            return hashes
         except DatabaseError:
             if self._lost:
                 return {}
@@ -385,7 +396,7 @@ class Loader:
                 # Rolled back whole; each conversation again on its own, below.
                 why = str(exc) or "another loader changed one of the batch's conversations"
                 self.fallbacks.append(why)
-                log.info("a batch of %d conversations failed as one (%s); loading them one by one", len(entries), why)
+                _log.info("a batch of %d conversations failed as one (%s); loading them one by one", len(entries), why)
         for i, e in todo:
             outcomes[i] = self._lost_outcome(e.source, e.conv) if self._lost else self._one(e)
         return [o for o in outcomes if o is not None]
@@ -490,7 +501,7 @@ def load_paths(
     return summary
 
 
-def terminal_progress(stream=sys.stderr) -> Callable[[int, str], None] | None:
+def terminal_progress(stream: TextIO = sys.stderr) -> Callable[[int, str], None] | None:
     """A one-line progress display when ``stream`` is a terminal, else None."""
     if not stream.isatty():
         return None

@@ -19,24 +19,30 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator, model_validator
 
 __all__ = [
-    "Polarity",
-    "Tense",
-    "Resolution",
-    "Priority",
-    "MatchTier",
-    "Entity",
     "Claim",
-    "Followup",
-    "Proposal",
-    "InvalidItem",
-    "Turn",
     "Conversation",
+    "ConversationResult",
+    "Entity",
     "Evidence",
     "Fact",
+    "Followup",
+    "Input",
+    "InvalidItem",
+    "MatchTier",
+    "Model",
+    "NonEmpty",
+    "Polarity",
+    "Priority",
+    "Proposal",
     "Rejection",
+    "Resolution",
+    "Scalar",
+    "Tense",
+    "Turn",
     "TurnResult",
-    "ConversationResult",
     "USER",
+    "check_text",
+    "describe",
 ]
 
 USER = "user"
@@ -121,6 +127,19 @@ class Entity(Model):
         if self.resolution is not None:
             return self.resolution == "resolved" and bool(self.name)
         return bool(self.name)
+
+    def merged(self, later: Entity) -> Entity:
+        """This entity with a later mention of its handle: a name given later fills a
+        placeholder, attributes add up, the first mention stays."""
+        name = later.name or self.name
+        return Entity(
+            handle=self.handle,
+            type=self.type,
+            mention=self.mention or later.mention,
+            resolution="resolved" if name else (later.resolution or self.resolution),
+            name=name,
+            attrs={**self.attrs, **later.attrs},
+        )
 
 
 class Claim(Model):
@@ -252,7 +271,7 @@ class Fact(Model):
     ends_validity: bool = False
     evidence: tuple[Evidence, ...] = ()
 
-    def content(self) -> tuple:
+    def content(self) -> tuple[Any, ...]:
         """What makes two statements in one conversation the same statement."""
         return (
             self.subject,

@@ -9,21 +9,27 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from .cypher import is_label
 from .errors import OntologyError
 from .models import USER, Polarity, Tense, describe
+from .names import is_label, is_predicate
 
-__all__ = ["Ontology", "PredicateSpec", "Admit", "load_ontology", "default_ontology", "RESERVED_LABELS"]
+__all__ = [
+    "Admit",
+    "Ontology",
+    "PredicateSpec",
+    "RESERVED_LABELS",
+    "default_ontology",
+    "load_ontology",
+    "parse_ontology",
+]
 
 RESERVED_LABELS = frozenset({"Statement", "Message", "Conversation"})
-_PRED_RE = re.compile(r"[a-z][a-z0-9_]{0,62}")
 
 
 class PredicateSpec(BaseModel):
@@ -44,7 +50,7 @@ class PredicateSpec(BaseModel):
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        if not _PRED_RE.fullmatch(v):
+        if not is_predicate(v):
             raise ValueError(
                 f"predicate {v!r} must be lower-case ASCII letters, digits and underscores, "
                 "starting with a letter (it is stored as a property value and used in queries)"
@@ -69,8 +75,8 @@ class Admit(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    polarity: list[Polarity] = Field(default_factory=lambda: ["asserted"])
-    tense: list[Tense] = Field(default_factory=lambda: ["current"])
+    polarity: list[Polarity] = Field(default_factory=lambda: list[Polarity](["asserted"]))
+    tense: list[Tense] = Field(default_factory=lambda: list[Tense](["current"]))
     dated_tenses: list[Tense] = Field(default_factory=list)
     negation_ends_validity: bool = False
 

@@ -12,6 +12,13 @@ from typing import Any
 
 from .agtype import Edge, Path, Vertex
 
+__all__ = [
+    "FORMATS",
+    "plain",
+    "render",
+    "render_some",
+]
+
 FORMATS = ("table", "json", "jsonl", "csv")
 
 
@@ -39,7 +46,7 @@ def _cell(value: Any) -> str:
 
 def render(columns: Sequence[str], rows: Sequence[Sequence[Any]], fmt: str = "table") -> str:
     """Rows as text in one of :data:`FORMATS`; an empty result is an empty list, not an error."""
-    objs = [dict(zip(columns, (plain(v) for v in row))) for row in rows]
+    objs = [dict(zip(columns, (plain(v) for v in row), strict=True)) for row in rows]
     if fmt == "json":
         return json.dumps(objs, ensure_ascii=False, indent=2)
     if fmt == "jsonl":

@@ -14,7 +14,11 @@ from typing import Any
 
 from .errors import AgeFactsError
 
-__all__ = ["dot_source", "render_svg", "render_html"]
+__all__ = [
+    "dot_source",
+    "render_html",
+    "render_svg",
+]
 
 
 def _q(text: Any) -> str:

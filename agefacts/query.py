@@ -16,16 +16,17 @@ from .db import Database, Table
 from .errors import QueryError
 
 __all__ = [
+    "NamedQuery",
+    "digest",
+    "facts",
+    "facts_query_name",
+    "find_entities",
+    "graph_content",
+    "history",
+    "named_queries",
     "return_columns",
     "run",
-    "digest",
-    "graph_content",
-    "NamedQuery",
-    "named_queries",
     "run_named",
-    "find_entities",
-    "facts",
-    "history",
 ]
 
 
@@ -143,12 +144,12 @@ def graph_content(db: Database) -> list[str]:
     for label, props in db.cypher_raw(
         "MATCH (n) RETURN label(n), properties(n)", columns=("l", "p")
     ):
-        p = json.loads(props)
-        lines.append(_canon(["V", json.loads(label), p.get("k"), p]))
+        p = json.loads(props or "{}")
+        lines.append(_canon(["V", json.loads(label or "null"), p.get("k"), p]))
     for label, sk, ek, props in db.cypher_raw(
         "MATCH (a)-[e]->(b) RETURN label(e), a.k, b.k, properties(e)", columns=("l", "s", "t", "p")
     ):
-        lines.append(_canon(["E", json.loads(label), json.loads(sk), json.loads(ek), json.loads(props)]))
+        lines.append(_canon(["E", json.loads(label or "null"), json.loads(sk or "null"), json.loads(ek or "null"), json.loads(props or "{}")]))
     lines.sort()
     return lines
 
@@ -185,7 +186,8 @@ _PARAM_NAME = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*(\([^)]*\))?")
 
 def _parse_named(name: str, kind: str, raw: str) -> NamedQuery:
     marker = "//" if kind == "cypher" else "--"
-    header, body = [], []
+    header: list[str] = []
+    body: list[str] = []
     for line in raw.splitlines():
         if not body and line.startswith(marker):
             header.append(line[len(marker):].strip())
@@ -288,8 +290,9 @@ def history(db: Database, entity: str, predicate: str, *, namespace: str | None 
     return Table(tables[0].columns, [r for t in tables for r in t.rows])
 
 
-def _dedupe(rows: list[tuple]) -> list[tuple]:
-    seen, out = set(), []
+def _dedupe(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    seen: set[str] = set()
+    out: list[tuple[Any, ...]] = []
     for r in rows:
         key = json.dumps(r, sort_keys=True, default=str)
         if key not in seen:

@@ -24,7 +24,14 @@ from .ontology import Ontology
 from .query import facts as facts_of
 from .query import run
 
-__all__ = ["Linked", "Answer", "link", "ask", "ROLE_WORDS"]
+__all__ = [
+    "Answer",
+    "Linked",
+    "ROLE_WORDS",
+    "ask",
+    "check",
+    "link",
+]
 
 _TOKEN = re.compile(r"\w+", re.UNICODE)
 

@@ -14,11 +14,17 @@ from __future__ import annotations
 
 import functools
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from dateutil import rrule
 
-__all__ = ["TimeError", "normalise_instant", "normalise_valid", "normalise_rrule", "now_instant"]
+__all__ = [
+    "TimeError",
+    "normalise_instant",
+    "normalise_rrule",
+    "normalise_valid",
+    "now_instant",
+]
 
 
 class TimeError(ValueError):
@@ -57,8 +63,8 @@ def normalise_instant(text: str) -> str:
             raise TimeError("names a year or month, not an instant; give a date or a datetime")
     dt = _parse_datetime(text)
     if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
-    return _fmt(dt.astimezone(timezone.utc)) + "Z"
+        dt = dt.replace(tzinfo=UTC)
+    return _fmt(dt.astimezone(UTC)) + "Z"
 
 
 @functools.lru_cache(maxsize=65536)
@@ -78,7 +84,7 @@ def normalise_valid(text: str) -> str:
     dt = _parse_datetime(t)
     if dt.tzinfo is None:
         return _fmt(dt)
-    return _fmt(dt.astimezone(timezone.utc)) + "Z"
+    return _fmt(dt.astimezone(UTC)) + "Z"
 
 
 @functools.lru_cache(maxsize=4096)
@@ -102,4 +108,4 @@ def normalise_rrule(text: str) -> str:
 
 def now_instant() -> str:
     """Now, in the instant form (used only for query defaults, never stored on the graph)."""
-    return _fmt(datetime.now(timezone.utc)) + "Z"
+    return _fmt(datetime.now(UTC)) + "Z"

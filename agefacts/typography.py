@@ -6,7 +6,14 @@ from __future__ import annotations
 
 from . import cypher as cy
 
-__all__ = ["QUOTES", "DASHES", "ELLIPSIS", "fold_quotes", "fold", "cypher_fold_quotes"]
+__all__ = [
+    "DASHES",
+    "ELLIPSIS",
+    "QUOTES",
+    "cypher_fold_quotes",
+    "fold",
+    "fold_quotes",
+]
 
 QUOTES = {
     "\u2018": "'", "\u2019": "'", "\u201a": "'", "\u201b": "'", "\u2032": "'",

@@ -14,7 +14,7 @@ from agefacts.cli import main
 from agefacts.compile import compile_conversation
 from agefacts.cypher import literal
 from agefacts.errors import CompileError
-from agefacts.load import read_conversations
+from agefacts.inputs import read_conversations
 from agefacts.ontology import default_ontology
 
 from .helpers import claim, conversation, user_turn

@@ -180,3 +180,25 @@ def test_an_age_older_than_the_tested_range_is_refused_naming_its_version(dsn, g
     (version,) = Database(dsn, graph_name).connect().execute("SELECT extversion FROM pg_extension WHERE extname = 'age'")[0]
     assert dbmod.age_version_supported(version)
     Database(dsn, graph_name).connect().drop_graph()
+
+
+def test_dropping_a_graph_drops_its_ingest_log_and_questions(db):
+    from importlib import resources
+
+    from agefacts.load import load_paths
+    from agefacts.ontology import default_ontology
+
+    examples = [str(resources.files("agefacts.examples"))]
+    assert load_paths(db, examples, default_ontology()).count("loaded") == 25
+
+    def kept() -> tuple[int, int]:
+        (log,) = db.execute("SELECT count(*) FROM agefacts.ingest_log WHERE graph = %s", (db.graph,))
+        (questions,) = db.execute("SELECT count(*) FROM agefacts.questions WHERE graph = %s", (db.graph,))
+        return log[0], questions[0]
+
+    assert kept()[0] == 25 and kept()[1] > 0
+    db.drop_graph()
+    assert kept() == (0, 0) and not db.graph_exists()
+    db.ensure_graph()
+    # A graph made again under the name loads what it is given, rather than skipping it.
+    assert load_paths(db, examples, default_ontology()).count("loaded") == 25

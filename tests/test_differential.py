@@ -83,7 +83,6 @@ def histories(draw):
 
 def fresh(db: Database) -> Database:
     db.drop_graph()
-    db.execute("DELETE FROM agefacts.ingest_log WHERE graph = %s", (db.graph,))
     db.ensure_graph()
     return db
 
@@ -120,4 +119,3 @@ def test_bulk_and_cypher_paths_and_a_fresh_load_agree_after_every_replacement(ds
     finally:
         for db in (bulk, cypher, final):
             db.drop_graph()
-            db.execute("DELETE FROM agefacts.ingest_log WHERE graph = %s", (db.graph,))

@@ -113,7 +113,8 @@ def test_copy_from_stdin_breaks_the_embedded_engine(own_engine):
     state, _ = own_engine.start(data="memory", port=free_port())
     conn = psycopg.connect(state.dsn, autocommit=True, prepare_threshold=None)
     conn.execute("CREATE TABLE copy_probe (a int)")
-    with pytest.raises(Exception):
+    # The engine's answer is not the protocol psycopg expects: the client fails reading it.
+    with pytest.raises((psycopg.Error, ValueError)):
         with conn.cursor() as cur, cur.copy("COPY copy_probe (a) FROM STDIN") as cp:
             cp.write_row((1,))
     with pytest.raises(psycopg.OperationalError):

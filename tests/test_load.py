@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from agefacts.cli import main
 from agefacts.compile import compile_conversation, executable
 from agefacts.db import Database
-from agefacts.load import Loader, load_paths, read_conversations
+from agefacts.inputs import read_conversations
+from agefacts.load import Loader, load_paths
 from agefacts.ontology import default_ontology
 from agefacts.query import digest, graph_content
 

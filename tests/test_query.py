@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from agefacts.agtype import Edge, Path as AgPath, Vertex, decode
+from agefacts.agtype import Edge, Vertex, decode
+from agefacts.agtype import Path as AgPath
 from agefacts.cli import main
 from agefacts.load import load_paths
 from agefacts.ontology import default_ontology

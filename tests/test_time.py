@@ -12,7 +12,8 @@ import pytest
 from agefacts.cli import main
 from agefacts.db import Database
 from agefacts.errors import QueryError
-from agefacts.load import Loader, read_conversations
+from agefacts.inputs import read_conversations
+from agefacts.load import Loader
 from agefacts.ontology import default_ontology
 from agefacts.query import digest, facts, history
 from agefacts.temporal import TimeError, normalise_instant, normalise_rrule, normalise_valid

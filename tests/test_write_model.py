@@ -11,9 +11,9 @@ import pytest
 
 from agefacts.compile import plan
 from agefacts.consolidate import result_of
-from agefacts.cypher import is_identifier
 from agefacts.db import Database
 from agefacts.load import Loader, content_hash, load_paths
+from agefacts.names import is_identifier
 from agefacts.ontology import default_ontology
 from agefacts.query import digest, facts, graph_content, history
 

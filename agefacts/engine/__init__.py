@@ -29,10 +29,19 @@ import subprocess
 import time
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from ..errors import EngineError
 
-__all__ = ["Engine", "EngineState", "DEFAULT_PORT", "MEMORY"]
+__all__ = [
+    "DEFAULT_PORT",
+    "Engine",
+    "EngineState",
+    "MAX_CONNECTIONS",
+    "MEMORY",
+    "cache_dir",
+    "home_dir",
+]
 
 DEFAULT_PORT = 54329
 MEMORY = "memory"
@@ -203,7 +212,7 @@ class Engine:
             return None
         return state
 
-    def status(self) -> dict:
+    def status(self) -> dict[str, Any]:
         state = self.state()
         if state is None:
             return {"running": False}
@@ -218,7 +227,7 @@ class Engine:
 
     # -- process -------------------------------------------------------------------------
     def start(
-        self, data: str | os.PathLike | None = None, port: int | None = None, timeout: float = 120.0
+        self, data: str | os.PathLike[str] | None = None, port: int | None = None, timeout: float = 120.0
     ) -> tuple[EngineState, bool]:
         """Start the server in the background and return once it accepts connections.
 
@@ -282,7 +291,7 @@ class Engine:
                 raise
             return state, True
 
-    def _data_arg(self, data: str | os.PathLike | None) -> str:
+    def _data_arg(self, data: str | os.PathLike[str] | None) -> str:
         if data is None:
             return str(self.default_data.resolve())
         if str(data) in (MEMORY, "memory://"):

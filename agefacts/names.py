@@ -1,0 +1,42 @@
+"""The naming rules: which strings may be a graph name, a label (entity type) or a plain
+identifier (property, attribute or column name). Each is put into Cypher or SQL text as it is,
+so each is a whole-string match of a closed pattern (``fullmatch``: a regex's ``$`` also
+matches before a final newline and would let ``rel\\n`` through). Every check in agefacts asks
+these; each caller says in its own words what it was given and what to do instead."""
+
+from __future__ import annotations
+
+import re
+
+__all__ = [
+    "is_graph_name",
+    "is_identifier",
+    "is_label",
+    "is_predicate",
+]
+
+_PREDICATE = re.compile(r"[a-z][a-z0-9_]{0,62}")
+_LABEL = re.compile(r"[A-Z][A-Za-z0-9_]{0,62}")
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+# AGE needs at least 3 characters for a graph name.
+_GRAPH = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,62}")
+
+
+def is_identifier(name: object) -> bool:
+    """A plain identifier (property, column or attribute name): ``[A-Za-z_][A-Za-z0-9_]*``."""
+    return isinstance(name, str) and _IDENTIFIER.fullmatch(name) is not None
+
+
+def is_label(name: object) -> bool:
+    """A label or entity type: ``[A-Z][A-Za-z0-9_]*``."""
+    return isinstance(name, str) and _LABEL.fullmatch(name) is not None
+
+
+def is_predicate(name: object) -> bool:
+    """A predicate of the ontology: ``[a-z][a-z0-9_]*``."""
+    return isinstance(name, str) and _PREDICATE.fullmatch(name) is not None
+
+
+def is_graph_name(name: object) -> bool:
+    """A graph name: an identifier of 3 to 63 characters."""
+    return isinstance(name, str) and _GRAPH.fullmatch(name) is not None

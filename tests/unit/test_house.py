@@ -1,0 +1,182 @@
+"""The rules that keep the package easy to change, checked on its source: every module says
+what it offers in ``__all__`` (and offers nothing else by accident), and no stage of the
+pipeline imports a later one. Each check is a function over source text, so the tests also
+plant a violation and watch it caught."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+from pathlib import Path
+
+import agefacts
+
+PACKAGE = Path(agefacts.__file__).parent
+
+# Earlier before later: a module may import only modules of an earlier rank. The foundations
+# first, then the engine and the database, then the pipeline's stages in their order, then
+# what reads the graph, then the commands that use all of it.
+RANKS: list[set[str]] = [
+    {"_version", "errors", "names", "agtype", "temporal"},
+    {"cypher"},
+    {"typography", "models"},
+    {"keys", "ontology"},
+    {"derive"},
+    {"engine"},
+    {"db"},
+    {"extract"},
+    {"ground"},
+    {"gate"},
+    {"consolidate"},
+    {"compile"},
+    {"bulk", "inputs", "ledger"},
+    {"load"},
+    {"query"},
+    {"retrieve", "picture", "output"},
+    {"grade", "bench"},
+    {"cli"},
+    {"__main__"},
+]
+RANK = {m: i for i, group in enumerate(RANKS) for m in group}
+
+
+def modules() -> dict[str, str]:
+    """Every module of the package by its name inside the package ("engine" for the
+    subpackage), with its source; the package's own ``__init__`` is the public surface, not
+    a stage, and is left out."""
+    out = {p.stem: p.read_text() for p in PACKAGE.glob("*.py") if p.stem != "__init__"}
+    out["engine"] = (PACKAGE / "engine" / "__init__.py").read_text()
+    return out
+
+
+def imported(name: str, source: str) -> set[str]:
+    """The package's modules that ``source`` imports, at the top or inside a function."""
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            # "from .x import y" names module x; "from . import x" names x; in the engine
+            # subpackage "from .. import x" is the same.
+            if node.module:
+                out.add(node.module.split(".")[0])
+            else:
+                out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("agefacts."):
+            out.add(node.module.split(".")[1])
+        elif isinstance(node, ast.Import):
+            out |= {a.name.split(".")[1] for a in node.names if a.name.startswith("agefacts.")}
+    out.discard(name)
+    return out
+
+
+def import_violations(sources: dict[str, str]) -> list[str]:
+    problems = []
+    for name, source in sorted(sources.items()):
+        if name not in RANK:
+            problems.append(f"{name} has no place in RANKS")
+            continue
+        for other in sorted(imported(name, source)):
+            if other in RANK and RANK[other] >= RANK[name]:
+                problems.append(f"{name} imports {other}, which is not an earlier stage")
+    return problems
+
+
+def public_names(source: str) -> set[str]:
+    """Names a module binds at its top level by def, class or assignment, not starting with
+    an underscore (imports are not its own)."""
+    names: set[str] = set()
+    for node in ast.parse(source).body:
+        targets: list[ast.expr] = []
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            targets = list(node.targets)
+        elif isinstance(node, (ast.AnnAssign, ast.AugAssign)):
+            targets = [node.target]
+        for t in targets:
+            for n in ast.walk(t):
+                if isinstance(n, ast.Name):
+                    names.add(n.id)
+    return {n for n in names if not n.startswith("_")}
+
+
+def declared_all(source: str) -> list[str] | None:
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+            return list(ast.literal_eval(node.value))
+    return None
+
+
+def all_violations(sources: dict[str, str]) -> list[str]:
+    problems = []
+    for name, source in sorted(sources.items()):
+        if name.startswith("_"):
+            continue
+        declared = declared_all(source)
+        if declared is None:
+            problems.append(f"{name} has no __all__")
+            continue
+        public = public_names(source)
+        if missing := sorted(public - set(declared)):
+            problems.append(f"{name}: public but not in __all__: {missing}")
+        if foreign := sorted(set(declared) - public):
+            problems.append(f"{name}: in __all__ but not defined there: {foreign}")
+        if len(declared) != len(set(declared)):
+            problems.append(f"{name}: __all__ names something twice")
+    return problems
+
+
+# -- the package as it is ----------------------------------------------------------------------
+def test_every_module_has_a_place_and_imports_only_earlier_stages():
+    assert import_violations(modules()) == []
+
+
+def test_every_modules_all_is_exactly_its_public_names():
+    assert all_violations(modules()) == []
+
+
+def test_the_package_exports_the_library_and_each_name_resolves():
+    for name in agefacts.__all__:
+        assert getattr(agefacts, name) is not None, name
+    for name in ("Database", "Loader", "load_paths", "facts", "history", "ask", "default_ontology", "digest"):
+        assert name in agefacts.__all__
+    # Each name is the library's own object, from the module that defines it.
+    assert agefacts.Database is importlib.import_module("agefacts.db").Database
+    assert sorted(agefacts.__all__) == sorted(set(agefacts.__all__))
+
+
+def test_importing_the_package_does_not_import_the_stages():
+    # The CLI starts by importing the package; the stages come only with the command.
+    import subprocess
+    import sys
+
+    code = "import sys, agefacts; print(sorted(m for m in sys.modules if m.startswith('agefacts.')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "agefacts.db" not in out and "agefacts.load" not in out, out
+
+
+# -- the checks catch what they are for ------------------------------------------------------------
+def test_a_planted_backward_import_is_caught():
+    sources = modules()
+    sources["extract"] += "\n\ndef _late():\n    from .load import Loader\n    return Loader\n"
+    assert import_violations(sources) == ["extract imports load, which is not an earlier stage"]
+    sources = modules()
+    sources["gate"] = "from agefacts.compile import plan\n" + sources["gate"]
+    assert import_violations(sources) == ["gate imports compile, which is not an earlier stage"]
+
+
+def test_a_module_that_no_rank_names_is_caught():
+    sources = modules()
+    sources["newstage"] = "X = 1\n__all__ = ['X']\n"
+    assert import_violations(sources) == ["newstage has no place in RANKS"]
+
+
+def test_a_planted_public_name_or_foreign_export_is_caught():
+    sources = modules()
+    sources["keys"] += "\n\ndef helper():\n    return 1\n"
+    assert all_violations(sources) == ["keys: public but not in __all__: ['helper']"]
+    sources = modules()
+    sources["temporal"] = sources["temporal"].replace("__all__ = [", "__all__ = [\n    \"json\",", 1)
+    assert all_violations(sources) == ["temporal: in __all__ but not defined there: ['json']"]
+    sources = modules()
+    sources["output"] = sources["output"].replace("__all__", "exported", 1)
+    assert "output has no __all__" in all_violations(sources)
