@@ -93,7 +93,7 @@ def decode(text: str | None) -> Any:
         pass
     value, pos = _value(text, _skip(text, 0))
     if _skip(text, pos) != len(text):
-        raise AgtypeError(f"unexpected text after agtype value at {pos}: {text[pos:pos + 20]!r}")
+        raise AgtypeError(f"unexpected text after agtype value at {pos}: {text[pos : pos + 20]!r}")
     return value
 
 
@@ -122,7 +122,7 @@ def _value(s: str, i: int) -> tuple[Any, int]:
         else:
             m = _NUMBER.match(s, i)
             if not m:
-                raise AgtypeError(f"cannot read agtype at {i}: {s[i:i + 20]!r}")
+                raise AgtypeError(f"cannot read agtype at {i}: {s[i : i + 20]!r}")
             raw = m.group()
             value = float(raw) if any(ch in raw for ch in ".eE") else int(raw)
             i = m.end()
@@ -179,9 +179,7 @@ def _annotate(value: Any, kind: str, s: str) -> Any:
     if kind == "vertex":
         return Vertex(value["id"], value["label"], value.get("properties") or {})
     if kind == "edge":
-        return Edge(
-            value["id"], value["label"], value["start_id"], value["end_id"], value.get("properties") or {}
-        )
+        return Edge(value["id"], value["label"], value["start_id"], value["end_id"], value.get("properties") or {})
     if kind == "path":
         return Path(list(value))
     if kind == "numeric":

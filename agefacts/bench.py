@@ -48,10 +48,51 @@ __all__ = [
     "run_bench",
 ]
 
-_FIRST = ["Ana", "Ben", "Chloé", "Dmitri", "Eun-ji", "Farah", "Gustavo", "Hiro", "Ines", "Jonas", "Kemi", "Lars", "Maya", "Nikhil", "Olga", "Pablo"]
-_PLACES = ["Lyon", "Oslo", "Bergen", "Kyoto", "Lagos", "Quito", "Porto", "Tallinn", "Hobart", "Montréal", "Da Nang", "Graz"]
+_FIRST = [
+    "Ana",
+    "Ben",
+    "Chloé",
+    "Dmitri",
+    "Eun-ji",
+    "Farah",
+    "Gustavo",
+    "Hiro",
+    "Ines",
+    "Jonas",
+    "Kemi",
+    "Lars",
+    "Maya",
+    "Nikhil",
+    "Olga",
+    "Pablo",
+]
+_PLACES = [
+    "Lyon",
+    "Oslo",
+    "Bergen",
+    "Kyoto",
+    "Lagos",
+    "Quito",
+    "Porto",
+    "Tallinn",
+    "Hobart",
+    "Montréal",
+    "Da Nang",
+    "Graz",
+]
 _ORGS = ["Acme", "Globex", "Initech", "Umbrella Health", "Stark Labs", "Wayne Freight", "Hooli", "Vandelay Imports"]
-_LIKES = ["jazz", "climbing", "sourdough", "chess", "gardening", "sci-fi novels", "jollof rice", "cycling", "pottery", "karaoke"]
+_LIKES = [
+    "jazz",
+    "climbing",
+    "sourdough",
+    "chess",
+    "gardening",
+    "sci-fi novels",
+    "jollof rice",
+    "cycling",
+    "pottery",
+    "karaoke",
+]
 _JOBS = ["nurse", "data engineer", "teacher", "architect", "chef", "pilot", "translator", "welder"]
 _ACTS = [("yoga", "TU"), ("choir", "WE"), ("five-a-side", "TH"), ("Spanish class", "MO"), ("book club", "FR")]
 
@@ -63,8 +104,17 @@ def _ent(handle: str, typ: str, name: str, **attrs: str) -> dict[str, Any]:
     return e
 
 
-def _stmt(subject: str, predicate: str, quote: str, obj: str | None = None, value: Any = None, **kw: Any) -> dict[str, Any]:
-    d = {"subject": subject, "predicate": predicate, "quote": quote, "polarity": "asserted", "tense": "current", "confidence": 0.9}
+def _stmt(
+    subject: str, predicate: str, quote: str, obj: str | None = None, value: Any = None, **kw: Any
+) -> dict[str, Any]:
+    d = {
+        "subject": subject,
+        "predicate": predicate,
+        "quote": quote,
+        "polarity": "asserted",
+        "tense": "current",
+        "confidence": 0.9,
+    }
     if obj is not None:
         d["object"] = obj
     if value is not None:
@@ -145,8 +195,14 @@ def generate(statements: int, per_conversation: int = 10, seed: int = 7) -> list
             want -= len(stmts)
             made += len(stmts)
             at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(base + t * 60))
-            turns.append({"speaker": "user", "text": ". ".join(parts) + ".", "at": at,
-                          "recorded": {"entities": ents, "statements": stmts, "followups": []}})
+            turns.append(
+                {
+                    "speaker": "user",
+                    "text": ". ".join(parts) + ".",
+                    "at": at,
+                    "recorded": {"entities": ents, "statements": stmts, "followups": []},
+                }
+            )
             turns.append({"speaker": "assistant", "text": "Thanks, noted.", "at": at})
             t += 1
         out.append({"id": f"bench-{c:06d}", "namespace": ns, "model": "bench-generator", "turns": turns})
@@ -179,16 +235,22 @@ class BenchResult:
         lines.append(f"{'path':<23} {'statements':>10} {'seconds':>9} {'statements/s':>13} {'peak RSS MB':>12}")
         for name, p in d["paths"].items():
             peak = "" if p.get("peak_rss_mb") is None else f"{p['peak_rss_mb']:.0f}"
-            lines.append(f"{name:<23} {p['statements']:>10} {p['seconds']:>9.2f} {p['statements_per_s']:>13.0f} {peak:>12}")
+            lines.append(
+                f"{name:<23} {p['statements']:>10} {p['seconds']:>9.2f} {p['statements_per_s']:>13.0f} {peak:>12}"
+            )
         lines.append("")
         for k, v in d["ratios"].items():
             lines.append(f"{k:<28} {v:>8.2f}")
         lines.append(f"facts p50/p95 (ms)      {d['facts_ms']['p50']:.1f} / {d['facts_ms']['p95']:.1f}")
         lines.append(f"bulk and reference digests equal: {'yes' if d['digest_equal'] else 'NO'}")
-        lines.append(f"after replace, digest equals a fresh load of the final versions: {'yes' if d['replace_digest_equal'] else 'NO'}")
+        lines.append(
+            f"after replace, digest equals a fresh load of the final versions: {'yes' if d['replace_digest_equal'] else 'NO'}"
+        )
         rss = d.get("engine_rss_mb") or {}
         if rss.get("after") is not None:
-            lines.append(f"engine resident memory (MB): {rss['before']:.0f} before, {rss['after']:.0f} after, {rss['peak']:.0f} peak")
+            lines.append(
+                f"engine resident memory (MB): {rss['before']:.0f} before, {rss['after']:.0f} after, {rss['peak']:.0f} peak"
+            )
         if d.get("notes"):
             lines += ["", *d["notes"]]
         return "\n".join(lines)
@@ -201,6 +263,7 @@ def _rss_mb(pid: int | None) -> tuple[float | None, float | None]:
         fields = dict(line.split(":", 1) for line in open(f"/proc/{pid}/status"))
     except OSError:
         return None, None
+
     def kb(k: str) -> float | None:
         return float(fields[k].split()[0]) / 1024 if k in fields else None
 
@@ -295,7 +358,9 @@ def run_bench(
         subset.append(c)
         n += sum(len(t.recorded.statements) for t in c.turns if t.recorded)
     if cap < statements:
-        notes.append(f"The reference path ran on the first {n} statements; load_vs_reference compares rates at that size.")
+        notes.append(
+            f"The reference path ran on the first {n} statements; load_vs_reference compares rates at that size."
+        )
     log(f"reference (compiled Cypher, statement by statement): {n} statements")
     ref_db = fresh("reference")
     secs, _ = _timed(lambda: load(ref_db, subset, via="cypher"))
@@ -366,7 +431,9 @@ def _copy(db: Database, rows: list[dict[str, Any]]) -> float:
     """Time the engine taking ``rows`` into a plain table with a unique key."""
     db.execute("CREATE SCHEMA IF NOT EXISTS agefacts_bench")
     db.execute("DROP TABLE IF EXISTS agefacts_bench.rows")
-    db.execute("CREATE TABLE agefacts_bench.rows (k text PRIMARY KEY, label text NOT NULL, s text, e text, p jsonb NOT NULL)")
+    db.execute(
+        "CREATE TABLE agefacts_bench.rows (k text PRIMARY KEY, label text NOT NULL, s text, e text, p jsonb NOT NULL)"
+    )
     embedded = "pglite" in db.execute("SELECT version()")[0][0].lower()
     t0 = time.perf_counter()
     if embedded:

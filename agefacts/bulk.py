@@ -141,7 +141,8 @@ class BulkWriter:
         return sql.SQL(
             "SELECT u.k, v.id, v.properties FROM unnest(" + param + "::text[]) AS u(k) "
             "CROSS JOIN LATERAL (SELECT v.id, v.properties FROM {t} v WHERE {kv} = "
-            + _as_agtype_key("u.k") + " OFFSET 0) v"
+            + _as_agtype_key("u.k")
+            + " OFFSET 0) v"
         ).format(t=self._table(label), kv=_key("v"))
 
     # -- writing -----------------------------------------------------------------------------
@@ -174,8 +175,10 @@ class BulkWriter:
             # recomputed from the whole graph below (so that a change of a statement's
             # recorded_at can be seen), or for good when its edges are written again alike.
             keep = (
-                derive.STATEMENT_DERIVED if label == "Statement"
-                else () if label in CORE_VERTEX_LABELS
+                derive.STATEMENT_DERIVED
+                if label == "Statement"
+                else ()
+                if label in CORE_VERTEX_LABELS
                 else derive.ENTITY_DERIVED
             )
             got, old = self._upsert_vertices(label, rows, keep)
@@ -185,10 +188,14 @@ class BulkWriter:
             # Every edge's ends are vertices of the same batch, so their ids are known; the
             # properties are already JSON, so the rows are put together as text (by % on the
             # hot path: the fastest way Python has to put ints and text together).
-            payload = "[" + ",".join(
-                '{"a":%d,"b":%d,"c":%d,"d":%d,"p":%s}' % (*ids[s_], *ids[e_], pj)  # noqa: UP031
-                for s_, e_, pj in erows
-            ) + "]"
+            payload = (
+                "["
+                + ",".join(
+                    '{"a":%d,"b":%d,"c":%d,"d":%d,"p":%s}' % (*ids[s_], *ids[e_], pj)  # noqa: UP031
+                    for s_, e_, pj in erows
+                )
+                + "]"
+            )
             self._insert_edges_json(label, payload)
         entities: dict[str, set[str]] = defaultdict(set)
         for k, label in batch.entity_labels.items():
@@ -229,7 +236,9 @@ class BulkWriter:
             "SELECT ag_catalog._graphid(%s, nextval(%s::regclass)), (r.p::text)::" + _AG + " "
             "FROM jsonb_array_elements(%s::jsonb) AS r(p) "
             "ON CONFLICT (" + _KEY_INDEXED + ") "
-            "DO UPDATE SET properties = (((v.properties::text)::jsonb || ((EXCLUDED.properties::text)::jsonb - %s::text[]))::text)::" + _AG + " "
+            "DO UPDATE SET properties = (((v.properties::text)::jsonb || ((EXCLUDED.properties::text)::jsonb - %s::text[]))::text)::"
+            + _AG
+            + " "
             # xmax is 0 on a freshly inserted row and set on one that ON CONFLICT updated.
             "RETURNING v.id::text, " + _KEY.format(t="v") + "::text, v.xmax::text <> '0'"
         ).format(t=table)
@@ -242,7 +251,9 @@ class BulkWriter:
         return out, existed
 
     def _insert_edges(self, label: str, rows: list[list[Any]]) -> None:
-        self._insert_edges_json(label, dumps([{"a": a, "b": b, "c": c, "d": d, "p": props} for a, b, c, d, props in rows]))
+        self._insert_edges_json(
+            label, dumps([{"a": a, "b": b, "c": c, "d": d, "p": props} for a, b, c, d, props in rows])
+        )
 
     def _insert_edges_json(self, label: str, payload: str) -> None:
         lid, _ = self._label(label)
@@ -278,7 +289,9 @@ class BulkWriter:
                 # Ends are read as ids here and resolved to keys below, once per distinct id
                 # and in their own label's table (the user is the subject of many statements).
                 "SELECT 's', " + _KEY.format(t="v") + "::text, so.start_id::text, "
-                "  ag_catalog.agtype_access_operator(v.properties, '\"predicate\"'::" + _AG + ")::text, s.id::text FROM s "
+                "  ag_catalog.agtype_access_operator(v.properties, '\"predicate\"'::"
+                + _AG
+                + ")::text, s.id::text FROM s "
                 "CROSS JOIN LATERAL (SELECT v.properties FROM {st} v WHERE v.id = s.id OFFSET 0) v "
                 "CROSS JOIN LATERAL (SELECT so.start_id FROM {so} so WHERE so.end_id = s.id OFFSET 0) so "
                 "UNION ALL "
@@ -333,7 +346,9 @@ class BulkWriter:
         for lid, pairs in sorted(by_label.items()):
             parts.append(
                 sql.SQL(
-                    "SELECT v.id::text, " + _KEY.format(t="v") + "::text FROM jsonb_to_recordset(%s::jsonb) AS u(a int, b bigint) "
+                    "SELECT v.id::text, "
+                    + _KEY.format(t="v")
+                    + "::text FROM jsonb_to_recordset(%s::jsonb) AS u(a int, b bigint) "
                     "CROSS JOIN LATERAL (SELECT v.id, v.properties FROM {t} v WHERE v.id = ag_catalog._graphid(u.a, u.b) OFFSET 0) v"
                 ).format(t=self._table(self._label_name(lid)))
             )
@@ -391,8 +406,11 @@ class BulkWriter:
         )
 
     def _fmt(self) -> dict[str, Any]:
-        conv = sql.SQL("SELECT v.id FROM unnest(%s::text[]) AS u(k) CROSS JOIN LATERAL (SELECT v.id FROM {t} v WHERE {kv} = "
-                       + _as_agtype_key("u.k") + " OFFSET 0) v").format(t=self._table("Conversation"), kv=_key("v"))
+        conv = sql.SQL(
+            "SELECT v.id FROM unnest(%s::text[]) AS u(k) CROSS JOIN LATERAL (SELECT v.id FROM {t} v WHERE {kv} = "
+            + _as_agtype_key("u.k")
+            + " OFFSET 0) v"
+        ).format(t=self._table("Conversation"), kv=_key("v"))
         return {
             "conv": conv,
             "msg": self._table("Message"),
@@ -425,7 +443,9 @@ class BulkWriter:
         if groups:
             self._supersede(sorted(groups))
 
-    def _edges_of(self, label: str, keys: list[str], edge: str) -> dict[str, tuple[int, dict[str, Any], list[dict[str, Any]]]]:
+    def _edges_of(
+        self, label: str, keys: list[str], edge: str
+    ) -> dict[str, tuple[int, dict[str, Any], list[dict[str, Any]]]]:
         """For each ``label`` vertex with one of ``keys``: its id, its properties, and the
         properties of its outgoing ``edge`` edges."""
         out: dict[str, tuple[int, dict[str, Any], list[dict[str, Any]]]] = {}
@@ -447,7 +467,9 @@ class BulkWriter:
         AGE's ORDER BY gives the same strings in Cypher."""
         if not words:
             return sorted
-        ranked = [w for (w,) in self.db.execute("SELECT x FROM unnest(%s::text[]) AS u(x) ORDER BY x", (sorted(words),))]
+        ranked = [
+            w for (w,) in self.db.execute("SELECT x FROM unnest(%s::text[]) AS u(x) ORDER BY x", (sorted(words),))
+        ]
         rank = {w: i for i, w in enumerate(ranked)}
         # A single word needs no order; only sets of several were ranked.
         return lambda ws: sorted(ws, key=lambda w: rank.get(w, -1))
@@ -488,7 +510,9 @@ class BulkWriter:
             return
         self.db.execute(
             sql.SQL(
-                "UPDATE {t} v SET properties = (((((v.properties::text)::jsonb) - r.unset) || r.set)::text)::" + _AG + " "
+                "UPDATE {t} v SET properties = (((((v.properties::text)::jsonb) - r.unset) || r.set)::text)::"
+                + _AG
+                + " "
                 "FROM (SELECT ag_catalog._graphid(r.a, r.b) AS id, r.set, ARRAY(SELECT jsonb_array_elements_text(r.unset)) AS unset "
                 "  FROM jsonb_to_recordset(%s::jsonb) AS r(a int, b bigint, set jsonb, unset jsonb)) r "
                 "WHERE v.id = r.id AND v.id = ANY(ARRAY(SELECT ag_catalog._graphid(r2.a, r2.b) "
@@ -522,7 +546,9 @@ class BulkWriter:
                 # asked of it, and the id saves a look-up across every vertex label.
                 "SELECT subj.sid::text, s.pred, s.id::text, s.properties::text, o.id::text "
                 "FROM subj CROSS JOIN LATERAL ("
-                "  SELECT s.id, s.properties, ag_catalog.agtype_access_operator(s.properties, '\"predicate\"'::" + _AG + ")::text AS pred "
+                "  SELECT s.id, s.properties, ag_catalog.agtype_access_operator(s.properties, '\"predicate\"'::"
+                + _AG
+                + ")::text AS pred "
                 "  FROM {so} so JOIN {st} s ON s.id = so.end_id WHERE so.start_id = subj.sid OFFSET 0) s "
                 "LEFT JOIN LATERAL (SELECT a.end_id AS id FROM {ab} a WHERE a.start_id = s.id OFFSET 0) o ON true "
                 "WHERE s.pred = ANY(subj.preds)"
@@ -552,21 +578,31 @@ class BulkWriter:
                 wanted[ek] = (new_k, old_k)
         self._write_patches("Statement", patches)
         members_ids = [{"a": i >> 48, "b": i & _ENTRY} for i in ids.values()]
-        existing = {
-            k
-            for (k,) in self.db.execute(
-                sql.SQL(
-                    "SELECT {kr}::text FROM jsonb_to_recordset(%s::jsonb) AS u(a int, b bigint) "
-                    "CROSS JOIN LATERAL (SELECT r.properties FROM {sup} r WHERE r.start_id = ag_catalog._graphid(u.a, u.b) OFFSET 0) r"
-                ).format(kr=_key("r"), **fmt),
-                (dumps(members_ids),),
-            )
-        } if members_ids else set()
+        existing = (
+            {
+                k
+                for (k,) in self.db.execute(
+                    sql.SQL(
+                        "SELECT {kr}::text FROM jsonb_to_recordset(%s::jsonb) AS u(a int, b bigint) "
+                        "CROSS JOIN LATERAL (SELECT r.properties FROM {sup} r WHERE r.start_id = ag_catalog._graphid(u.a, u.b) OFFSET 0) r"
+                    ).format(kr=_key("r"), **fmt),
+                    (dumps(members_ids),),
+                )
+            }
+            if members_ids
+            else set()
+        )
         stale = sorted(existing - set(wanted))
         if stale:
             self.db.execute(
-                sql.SQL("DELETE FROM {sup} r WHERE r.id = ANY(ARRAY(SELECT r2.id FROM unnest(%s::text[]) AS u(k) "
-                        "CROSS JOIN LATERAL (SELECT r2.id FROM {sup} r2 WHERE " + _KEY.format(t="r2") + " = " + _as_agtype_key("u.k") + " OFFSET 0) r2))").format(**fmt),
+                sql.SQL(
+                    "DELETE FROM {sup} r WHERE r.id = ANY(ARRAY(SELECT r2.id FROM unnest(%s::text[]) AS u(k) "
+                    "CROSS JOIN LATERAL (SELECT r2.id FROM {sup} r2 WHERE "
+                    + _KEY.format(t="r2")
+                    + " = "
+                    + _as_agtype_key("u.k")
+                    + " OFFSET 0) r2))"
+                ).format(**fmt),
                 (stale,),
             )
         missing = sorted(set(wanted) - existing)
@@ -602,7 +638,9 @@ def _patch(vid: int, props: Mapping[str, Any], target: Mapping[str, Any]) -> lis
     """The change (as one patch row, or none) that gives a vertex the target values: a None
     target removes the property."""
     # A float and an int of equal value compare equal in Python but are different agtype.
-    put = {f: v for f, v in target.items() if v is not None and (props.get(f) != v or type(props.get(f)) is not type(v))}
+    put = {
+        f: v for f, v in target.items() if v is not None and (props.get(f) != v or type(props.get(f)) is not type(v))
+    }
     drop = [f for f, v in target.items() if v is None and f in props]
     if not put and not drop:
         return []

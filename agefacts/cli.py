@@ -140,7 +140,18 @@ def _cmd_facts(args: argparse.Namespace) -> int:
 
     with _open_db(args) as db:
         table = query.facts(db, args.entity, namespace=args.namespace, valid_at=args.valid_at, known_at=args.known_at)
-    keep = ["subject", "predicate", "value", "object", "valid_from", "valid_until", "recorded_at", "superseded_at", "quote", "conversation"]
+    keep = [
+        "subject",
+        "predicate",
+        "value",
+        "object",
+        "valid_from",
+        "valid_until",
+        "recorded_at",
+        "superseded_at",
+        "quote",
+        "conversation",
+    ]
     _print(output.render_some(table.columns, table.rows, args.format, keep))
     return _EXIT_OK
 
@@ -160,8 +171,15 @@ def _cmd_ask(args: argparse.Namespace) -> int:
     from .retrieve import ask
 
     with _open_db(args) as db:
-        answer = ask(db, args.question, _ontology(args), namespace=args.namespace, k=args.k,
-                     valid_at=args.valid_at, known_at=args.known_at)
+        answer = ask(
+            db,
+            args.question,
+            _ontology(args),
+            namespace=args.namespace,
+            k=args.k,
+            valid_at=args.valid_at,
+            known_at=args.known_at,
+        )
     if args.format == "json":
         _print(json.dumps(answer.to_json(), ensure_ascii=False, indent=2))
         return _EXIT_OK
@@ -393,7 +411,6 @@ def build_parser() -> argparse.ArgumentParser:
     ont = argparse.ArgumentParser(add_help=False)
     ont.add_argument("--ontology", default=None, help="ontology file (JSON; default: the shipped one)")
 
-
     p = sub.add_parser("db", help="start, stop and inspect the embedded engine")
     dbsub = p.add_subparsers(dest="db_command", metavar="ACTION")
     s = dbsub.add_parser("start", help="start the embedded engine in the background")
@@ -441,8 +458,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("bench", parents=[dbo, ont], help="time the loader against its references")
     p.add_argument("--statements", type=int, default=10_000, help="statements to generate (default 10000)")
     p.add_argument("--per-conversation", type=int, default=10, help="statements per conversation (default 10)")
-    p.add_argument("--reference-cap", type=int, default=10_000,
-                   help="run the slow reference path on at most this many statements (default 10000)")
+    p.add_argument(
+        "--reference-cap",
+        type=int,
+        default=10_000,
+        help="run the slow reference path on at most this many statements (default 10000)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=_cmd_bench)
 
@@ -459,20 +480,33 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("load", parents=[dbo, ont], help="load conversations into the graph")
     p.add_argument("paths", nargs="+", help="files, folders or JSONL files")
     p.add_argument("--force", action="store_true", help="load conversations even when already loaded unchanged")
-    p.add_argument("--via", choices=["bulk", "cypher"], default="bulk",
-                   help="bulk: set-wise SQL into the label tables (default); cypher: the compiled Cypher, line by line")
+    p.add_argument(
+        "--via",
+        choices=["bulk", "cypher"],
+        default="bulk",
+        help="bulk: set-wise SQL into the label tables (default); cypher: the compiled Cypher, line by line",
+    )
     _format_option(p)
     p.set_defaults(func=_cmd_load)
 
     p = sub.add_parser("extract", parents=[ont], help="record extractions from an OpenAI-compatible model")
     p.add_argument("conversations", nargs="+", help="conversation files (JSON or JSONL)")
     p.add_argument("--out", required=True, help="folder for the recorded conversations")
-    p.add_argument("--llm-url", default=os.environ.get("AGEFACTS_LLM_URL", "http://127.0.0.1:8080/v1"),
-                   help="the endpoint's base URL (default: $AGEFACTS_LLM_URL)")
-    p.add_argument("--model", default=os.environ.get("AGEFACTS_LLM_MODEL", "default"),
-                   help="model name to ask for (default: $AGEFACTS_LLM_MODEL)")
-    p.add_argument("--api-key-env", default=None,
-                   help="environment variable holding the API key (default: AGEFACTS_LLM_API_KEY, then OPENAI_API_KEY)")
+    p.add_argument(
+        "--llm-url",
+        default=os.environ.get("AGEFACTS_LLM_URL", "http://127.0.0.1:8080/v1"),
+        help="the endpoint's base URL (default: $AGEFACTS_LLM_URL)",
+    )
+    p.add_argument(
+        "--model",
+        default=os.environ.get("AGEFACTS_LLM_MODEL", "default"),
+        help="model name to ask for (default: $AGEFACTS_LLM_MODEL)",
+    )
+    p.add_argument(
+        "--api-key-env",
+        default=None,
+        help="environment variable holding the API key (default: AGEFACTS_LLM_API_KEY, then OPENAI_API_KEY)",
+    )
     p.add_argument("--concurrency", type=int, default=4, help="conversations in flight at once")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for one reply")
     p.add_argument("--retries", type=int, default=4, help="retries after 429, 5xx and timeouts")

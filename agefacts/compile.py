@@ -201,7 +201,17 @@ def plan(conv: Conversation, result: ConversationResult, ontology: Ontology) -> 
     for fact in result.statements:
         sl, sk = handle_of[fact.subject]
         ok = handle_of[fact.object][1] if fact.object is not None else None
-        stk = statement_key(ns, sk, fact.predicate, ok, fact.value, fact.valid_from, fact.valid_until, fact.recurrence, fact.ends_validity)
+        stk = statement_key(
+            ns,
+            sk,
+            fact.predicate,
+            ok,
+            fact.value,
+            fact.valid_from,
+            fact.valid_until,
+            fact.recurrence,
+            fact.ends_validity,
+        )
         add_vertex(
             Vertex(
                 "Statement",
@@ -258,7 +268,14 @@ def plan(conv: Conversation, result: ConversationResult, ontology: Ontology) -> 
         h = f.handle
         asked = conv.turns[-1].at if conv.turns and conv.turns[-1].at else first_at
         p.followups.append(
-            FollowupRow(f.gap, handle_of[h][1] if h in handle_of else None, f.priority, f.question, f.reason, _instant(asked) if asked else None)
+            FollowupRow(
+                f.gap,
+                handle_of[h][1] if h in handle_of else None,
+                f.priority,
+                f.question,
+                f.reason,
+                _instant(asked) if asked else None,
+            )
         )
 
     p.vertices = sorted(vertices.values(), key=lambda v: (_VORDER.get(v.label, 2), v.k))
@@ -333,6 +350,7 @@ def entity_recompute(label: str, k: str) -> list[str]:
 def statement_recompute(k: str) -> str:
     """Known time is the earliest evidence; provenance is that of the earliest evidence that
     has it; confidence the highest any evidence gave."""
+
     def first(f: str) -> str:
         return f"min(CASE WHEN e.{f} IS NULL THEN null ELSE [e.at, e.k, e.{f}] END)"
 

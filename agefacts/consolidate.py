@@ -52,7 +52,9 @@ def consolidate(conversation: str, namespace: str, turns: Iterable[TurnResult]) 
             if key in facts:
                 old = facts[key]
                 conf = [c for c in (old.confidence, fact.confidence) if c is not None]
-                evidence = tuple(sorted(set(old.evidence) | set(fact.evidence), key=lambda e: (e.turn, e.char_start, e.char_end)))
+                evidence = tuple(
+                    sorted(set(old.evidence) | set(fact.evidence), key=lambda e: (e.turn, e.char_start, e.char_end))
+                )
                 facts[key] = old.model_copy(update={"evidence": evidence, "confidence": max(conf) if conf else None})
             else:
                 facts[key] = fact
@@ -86,7 +88,9 @@ def result_of(conv: Conversation, ontology: Ontology) -> ConversationResult:
     for i, turn in enumerate(conv.turns):
         if turn.error:
             results.append(
-                TurnResult(turn=i, rejected=[Rejection(turn=i, kind="turn", reason="extraction_failed", detail=turn.error)])
+                TurnResult(
+                    turn=i, rejected=[Rejection(turn=i, kind="turn", reason="extraction_failed", detail=turn.error)]
+                )
             )
         if turn.speaker != "user" or turn.recorded is None:
             continue

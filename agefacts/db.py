@@ -273,7 +273,9 @@ class Database:
         a connection that finds them at this version runs no DDL, and first connections
         racing each other set up one at a time (an advisory lock, then a second look)."""
         files = resources.files("agefacts._sql")
-        scripts = [(files / name).read_text() for name in sorted(p.name for p in files.iterdir() if p.name.endswith(".sql"))]
+        scripts = [
+            (files / name).read_text() for name in sorted(p.name for p in files.iterdir() if p.name.endswith(".sql"))
+        ]
         version = hashlib.sha256("\0".join(scripts).encode()).hexdigest()[:16]
         if self._schema_version() == version:
             return
@@ -309,7 +311,11 @@ class Database:
                 self._run("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (_GRAPH_LOCK, self.graph))
                 if not self.graph_exists():
                     self._run("SELECT ag_catalog.create_graph(%s)", (self.graph,))
-        except (psycopg.errors.InvalidSchemaName, psycopg.errors.UniqueViolation, psycopg.errors.DuplicateSchema) as exc:
+        except (
+            psycopg.errors.InvalidSchemaName,
+            psycopg.errors.UniqueViolation,
+            psycopg.errors.DuplicateSchema,
+        ) as exc:
             if not self.graph_exists():  # not another client's create: a real error
                 raise translate(exc, f"creating graph {self.graph!r}") from exc
         except psycopg.Error as exc:
@@ -359,9 +365,7 @@ class Database:
                 try:
                     with self.conn.transaction():
                         self._run(
-                            sql.SQL("SELECT ag_catalog.{}(%s::cstring, %s::cstring)").format(
-                                sql.Identifier(fn)
-                            ),
+                            sql.SQL("SELECT ag_catalog.{}(%s::cstring, %s::cstring)").format(sql.Identifier(fn)),
                             (self.graph, name),
                         )
                 except psycopg.Error as exc:
@@ -387,9 +391,7 @@ class Database:
 
     # -- running Cypher ------------------------------------------------------------------
     def cypher_sql(self, query: str, columns: Sequence[str] = ("v",), with_params: bool = False) -> sql.Composed:
-        cols = sql.SQL(", ").join(
-            sql.SQL("{} agtype").format(sql.Identifier(check_column(c))) for c in columns
-        )
+        cols = sql.SQL(", ").join(sql.SQL("{} agtype").format(sql.Identifier(check_column(c))) for c in columns)
         return sql.SQL("SELECT * FROM ag_catalog.cypher({}, {}{}) AS ({})").format(
             sql.Literal(self.graph),
             sql.SQL(_quote_dollar(" " + query + " ")),
@@ -423,7 +425,9 @@ class Database:
         rows = self.cypher_raw(query, params, columns)
         return Table(list(columns), [tuple(decode(v) for v in row) for row in rows])
 
-    def execute(self, query: str | sql.Composable, params: Sequence[Any] | Mapping[str, Any] | None = None) -> list[tuple[Any, ...]]:
+    def execute(
+        self, query: str | sql.Composable, params: Sequence[Any] | Mapping[str, Any] | None = None
+    ) -> list[tuple[Any, ...]]:
         """Run plain SQL (our own statements only)."""
         try:
             return self._run(query, params)

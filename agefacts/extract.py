@@ -199,12 +199,14 @@ def parse_reply(text: str) -> Proposal:
     try:
         data = json.loads(text[start : end + 1])
     except ValueError as exc:
-        raise ExtractionError(f"the reply's JSON does not parse ({exc}): {text[start:start + 200]!r}") from None
+        raise ExtractionError(f"the reply's JSON does not parse ({exc}): {text[start : start + 200]!r}") from None
     if not isinstance(data, dict):
         raise ExtractionError("the reply's JSON is not an object")
     out: dict[str, list[Any]] = {"entities": [], "statements": [], "followups": [], "invalid": []}
     kinds: tuple[tuple[str, type[Entity | Claim | Followup], Literal["entity", "statement", "followup"]], ...] = (
-        ("entities", Entity, "entity"), ("statements", Claim, "statement"), ("followups", Followup, "followup"),
+        ("entities", Entity, "entity"),
+        ("statements", Claim, "statement"),
+        ("followups", Followup, "followup"),
     )
     for field, model, kind in kinds:
         items = data.get(field) or []

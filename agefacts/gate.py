@@ -88,16 +88,22 @@ def gate_turn(
     refused_handles: set[str] = set()
     for ent in proposal.entities:
         if ent.type not in types:
-            rejected.append(_rej(turn, "entity", "unknown_entity_type", f"entity type {ent.type!r} is not in the ontology", ent))
+            rejected.append(
+                _rej(turn, "entity", "unknown_entity_type", f"entity type {ent.type!r} is not in the ontology", ent)
+            )
             refused_handles.add(ent.handle)
             continue
         bad_attrs = sorted(k for k in ent.attrs if not is_identifier(k))
         if bad_attrs:
             # The attribute names become map keys in the graph; the entity itself is fine.
-            rejected.append(_rej(turn, "entity", "invalid", f"attribute names {bad_attrs} are not identifiers; dropped", ent))
+            rejected.append(
+                _rej(turn, "entity", "invalid", f"attribute names {bad_attrs} are not identifiers; dropped", ent)
+            )
             ent = ent.model_copy(update={"attrs": {k: v for k, v in ent.attrs.items() if is_identifier(k)}})
         if ent.handle == USER:
-            rejected.append(_rej(turn, "entity", "invalid", "the handle 'user' is reserved for the person speaking", ent))
+            rejected.append(
+                _rej(turn, "entity", "invalid", "the handle 'user' is reserved for the person speaking", ent)
+            )
             continue
         entities.append(ent)
         handles[ent.handle] = ent
@@ -163,8 +169,10 @@ def _gate_claim(
         subject_terms |= {subj.mention.strip().casefold()}
         if subj.name:
             subject_terms.add(subj.name.strip().casefold())
-    if c.subject != USER and (subject_terms & ontology.unresolvable()) and not (
-        c.subject in handles and handles[c.subject].resolved
+    if (
+        c.subject != USER
+        and (subject_terms & ontology.unresolvable())
+        and not (c.subject in handles and handles[c.subject].resolved)
     ):
         return no("unresolvable_subject", f"subject {c.subject!r} is a term that cannot name anyone")
     if c.object is not None and not spec.takes_object:
@@ -179,7 +187,11 @@ def _gate_claim(
         if ot not in spec.object:
             return no("object_type", f"{spec.name!r} takes an object of type {'|'.join(spec.object)}, not {ot}")
     times: dict[str, str | None] = {}
-    for field, norm in (("valid_from", normalise_valid), ("valid_until", normalise_valid), ("recurrence", normalise_rrule)):
+    for field, norm in (
+        ("valid_from", normalise_valid),
+        ("valid_until", normalise_valid),
+        ("recurrence", normalise_rrule),
+    ):
         raw = getattr(c, field)
         try:
             times[field] = norm(raw) if raw is not None else None
@@ -198,12 +210,7 @@ def _gate_claim(
     admit = ontology.admit
     ends = False
     if c.polarity not in admit.polarity:
-        if (
-            c.polarity == "negated"
-            and admit.negation_ends_validity
-            and spec.single_valued
-            and c.tense == "current"
-        ):
+        if c.polarity == "negated" and admit.negation_ends_validity and spec.single_valued and c.tense == "current":
             ends = True  # "I don't live in Amman any more" closes the matching fact
         else:
             return no("polarity", f"polarity {c.polarity!r} is not admitted as a fact")

@@ -109,7 +109,11 @@ def grade(conv: Conversation, result: ConversationResult) -> Report:
     # A follow-up the model asked and a later turn answered was still asked: count it.
     for turn in conv.turns:
         if turn.recorded:
-            got_imm |= {_gap(f.gap, {**rents, **{e.handle: e for e in turn.recorded.entities}}) for f in turn.recorded.followups if f.priority == "immediate"}
+            got_imm |= {
+                _gap(f.gap, {**rents, **{e.handle: e for e in turn.recorded.entities}})
+                for f in turn.recorded.followups
+                if f.priority == "immediate"
+            }
     rep.immediate_gold = len(gold_imm)
     rep.immediate_hit = len(gold_imm & got_imm)
     rep.rejected = Counter(r.reason for r in result.rejected)

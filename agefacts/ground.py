@@ -29,6 +29,7 @@ __all__ = [
     "locate",
 ]
 
+
 @dataclass(frozen=True)
 class Span:
     char_start: int

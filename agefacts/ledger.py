@@ -75,7 +75,13 @@ def record(db: Database, loaded: Sequence[Loaded]) -> None:
             g,
             json.dumps(
                 [
-                    {"ns": x.conv.namespace, "id": x.conv.id, "h": x.content_hash, "counts": x.plan.counts, "src": x.source}
+                    {
+                        "ns": x.conv.namespace,
+                        "id": x.conv.id,
+                        "h": x.content_hash,
+                        "counts": x.plan.counts,
+                        "src": x.source,
+                    }
                     for x in loaded
                 ]
             ),
@@ -88,7 +94,16 @@ def record(db: Database, loaded: Sequence[Loaded]) -> None:
         (convs, g),
     )
     rows = [
-        {"ns": x.conv.namespace, "id": x.conv.id, "gap": f.gap, "ek": f.entity_key, "pr": f.priority, "q": f.question, "why": f.reason, "at": f.asked_at}
+        {
+            "ns": x.conv.namespace,
+            "id": x.conv.id,
+            "gap": f.gap,
+            "ek": f.entity_key,
+            "pr": f.priority,
+            "q": f.question,
+            "why": f.reason,
+            "at": f.asked_at,
+        }
         for x in loaded
         for f in x.plan.followups
     ]

@@ -96,7 +96,7 @@ class Summary:
             reason = o.reason or ""
             # Input errors name their place themselves (they are raised without the summary).
             if reason.startswith(o.source + ":") or reason.startswith(o.source + " "):
-                reason = reason[len(o.source):].lstrip(": ")
+                reason = reason[len(o.source) :].lstrip(": ")
             lines.append(f"FAILED {o.source}{who}: {reason}")
         return "\n".join(lines)
 
@@ -153,8 +153,13 @@ class _PriorMoved(Exception):
 
 
 def _prepare_one(
-    ontology: Ontology, force: bool, source: str, conv: Conversation, prior: dict[tuple[str, str], str],
-    earlier: Seen | None = None, h: str | None = None,
+    ontology: Ontology,
+    force: bool,
+    source: str,
+    conv: Conversation,
+    prior: dict[tuple[str, str], str],
+    earlier: Seen | None = None,
+    h: str | None = None,
 ) -> Outcome | Prepared:
     try:
         h = h or content_hash(conv, ontology)
@@ -164,7 +169,10 @@ def _prepare_one(
             if earlier.content_hash == h:
                 return Outcome(source, conv.id, conv.namespace, "skipped", f"the same as {earlier.source}")
             return Outcome(
-                source, conv.id, conv.namespace, "failed",
+                source,
+                conv.id,
+                conv.namespace,
+                "failed",
                 f"conversation {conv.id!r} of namespace {conv.namespace!r} is also at {earlier.source}, "
                 "with other content; give each version its own id, or load one of them",
             )
@@ -177,8 +185,12 @@ def _prepare_one(
 
 
 def _prepare(
-    ontology: Ontology, force: bool, batch: list[tuple[str, Conversation]], prior: dict[tuple[str, str], str],
-    via: str = "bulk", earlier: dict[tuple[str, str], Seen] | None = None,
+    ontology: Ontology,
+    force: bool,
+    batch: list[tuple[str, Conversation]],
+    prior: dict[tuple[str, str], str],
+    via: str = "bulk",
+    earlier: dict[tuple[str, str], Seen] | None = None,
 ) -> tuple[list[Outcome | Prepared], Any, dict[tuple[str, str], str]]:
     """Pure work, no database: hash, skip what is unchanged, ground, gate and compile, and
     for the bulk path put the rows together (:func:`agefacts.bulk.assemble`). Returns the
@@ -187,7 +199,15 @@ def _prepare(
     earlier = earlier or {}
     hashes = {(c.namespace, c.id): content_hash(c, ontology, fingerprint) for _, c in batch}
     out = [
-        _prepare_one(ontology, force, source, conv, prior, earlier.get((conv.namespace, conv.id)), hashes[(conv.namespace, conv.id)])
+        _prepare_one(
+            ontology,
+            force,
+            source,
+            conv,
+            prior,
+            earlier.get((conv.namespace, conv.id)),
+            hashes[(conv.namespace, conv.id)],
+        )
         for source, conv in batch
     ]
     todo = [e.plan for e in out if isinstance(e, Prepared)]
@@ -293,7 +313,9 @@ class Loader:
                 yield from self._finish(*previous)
 
     # -- batches ------------------------------------------------------------------------------
-    def _batches(self, items: Iterable[tuple[str, Conversation | InputError]]) -> Iterator[tuple[list[tuple[str, Conversation]], list[Outcome | None]]]:
+    def _batches(
+        self, items: Iterable[tuple[str, Conversation | InputError]]
+    ) -> Iterator[tuple[list[tuple[str, Conversation]], list[Outcome | None]]]:
         batch: list[tuple[str, Conversation]] = []
         pending: list[Outcome | None] = []
         seen: set[tuple[str, str]] = set()
@@ -352,7 +374,10 @@ class Loader:
 
     def _lost_outcome(self, source: str, conv: Conversation) -> Outcome:
         return Outcome(
-            source, conv.id, conv.namespace, "failed",
+            source,
+            conv.id,
+            conv.namespace,
+            "failed",
             f"not loaded: the database connection was lost ({self._lost}); run the same command "
             "again to load the rest (what was loaded is skipped)",
         )
@@ -430,7 +455,10 @@ class Loader:
                 return Outcome(e.source, e.conv.id, e.conv.namespace, "failed", str(exc))
             return e.outcome()
         return Outcome(
-            entry.source, entry.conv.id, entry.conv.namespace, "failed",
+            entry.source,
+            entry.conv.id,
+            entry.conv.namespace,
+            "failed",
             "other loaders kept changing this conversation while it was being loaded; run the command again",
         )
 

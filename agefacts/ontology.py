@@ -105,7 +105,7 @@ class Ontology(BaseModel):
         if not self.name.strip():
             raise ValueError("'name' is empty")
         if not self.entity_types:
-            raise ValueError("'entity_types' is empty; list the entity types, e.g. [\"Person\", \"Place\"]")
+            raise ValueError('\'entity_types\' is empty; list the entity types, e.g. ["Person", "Place"]')
         if not self.predicates:
             raise ValueError("'predicates' is empty; list the predicate vocabulary")
         if not self.system_prompt.strip():
@@ -125,9 +125,7 @@ class Ontology(BaseModel):
             for side in ("subject", "object"):
                 for t in getattr(p, side) or ():
                     if t not in types:
-                        raise ValueError(
-                            f"predicate {p.name!r} names {side} type {t!r}, which is not in entity_types"
-                        )
+                        raise ValueError(f"predicate {p.name!r} names {side} type {t!r}, which is not in entity_types")
             if p.value is False and p.object is None:
                 raise ValueError(f"predicate {p.name!r} takes neither an object nor a value")
         if self.user_type not in types:
@@ -147,9 +145,7 @@ class Ontology(BaseModel):
         return f"{self.name}@{self.version}"
 
     def fingerprint(self) -> str:
-        return hashlib.sha256(
-            json.dumps(self.model_dump(mode="json"), sort_keys=True).encode()
-        ).hexdigest()
+        return hashlib.sha256(json.dumps(self.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()
 
     def unresolvable(self) -> frozenset[str]:
         return frozenset(t.strip().casefold() for t in self.unresolvable_subjects)

@@ -39,27 +39,42 @@ def dot_source(entity: dict[str, Any], facts: list[dict[str, Any]]) -> str:
         '  graph [rankdir=LR, bgcolor="white", fontname="Helvetica", pad=0.3, nodesep=0.3, ranksep=1.2];',
         '  node [fontname="Helvetica", fontsize=11, shape=box, style="rounded,filled", fillcolor="#eef3fb", color="#5b7db1"];',
         '  edge [fontname="Helvetica", fontsize=10, color="#7a869a"];',
-        f"  {_q(center)} [label={_q(entity.get('name') or center)}, fillcolor=\"#ffd97a\", color=\"#b8860b\", penwidth=2, "
+        f'  {_q(center)} [label={_q(entity.get("name") or center)}, fillcolor="#ffd97a", color="#b8860b", penwidth=2, '
         f"tooltip={_q(entity.get('type') or '')}];",
     ]
     nodes: set[str] = {center}
-    for i, f in enumerate(sorted(facts, key=lambda f: (f["predicate"], str(f.get("object") or f.get("value")), f["statement"]))):
+    for i, f in enumerate(
+        sorted(facts, key=lambda f: (f["predicate"], str(f.get("object") or f.get("value")), f["statement"]))
+    ):
         tip = f"“{f['quote']}” ({f['conversation']}, message {f['message']})"
-        times = ", ".join(x for x in (f.get("valid_from") and f"from {f['valid_from']}", f.get("valid_until") and f"until {f['valid_until']}") if x)
+        times = ", ".join(
+            x
+            for x in (
+                f.get("valid_from") and f"from {f['valid_from']}",
+                f.get("valid_until") and f"until {f['valid_until']}",
+            )
+            if x
+        )
         if times:
             tip += f" [{times}]"
         subject_key = f.get("subject_key") or center
         if subject_key not in nodes:
             nodes.add(subject_key)
-            lines.append(f"  {_q(subject_key)} [label={_q(_short(str(f['subject'])))}, tooltip={_q(f.get('subject_type') or '')}];")
+            lines.append(
+                f"  {_q(subject_key)} [label={_q(_short(str(f['subject'])))}, tooltip={_q(f.get('subject_type') or '')}];"
+            )
         if f.get("object_key"):
             target = f["object_key"]
             if target not in nodes:
                 nodes.add(target)
-                lines.append(f"  {_q(target)} [label={_q(_short(str(f['object'])))}, tooltip={_q(f.get('object_type') or '')}];")
+                lines.append(
+                    f"  {_q(target)} [label={_q(_short(str(f['object'])))}, tooltip={_q(f.get('object_type') or '')}];"
+                )
         else:
             target = f"value:{i}"
-            lines.append(f"  {_q(target)} [label={_q(_short(str(f['value'])))}, shape=note, fillcolor=\"#f4f4f4\", color=\"#999999\"];")
+            lines.append(
+                f'  {_q(target)} [label={_q(_short(str(f["value"])))}, shape=note, fillcolor="#f4f4f4", color="#999999"];'
+            )
         lines.append(
             f"  {_q(subject_key)} -> {_q(target)} [label={_q(f['predicate'])}, tooltip={_q(tip)}, labeltooltip={_q(tip)}, "
             f"id={_q('fact-' + str(i))}];"
@@ -71,21 +86,25 @@ def dot_source(entity: dict[str, Any], facts: list[dict[str, Any]]) -> str:
 def render_svg(dot: str) -> str:
     exe = shutil.which("dot")
     if not exe:
-        raise AgeFactsError("drawing needs Graphviz's `dot` on PATH: install graphviz (for example `apt-get install graphviz`)")
+        raise AgeFactsError(
+            "drawing needs Graphviz's `dot` on PATH: install graphviz (for example `apt-get install graphviz`)"
+        )
     proc = subprocess.run([exe, "-Tsvg"], input=dot.encode("utf-8"), capture_output=True, timeout=60)
     if proc.returncode != 0:
         raise AgeFactsError(f"Graphviz failed: {proc.stderr.decode(errors='replace').strip()}")
     svg = proc.stdout.decode("utf-8")
-    return svg[svg.find("<svg"):]
+    return svg[svg.find("<svg") :]
 
 
 def render_html(entity: dict[str, Any], facts: list[dict[str, Any]], svg: str) -> str:
     name = html.escape(entity.get("name") or entity["key"])
     rows = "\n".join(
-        f"<li id=\"q-{i}\"><b>{html.escape(str(f['subject']))}</b> {html.escape(f['predicate'])} "
+        f'<li id="q-{i}"><b>{html.escape(str(f["subject"]))}</b> {html.escape(f["predicate"])} '
         f"<b>{html.escape(str(f.get('object') or f.get('value')))}</b>: “{html.escape(f['quote'])}” "
         f"<small>({html.escape(str(f['conversation']))})</small></li>"
-        for i, f in enumerate(sorted(facts, key=lambda f: (f["predicate"], str(f.get("object") or f.get("value")), f["statement"])))
+        for i, f in enumerate(
+            sorted(facts, key=lambda f: (f["predicate"], str(f.get("object") or f.get("value")), f["statement"]))
+        )
     )
     return f"""<!doctype html>
 <html lang="en">
@@ -104,7 +123,7 @@ li {{ margin: .2rem 0; }}
 </head>
 <body>
 <h1>{name}</h1>
-<div class="meta">{html.escape(entity.get('type') or '')} · namespace {html.escape(entity.get('namespace') or '')} · {len(facts)} fact{'s' if len(facts) != 1 else ''}</div>
+<div class="meta">{html.escape(entity.get("type") or "")} · namespace {html.escape(entity.get("namespace") or "")} · {len(facts)} fact{"s" if len(facts) != 1 else ""}</div>
 <div id="quote">Click an arrow to see the words it was read from.</div>
 {svg}
 <ol>

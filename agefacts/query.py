@@ -141,15 +141,23 @@ def graph_content(db: Database) -> list[str]:
     """Every vertex as (label, k, properties) and every edge as (label, start k, end k,
     properties), each one canonical JSON line, sorted; AGE ids are left out."""
     lines: list[str] = []
-    for label, props in db.cypher_raw(
-        "MATCH (n) RETURN label(n), properties(n)", columns=("l", "p")
-    ):
+    for label, props in db.cypher_raw("MATCH (n) RETURN label(n), properties(n)", columns=("l", "p")):
         p = json.loads(props or "{}")
         lines.append(_canon(["V", json.loads(label or "null"), p.get("k"), p]))
     for label, sk, ek, props in db.cypher_raw(
         "MATCH (a)-[e]->(b) RETURN label(e), a.k, b.k, properties(e)", columns=("l", "s", "t", "p")
     ):
-        lines.append(_canon(["E", json.loads(label or "null"), json.loads(sk or "null"), json.loads(ek or "null"), json.loads(props or "{}")]))
+        lines.append(
+            _canon(
+                [
+                    "E",
+                    json.loads(label or "null"),
+                    json.loads(sk or "null"),
+                    json.loads(ek or "null"),
+                    json.loads(props or "{}"),
+                ]
+            )
+        )
     lines.sort()
     return lines
 
@@ -190,11 +198,11 @@ def _parse_named(name: str, kind: str, raw: str) -> NamedQuery:
     body: list[str] = []
     for line in raw.splitlines():
         if not body and line.startswith(marker):
-            header.append(line[len(marker):].strip())
+            header.append(line[len(marker) :].strip())
         elif line.strip() or body:
             body.append(line)
     description = header[0] if header else ""
-    params_doc = next((h[len("params:"):].strip() for h in header if h.startswith("params:")), "")
+    params_doc = next((h[len("params:") :].strip() for h in header if h.startswith("params:")), "")
     params = [m.group(1) for m in _PARAM_NAME.finditer(re.sub(r"\([^)]*\)", "", params_doc))]
     return NamedQuery(name, kind, description, params, params_doc, "\n".join(body).strip())
 
@@ -220,7 +228,9 @@ def run_named(db: Database, name: str, params: Mapping[str, Any] | None = None) 
     given = dict(params or {})
     unknown = sorted(set(given) - set(q.params))
     if unknown:
-        raise QueryError(f"query {name!r} takes no parameter {', '.join(unknown)}; it takes: {', '.join(q.params) or 'none'}")
+        raise QueryError(
+            f"query {name!r} takes no parameter {', '.join(unknown)}; it takes: {', '.join(q.params) or 'none'}"
+        )
     values = {p: given.get(p) for p in q.params}
     if q.kind == "sql":
         values["graph"] = db.graph
@@ -249,7 +259,9 @@ def _entity_keys(db: Database, entity: str, namespace: str | None) -> list[str]:
     found = find_entities(db, entity, namespace)
     if not found:
         where = f" in namespace {namespace!r}" if namespace else ""
-        raise QueryError(f"no entity {entity!r}{where}: give a key, a name or a mention (`agefacts query --name entities`)")
+        raise QueryError(
+            f"no entity {entity!r}{where}: give a key, a name or a mention (`agefacts query --name entities`)"
+        )
     return [e["key"] for e in found]
 
 
@@ -279,14 +291,19 @@ def facts(
     except TimeError as exc:
         raise QueryError(f"time {valid_at if valid_at else known_at!r} {exc}") from None
     name = facts_query_name(db)
-    tables = [run_named(db, name, {"entity": k, "valid_at": valid, "known_at": known}) for k in _entity_keys(db, entity, namespace)]
+    tables = [
+        run_named(db, name, {"entity": k, "valid_at": valid, "known_at": known})
+        for k in _entity_keys(db, entity, namespace)
+    ]
     rows = [r for t in tables for r in t.rows]
     columns = tables[0].columns if tables else []
     return Table(columns, _dedupe(rows))
 
 
 def history(db: Database, entity: str, predicate: str, *, namespace: str | None = None) -> Table:
-    tables = [run_named(db, "history", {"entity": k, "predicate": predicate}) for k in _entity_keys(db, entity, namespace)]
+    tables = [
+        run_named(db, "history", {"entity": k, "predicate": predicate}) for k in _entity_keys(db, entity, namespace)
+    ]
     return Table(tables[0].columns, [r for t in tables for r in t.rows])
 
 

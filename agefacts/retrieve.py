@@ -108,14 +108,15 @@ def _inventory(db: Database, namespace: str | None) -> list[tuple[list[str], dic
     return names
 
 
-
 def link(db: Database, question: str, namespace: str | None = None) -> list[Linked]:
     """The entities the question names, in the order they were matched (longest first)."""
     q = _tokens(question)
     claimed = [False] * len(q)
     out: list[Linked] = []
     seen: set[str] = set()
-    inventory = sorted(_inventory(db, namespace), key=lambda item: (-len(item[0]), -len(" ".join(item[0])), item[1]["key"]))
+    inventory = sorted(
+        _inventory(db, namespace), key=lambda item: (-len(item[0]), -len(" ".join(item[0])), item[1]["key"])
+    )
     for toks, ent in inventory:
         n = len(toks)
         for i in range(len(q) - n + 1):

@@ -7,7 +7,17 @@ from typing import Any
 from agefacts.models import Conversation
 
 
-def claim(subject: str, predicate: str, quote: str, *, obj: str | None = None, value: Any = None, polarity="asserted", tense="current", **kw) -> dict:
+def claim(
+    subject: str,
+    predicate: str,
+    quote: str,
+    *,
+    obj: str | None = None,
+    value: Any = None,
+    polarity="asserted",
+    tense="current",
+    **kw,
+) -> dict:
     d: dict[str, Any] = {"subject": subject, "predicate": predicate, "quote": quote}
     if obj is not None:
         d["object"] = obj

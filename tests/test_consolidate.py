@@ -9,14 +9,27 @@ from .helpers import claim, conversation, user_turn
 
 
 def test_a_placeholder_named_later_is_one_entity_and_its_followup_is_dropped():
-    husband = {"handle": "e1", "type": "Person", "mention": "my husband", "resolution": "nil_placeholder", "attrs": {"rel": "spouse_of:user"}}
+    husband = {
+        "handle": "e1",
+        "type": "Person",
+        "mention": "my husband",
+        "resolution": "nil_placeholder",
+        "attrs": {"rel": "spouse_of:user"},
+    }
     named = {"handle": "e1", "type": "Person", "mention": "Tom", "resolution": "resolved", "name": "Tom"}
     conv = conversation(
         "c",
         [
-            user_turn("My husband cooks.", "2026-01-01T10:00:00Z", [husband], [claim("user", "spouse_of", "My husband", obj="e1")],
-                      [{"gap": "e1.name", "priority": "banked", "question": "Name?"},
-                       {"gap": "e1.name", "priority": "immediate", "question": "What's his name?"}]),
+            user_turn(
+                "My husband cooks.",
+                "2026-01-01T10:00:00Z",
+                [husband],
+                [claim("user", "spouse_of", "My husband", obj="e1")],
+                [
+                    {"gap": "e1.name", "priority": "banked", "question": "Name?"},
+                    {"gap": "e1.name", "priority": "immediate", "question": "What's his name?"},
+                ],
+            ),
             user_turn("Tom.", "2026-01-01T10:01:00Z", [named], []),
         ],
     )
@@ -32,8 +45,18 @@ def test_the_same_statement_in_two_turns_is_one_with_both_evidence():
     conv = conversation(
         "c",
         [
-            user_turn("I live in Lyon.", "2026-01-01T10:00:00Z", [place], [claim("user", "lives_in", "I live in Lyon", obj="e1", confidence=0.5)]),
-            user_turn("Yes, I live in Lyon!", "2026-01-01T10:05:00Z", [], [claim("user", "lives_in", "I live in Lyon", obj="e1", confidence=0.9)]),
+            user_turn(
+                "I live in Lyon.",
+                "2026-01-01T10:00:00Z",
+                [place],
+                [claim("user", "lives_in", "I live in Lyon", obj="e1", confidence=0.5)],
+            ),
+            user_turn(
+                "Yes, I live in Lyon!",
+                "2026-01-01T10:05:00Z",
+                [],
+                [claim("user", "lives_in", "I live in Lyon", obj="e1", confidence=0.9)],
+            ),
         ],
     )
     (fact,) = result_of(conv, default_ontology()).statements
@@ -46,10 +69,20 @@ def test_followups_dedupe_by_gap_keeping_the_strongest_priority():
     conv = conversation(
         "c",
         [
-            user_turn("A friend called.", "2026-01-01T10:00:00Z", [person], [],
-                      [{"gap": "e1.name", "priority": "banked", "question": "Who?"}]),
-            user_turn("She was upset.", "2026-01-01T10:01:00Z", [], [],
-                      [{"gap": "e1.name", "priority": "immediate", "question": "Who called?"}]),
+            user_turn(
+                "A friend called.",
+                "2026-01-01T10:00:00Z",
+                [person],
+                [],
+                [{"gap": "e1.name", "priority": "banked", "question": "Who?"}],
+            ),
+            user_turn(
+                "She was upset.",
+                "2026-01-01T10:01:00Z",
+                [],
+                [],
+                [{"gap": "e1.name", "priority": "immediate", "question": "Who called?"}],
+            ),
         ],
     )
     (f,) = result_of(conv, default_ontology()).followups

@@ -50,7 +50,7 @@ def test_parameters_carry_any_text_verbatim(db):
 
 def test_vertices_edges_and_paths_decode(db):
     db.cypher("CREATE (:Person {k: 'a'})-[:KNOWS {since: 2020}]->(:Person {k: 'b'})")
-    (p, e), = db.cypher("MATCH p = (:Person)-[e:KNOWS]->() RETURN p, e", columns=("p", "e")).rows
+    ((p, e),) = db.cypher("MATCH p = (:Person)-[e:KNOWS]->() RETURN p, e", columns=("p", "e")).rows
     assert isinstance(p, Path) and [type(x) for x in p.elements] == [Vertex, Edge, Vertex]
     assert isinstance(e, Edge) and e.properties == {"since": 2020}
     assert e.start_id == p.elements[0].id and e.end_id == p.elements[2].id
@@ -86,9 +86,7 @@ def test_two_connections_work_concurrently(dsn, graph_name, db):
             for i in range(25):
                 with conn.transaction():
                     conn.cypher("MERGE (:Person {k: $k})", {"k": f"{prefix}{i}"})
-                    conn.cypher(
-                        "MATCH (p:Person {k: $k}) SET p.n = $n", {"k": f"{prefix}{i}", "n": i}
-                    )
+                    conn.cypher("MATCH (p:Person {k: $k}) SET p.n = $n", {"k": f"{prefix}{i}", "n": i})
             conn.close()
         except BaseException as exc:  # reported below, with the thread's name
             errors.append(exc)
@@ -177,7 +175,9 @@ def test_an_age_older_than_the_tested_range_is_refused_naming_its_version(dsn, g
         Database(dsn, graph_name).connect()
     assert "AGE 1.5.0" in str(info.value) and "1.6.0 or newer" in str(info.value)
     monkeypatch.undo()
-    (version,) = Database(dsn, graph_name).connect().execute("SELECT extversion FROM pg_extension WHERE extname = 'age'")[0]
+    (version,) = (
+        Database(dsn, graph_name).connect().execute("SELECT extversion FROM pg_extension WHERE extname = 'age'")[0]
+    )
     assert dbmod.age_version_supported(version)
     Database(dsn, graph_name).connect().drop_graph()
 

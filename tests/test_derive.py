@@ -13,7 +13,9 @@ from agefacts.compile import supersession
 from agefacts.derive import Member, entity_props, statement_props, supersede, supersession_key
 
 TIMES = st.sampled_from(["2024", "2024-03", "2024-03-01", "2024-03-01T10:00:00Z", "2024-06", "2025-01-01", "2025"])
-KNOWN = st.sampled_from(["2024-01-01T10:00:00Z", "2024-04-01T10:00:00Z", "2024-07-01T10:00:00Z", "2025-02-01T10:00:00Z"])
+KNOWN = st.sampled_from(
+    ["2024-01-01T10:00:00Z", "2024-04-01T10:00:00Z", "2024-07-01T10:00:00Z", "2025-02-01T10:00:00Z"]
+)
 
 
 @st.composite
@@ -25,7 +27,16 @@ def members(draw):
         vu = draw(st.one_of(st.none(), TIMES))
         if vf and vu and vu < vf:
             vf, vu = vu, vf
-        out.append(Member(f"stmt:{i:02d}", json.dumps(draw(st.sampled_from(["Lyon", "Oslo", "Bergen"]))), ends, vf, vu, draw(KNOWN)))
+        out.append(
+            Member(
+                f"stmt:{i:02d}",
+                json.dumps(draw(st.sampled_from(["Lyon", "Oslo", "Bergen"]))),
+                ends,
+                vf,
+                vu,
+                draw(KNOWN),
+            )
+        )
     return out
 
 
@@ -70,8 +81,12 @@ def test_entity_and_statement_rules():
         {"k": "edge:2", "at": "2024-02-01", "mentions": ["him"], "attrs": {"rel": "spouse_of:user"}},
         {"k": "edge:3", "at": "2024-02-01", "name": "Thomas", "mentions": []},
     ]
-    assert entity_props(ms) == {"name": "Thomas", "attrs": {"rel": "spouse_of:user"}, "resolution": "resolved",
-                                "mentions": ["Tom", "him", "my husband"]}
+    assert entity_props(ms) == {
+        "name": "Thomas",
+        "attrs": {"rel": "spouse_of:user"},
+        "resolution": "resolved",
+        "mentions": ["Tom", "him", "my husband"],
+    }
     assert entity_props([]) is None
     assert "mentions" not in entity_props([{"k": "edge:1", "mentions": []}])
     ev = [
@@ -79,8 +94,13 @@ def test_entity_and_statement_rules():
         {"k": "edge:a", "at": "2024-01-01T00:00:00Z", "confidence": 0.9, "model": "m1"},
         {"k": "edge:c", "at": "2023-01-01T00:00:00Z"},
     ]
-    assert statement_props(ev) == {"recorded_at": "2023-01-01T00:00:00Z", "confidence": 0.9, "model": "m1",
-                                   "extractor": "x2", "schema_ref": None}
+    assert statement_props(ev) == {
+        "recorded_at": "2023-01-01T00:00:00Z",
+        "confidence": 0.9,
+        "model": "m1",
+        "extractor": "x2",
+        "schema_ref": None,
+    }
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -93,8 +113,14 @@ def test_the_compiled_supersession_cypher_states_the_same_rule(db, group):
     db.cypher_raw("MATCH (n) DELETE n")
     db.cypher_raw("CREATE (:Person {k: 'fz:user'})")
     for m in group:
-        props = {"k": m.k, "predicate": "lives_in", "recorded_at": m.recorded_at, "valid_from": m.valid_from,
-                 "valid_until": m.stated_until, "ends_fact": True if m.ends_fact else None}
+        props = {
+            "k": m.k,
+            "predicate": "lives_in",
+            "recorded_at": m.recorded_at,
+            "valid_from": m.valid_from,
+            "valid_until": m.stated_until,
+            "ends_fact": True if m.ends_fact else None,
+        }
         place = "fz:" + json.loads(m.ident)
         db.cypher_raw(f"MERGE (:Place {{k: {cy.literal(place)}}})")
         db.cypher_raw(
@@ -103,12 +129,25 @@ def test_the_compiled_supersession_cypher_states_the_same_rule(db, group):
         )
     for line in supersession("Person", "fz:user", "lives_in"):
         db.cypher_raw(line)
-    want = supersede([Member(m.k, json.dumps("fz:" + json.loads(m.ident)), m.ends_fact, m.valid_from, m.stated_until, m.recorded_at) for m in group])
+    want = supersede(
+        [
+            Member(
+                m.k, json.dumps("fz:" + json.loads(m.ident)), m.ends_fact, m.valid_from, m.stated_until, m.recorded_at
+            )
+            for m in group
+        ]
+    )
     got = {}
     for k, p in db.cypher_raw("MATCH (s:Statement) RETURN s.k, properties(s)", columns=("k", "p")):
         p = json.loads(p)
-        got[json.loads(k)] = {f: p.get(f) for f in ("valid_until", "valid_until_inferred", "superseded_at", "valid_start")}
+        got[json.loads(k)] = {
+            f: p.get(f) for f in ("valid_until", "valid_until_inferred", "superseded_at", "valid_start")
+        }
     assert got == want.props
-    edges = sorted(tuple(json.loads(c) for c in r) for r in db.cypher_raw(
-        "MATCH (n:Statement)-[r:SUPERSEDES]->(o:Statement) RETURN r.k, n.k, o.k", columns=("e", "n", "o")))
+    edges = sorted(
+        tuple(json.loads(c) for c in r)
+        for r in db.cypher_raw(
+            "MATCH (n:Statement)-[r:SUPERSEDES]->(o:Statement) RETURN r.k, n.k, o.k", columns=("e", "n", "o")
+        )
+    )
     assert edges == want.edges

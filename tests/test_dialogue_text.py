@@ -24,9 +24,20 @@ ONTO = default_ontology()
 
 def shop(cid: str, name: str, at: str):
     text = f"I work at {name} now"
-    return conversation(cid, [user_turn(text, at,
-                                        entities=[{"handle": "e1", "type": "Organization", "mention": name, "resolution": "resolved", "name": name}],
-                                        statements=[claim("user", "works_at", text, obj="e1")])], namespace="shop")
+    return conversation(
+        cid,
+        [
+            user_turn(
+                text,
+                at,
+                entities=[
+                    {"handle": "e1", "type": "Organization", "mention": name, "resolution": "resolved", "name": name}
+                ],
+                statements=[claim("user", "works_at", text, obj="e1")],
+            )
+        ],
+        namespace="shop",
+    )
 
 
 # -- 1. typographic apostrophes do not split entities ---------------------------------------------------
@@ -67,7 +78,13 @@ def test_three_dots_find_an_ellipsis_and_the_stored_quote_is_the_message_text():
 
 @given(
     before=st.text(min_size=0, max_size=20),
-    words=st.lists(st.text(alphabet=st.characters(blacklist_categories=("Cs", "Zs", "Cc")), min_size=1, max_size=8).filter(lambda w: "." not in w and "…" not in w), min_size=1, max_size=4),
+    words=st.lists(
+        st.text(alphabet=st.characters(blacklist_categories=("Cs", "Zs", "Cc")), min_size=1, max_size=8).filter(
+            lambda w: "." not in w and "…" not in w
+        ),
+        min_size=1,
+        max_size=4,
+    ),
     after=st.text(min_size=0, max_size=20),
 )
 def test_any_ellipsis_retyped_as_dots_is_found_with_honest_spans(before, words, after):
@@ -75,8 +92,8 @@ def test_any_ellipsis_retyped_as_dots_is_found_with_honest_spans(before, words, 
     quote = "... ".join(words)
     span = locate(message, quote)
     assert span is not None
-    assert message[span.char_start:span.char_end] == span.quote
-    assert message.encode()[span.byte_start:span.byte_end] == span.quote.encode()
+    assert message[span.char_start : span.char_end] == span.quote
+    assert message.encode()[span.byte_start : span.byte_end] == span.quote.encode()
 
 
 # -- 3. the engine's string functions ------------------------------------------------------------------------

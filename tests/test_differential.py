@@ -60,14 +60,20 @@ def version(draw, cid: str, month: int) -> Conversation:
             handle = f"e{len(entities)}"
             typ = "Organization" if pred == "works_at" else "Place"
             name = draw(st.sampled_from(NAMES))
-            entities.append({"handle": handle, "type": typ, "mention": name.strip() or "it", "resolution": "resolved", "name": name})
+            entities.append(
+                {"handle": handle, "type": typ, "mention": name.strip() or "it", "resolution": "resolved", "name": name}
+            )
             statements.append(claim("user", pred, sentence, obj=handle, polarity=polarity, **kw))
         else:
             statements.append(claim("user", pred, sentence, value=draw(VALUES), polarity=polarity, **kw))
-    turns = [user_turn(" ".join(sentences), f"2024-{month:02d}-0{draw(st.integers(1, 9))}T10:00:00Z", entities, statements)]
+    turns = [
+        user_turn(" ".join(sentences), f"2024-{month:02d}-0{draw(st.integers(1, 9))}T10:00:00Z", entities, statements)
+    ]
     if draw(st.booleans()):
         turns.append({"speaker": "assistant", "text": "Noted.", "at": f"2024-{month:02d}-10T10:00:00Z"})
-    return Conversation.model_validate({"id": cid, "namespace": "fz", "title": draw(st.sampled_from([None, "t", "t2"])), "turns": turns})
+    return Conversation.model_validate(
+        {"id": cid, "namespace": "fz", "title": draw(st.sampled_from([None, "t", "t2"])), "turns": turns}
+    )
 
 
 @st.composite
@@ -88,7 +94,11 @@ def fresh(db: Database) -> Database:
 
 
 # AGEFACTS_FUZZ_EXAMPLES runs more examples than CI does, for a deeper search.
-@settings(max_examples=int(os.environ.get("AGEFACTS_FUZZ_EXAMPLES", "12")), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=int(os.environ.get("AGEFACTS_FUZZ_EXAMPLES", "12")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(story=histories())
 def test_bulk_and_cypher_paths_and_a_fresh_load_agree_after_every_replacement(dsn, graph_name, story):
     first, steps = story
@@ -115,7 +125,7 @@ def test_bulk_and_cypher_paths_and_a_fresh_load_agree_after_every_replacement(ds
             "MATCH (:Statement)-[e:EVIDENCED_BY]->(m:Message) RETURN e.quote, e.char_start, e.char_end, m.text",
             columns=tuple("qabt"),
         ):
-            assert json.loads(t)[json.loads(a):json.loads(b)] == json.loads(q)
+            assert json.loads(t)[json.loads(a) : json.loads(b)] == json.loads(q)
     finally:
         for db in (bulk, cypher, final):
             db.drop_graph()

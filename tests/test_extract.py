@@ -18,13 +18,27 @@ from agefacts.ontology import default_ontology
 
 REPLY_LYON = {
     "entities": [{"handle": "e1", "type": "Place", "mention": "Lyon", "resolution": "resolved", "name": "Lyon"}],
-    "statements": [{"subject": "user", "predicate": "lives_in", "object": "e1", "quote": "I live in Lyon", "polarity": "asserted", "tense": "current"}],
+    "statements": [
+        {
+            "subject": "user",
+            "predicate": "lives_in",
+            "object": "e1",
+            "quote": "I live in Lyon",
+            "polarity": "asserted",
+            "tense": "current",
+        }
+    ],
     "followups": [],
 }
 
 
 def completion(content: str, model: str = "test-model-1") -> dict:
-    return {"id": "x", "object": "chat.completion", "model": model, "choices": [{"index": 0, "message": {"role": "assistant", "content": content}}]}
+    return {
+        "id": "x",
+        "object": "chat.completion",
+        "model": model,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}}],
+    }
 
 
 class Script:
@@ -40,7 +54,9 @@ class Script:
 
     def next(self, utterance: str) -> tuple:
         with self.lock:
-            queue = self.steps.get(utterance) or [("json", 200, completion(json.dumps({"entities": [], "statements": [], "followups": []})))]
+            queue = self.steps.get(utterance) or [
+                ("json", 200, completion(json.dumps({"entities": [], "statements": [], "followups": []})))
+            ]
             return queue.pop(0) if len(queue) > 1 else queue[0]
 
 
@@ -58,7 +74,9 @@ def server():
             with script.lock:
                 script.requests.append(body)
                 script.headers.append(dict(self.headers))
-            utterance = body["messages"][-1]["content"].split("Message to extract from:\n", 1)[1].rsplit("\n\nReply with", 1)[0]
+            utterance = (
+                body["messages"][-1]["content"].split("Message to extract from:\n", 1)[1].rsplit("\n\nReply with", 1)[0]
+            )
             step = script.next(utterance)
             kind = step[0]
             with script.lock:
@@ -124,7 +142,12 @@ def test_fenced_json_is_read_and_the_request_carries_the_schema_and_context(serv
     assert out.conversation.model == "test-model-1"
     req = script.requests[-1]
     assert req["response_format"]["type"] == "json_schema"
-    assert "lives_in" in req["response_format"]["json_schema"]["schema"]["properties"]["statements"]["items"]["properties"]["predicate"]["enum"]
+    assert (
+        "lives_in"
+        in req["response_format"]["json_schema"]["schema"]["properties"]["statements"]["items"]["properties"][
+            "predicate"
+        ]["enum"]
+    )
     # Prior turns are context for the next one.
     assert "user: Hello there." in req["messages"][-1]["content"]
     assert script.headers[-1]["Authorization"] == "Bearer sk-secret-123"
@@ -139,7 +162,16 @@ def test_known_handles_are_sent_with_later_turns(server):
 
 def test_invalid_enum_values_become_invalid_items_not_failures(server):
     bad = json.loads(json.dumps(REPLY_LYON))
-    bad["statements"].append({"subject": "user", "predicate": "lives_in", "object": "e1", "quote": "Lyon", "polarity": "definitely", "tense": "current"})
+    bad["statements"].append(
+        {
+            "subject": "user",
+            "predicate": "lives_in",
+            "object": "e1",
+            "quote": "Lyon",
+            "polarity": "definitely",
+            "tense": "current",
+        }
+    )
     url, _ = server({"I live in Lyon.": [("json", 200, completion(json.dumps(bad)))]})
     (out,) = run(url, [conv("a", "I live in Lyon.")])
     rec = out.conversation.turns[0].recorded
@@ -150,7 +182,12 @@ def test_invalid_enum_values_become_invalid_items_not_failures(server):
 
 def test_429_then_success_is_retried(server):
     url, script = server(
-        {"I live in Lyon.": [("json", 429, {"error": "slow down"}, {"Retry-After": "0"}), ("json", 200, completion(json.dumps(REPLY_LYON)))]}
+        {
+            "I live in Lyon.": [
+                ("json", 429, {"error": "slow down"}, {"Retry-After": "0"}),
+                ("json", 200, completion(json.dumps(REPLY_LYON))),
+            ]
+        }
     )
     (out,) = run(url, [conv("a", "I live in Lyon.")])
     assert out.errors == [] and len(script.requests) == 2
@@ -204,7 +241,9 @@ def test_parse_reply_rejects_prose():
 def test_extract_command_records_replayable_conversations(server, tmp_path, monkeypatch, capsys):
     url, _ = server({"I live in Lyon.": [("json", 200, completion(json.dumps(REPLY_LYON)))]})
     src = tmp_path / "in.jsonl"
-    src.write_text(conv("a", "I live in Lyon.").model_dump_json() + "\n" + conv("b", "I live in Lyon.").model_dump_json() + "\n")
+    src.write_text(
+        conv("a", "I live in Lyon.").model_dump_json() + "\n" + conv("b", "I live in Lyon.").model_dump_json() + "\n"
+    )
     monkeypatch.setenv("AGEFACTS_LLM_API_KEY", "sk-secret-123")
     out = tmp_path / "out"
     assert main(["extract", str(src), "--out", str(out), "--llm-url", url, "--model", "m"]) == 0

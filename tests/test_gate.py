@@ -83,11 +83,22 @@ def test_an_unresolvable_subject_is_refused():
 
 
 def test_a_negated_current_single_valued_fact_ends_the_fact_when_the_ontology_allows():
-    r = gate("I don't live in Lyon any more", [claim("user", "lives_in", "I don't live in Lyon", obj="e1", polarity="negated")], [place("e1", "Lyon")])
+    r = gate(
+        "I don't live in Lyon any more",
+        [claim("user", "lives_in", "I don't live in Lyon", obj="e1", polarity="negated")],
+        [place("e1", "Lyon")],
+    )
     (fact,) = r.statements
     assert fact.ends_validity
-    strict = default_ontology().model_copy(update={"admit": default_ontology().admit.model_copy(update={"negation_ends_validity": False})})
-    r = gate("I don't live in Lyon any more", [claim("user", "lives_in", "I don't live in Lyon", obj="e1", polarity="negated")], [place("e1", "Lyon")], strict)
+    strict = default_ontology().model_copy(
+        update={"admit": default_ontology().admit.model_copy(update={"negation_ends_validity": False})}
+    )
+    r = gate(
+        "I don't live in Lyon any more",
+        [claim("user", "lives_in", "I don't live in Lyon", obj="e1", polarity="negated")],
+        [place("e1", "Lyon")],
+        strict,
+    )
     assert reasons(r) == ["polarity"]
 
 
@@ -101,7 +112,16 @@ def test_unknown_entity_types_are_refused_with_their_statements():
 def test_times_are_normalised():
     r = gate(
         "We moved in June",
-        [claim("user", "lives_in", "We moved in June", obj="e1", valid_from="2024-06-01T10:00:00+02:00", recurrence="rrule:byday=mo;freq=weekly")],
+        [
+            claim(
+                "user",
+                "lives_in",
+                "We moved in June",
+                obj="e1",
+                valid_from="2024-06-01T10:00:00+02:00",
+                recurrence="rrule:byday=mo;freq=weekly",
+            )
+        ],
         [place("e1", "Oslo")],
     )
     (fact,) = r.statements
@@ -124,5 +144,10 @@ def test_a_custom_ontology_changes_the_policy():
             "system_prompt": "x",
         }
     )
-    r = gate("I think I live in Lyon", [claim("user", "lives_in", "I live in Lyon", obj="e1", polarity="hedged")], [place("e1", "Lyon")], onto)
+    r = gate(
+        "I think I live in Lyon",
+        [claim("user", "lives_in", "I live in Lyon", obj="e1", polarity="hedged")],
+        [place("e1", "Lyon")],
+        onto,
+    )
     assert len(r.statements) == 1

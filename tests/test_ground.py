@@ -64,7 +64,11 @@ def test_any_substring_is_found_with_agreeing_char_and_byte_spans(text, data):
 
 @settings(max_examples=200, deadline=None)
 @given(
-    st.lists(st.text(alphabet=st.characters(blacklist_categories=("Zs", "Zl", "Zp", "Cc", "Cs")), min_size=1, max_size=8), min_size=1, max_size=6),
+    st.lists(
+        st.text(alphabet=st.characters(blacklist_categories=("Zs", "Zl", "Zp", "Cc", "Cs")), min_size=1, max_size=8),
+        min_size=1,
+        max_size=6,
+    ),
     st.lists(st.sampled_from([" ", "\n", "\t ", "  \n  ", "\u00a0"]), min_size=6, max_size=6),
 )
 def test_reflowed_quotes_are_found_in_the_original(words, gaps):

@@ -10,7 +10,9 @@ from hypothesis import strategies as st
 from agefacts.keys import _canon, entity_key, make_key, statement_key
 from agefacts.models import Entity
 
-scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.text(alphabet=st.characters(blacklist_categories=("Cs",))))
+scalars = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.text(alphabet=st.characters(blacklist_categories=("Cs",)))
+)
 fields = st.lists(st.one_of(scalars, st.lists(scalars, max_size=3)), max_size=6)
 
 
@@ -22,7 +24,9 @@ def test_the_canonical_encoder_writes_what_json_dumps_writes(values):
 
 def test_keys_are_namespace_scoped_and_follow_the_documented_rules():
     husband = Entity(handle="e1", type="Person", mention="my husband", attrs={"rel": "spouse_of:user"})
-    named = Entity(handle="e7", type="Person", mention="Tom", name="Tom", resolution="resolved", attrs={"rel": "spouse_of:user"})
+    named = Entity(
+        handle="e7", type="Person", mention="Tom", name="Tom", resolution="resolved", attrs={"rel": "spouse_of:user"}
+    )
     # The role to the user keys the entity, whatever the conversation or handle.
     assert entity_key("ann", "c1", husband) == entity_key("ann", "c2", named)
     assert entity_key("ann", "c1", husband) != entity_key("bob", "c1", husband)
@@ -35,4 +39,6 @@ def test_keys_are_namespace_scoped_and_follow_the_documented_rules():
     assert a == statement_key("ann", "ent:1", "lives_in", "ent:2", None, "2024-06", None, None)
     assert a != statement_key("ann", "ent:1", "lives_in", "ent:2", None, "2024-07", None, None)
     assert a != statement_key("ann", "ent:1", "lives_in", "ent:2", None, "2024-06", None, None, ends_validity=True)
-    assert statement_key("a", "s", "p", None, 1, None, None, None) != statement_key("a", "s", "p", None, "1", None, None, None)
+    assert statement_key("a", "s", "p", None, 1, None, None, None) != statement_key(
+        "a", "s", "p", None, "1", None, None, None
+    )

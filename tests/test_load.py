@@ -30,7 +30,9 @@ def example_convs():
 
 
 def duplicate_keys(db: Database) -> list:
-    rows = db.cypher_raw("MATCH (n) RETURN n.k", columns=("k",)) + db.cypher_raw("MATCH ()-[e]->() RETURN e.k", columns=("k",))
+    rows = db.cypher_raw("MATCH (n) RETURN n.k", columns=("k",)) + db.cypher_raw(
+        "MATCH ()-[e]->() RETURN e.k", columns=("k",)
+    )
     keys = [r[0] for r in rows]
     return sorted({k for k in keys if keys.count(k) > 1})
 
@@ -131,7 +133,17 @@ def test_both_load_paths_write_the_same_graph(dsn, db, via):
 
 def test_the_same_fact_from_two_conversations_is_one_statement_with_two_evidence(db):
     def said(cid, at):
-        return conversation(cid, [user_turn("I live in Lyon.", at, [place("e1", "Lyon")], [claim("user", "lives_in", "I live in Lyon", obj="e1")])])
+        return conversation(
+            cid,
+            [
+                user_turn(
+                    "I live in Lyon.",
+                    at,
+                    [place("e1", "Lyon")],
+                    [claim("user", "lives_in", "I live in Lyon", obj="e1")],
+                )
+            ],
+        )
 
     later, earlier = said("b", "2026-05-01T00:00:00Z"), said("a", "2026-01-01T00:00:00Z")
     loader = Loader(db, ONTO)
@@ -144,10 +156,31 @@ def test_the_same_fact_from_two_conversations_is_one_statement_with_two_evidence
 
 
 def test_changed_content_replaces_what_the_old_version_wrote(dsn, db):
-    v1 = conversation("c", [user_turn("I live in Lyon and like jazz.", "2026-01-01T00:00:00Z", [place("e1", "Lyon")],
-                                      [claim("user", "lives_in", "I live in Lyon", obj="e1"), claim("user", "likes", "like jazz", value="jazz")])])
-    v2 = conversation("c", [user_turn("I live in Lyon and like jazz.", "2026-01-01T00:00:00Z", [place("e1", "Lyon")],
-                                      [claim("user", "lives_in", "I live in Lyon", obj="e1")])])
+    v1 = conversation(
+        "c",
+        [
+            user_turn(
+                "I live in Lyon and like jazz.",
+                "2026-01-01T00:00:00Z",
+                [place("e1", "Lyon")],
+                [
+                    claim("user", "lives_in", "I live in Lyon", obj="e1"),
+                    claim("user", "likes", "like jazz", value="jazz"),
+                ],
+            )
+        ],
+    )
+    v2 = conversation(
+        "c",
+        [
+            user_turn(
+                "I live in Lyon and like jazz.",
+                "2026-01-01T00:00:00Z",
+                [place("e1", "Lyon")],
+                [claim("user", "lives_in", "I live in Lyon", obj="e1")],
+            )
+        ],
+    )
     Loader(db, ONTO).load(v1)
     out = Loader(db, ONTO).load(v2)
     assert out.status == "loaded"
@@ -162,7 +195,8 @@ def test_changed_content_replaces_what_the_old_version_wrote(dsn, db):
 def test_followups_go_to_the_question_queue(db):
     load_paths(db, [EXAMPLES / "tess-01.json", EXAMPLES / "ann-01.json"], ONTO)
     rows = db.execute(
-        "SELECT conversation, gap, priority, resolved_at FROM agefacts.questions WHERE graph = %s ORDER BY gap", (db.graph,)
+        "SELECT conversation, gap, priority, resolved_at FROM agefacts.questions WHERE graph = %s ORDER BY gap",
+        (db.graph,),
     )
     assert rows == [("tess-01", "e1.name", "immediate", None), ("tess-01", "e2.valid_from", "banked", None)]
 
@@ -193,7 +227,7 @@ def test_embedded_engine_stores_merged_edges_between_bound_vertices_with_zero_id
     plain MERGE can come back); on native AGE the edge is stored correctly."""
     db.cypher("CREATE (:Person {k: 'a'}), (:Person {k: 'b'})")
     db.cypher("MATCH (a:Person {k: 'a'}), (b:Person {k: 'b'}) MERGE (a)-[:KNOWS {k: 'e'}]->(b)")
-    (start, end), = db.execute(f'SELECT start_id::text, end_id::text FROM "{db.graph}"."KNOWS"')
+    ((start, end),) = db.execute(f'SELECT start_id::text, end_id::text FROM "{db.graph}"."KNOWS"')
     visible = db.cypher("MATCH ()-[e:KNOWS]->() RETURN count(e)").rows[0][0]
     if "pglite" in db.execute("SELECT version()")[0][0].lower():
         assert (start, end, visible) == ("0", "0", 0)
@@ -222,9 +256,14 @@ text_st = st.text(
 def test_any_text_round_trips_through_compile_load_and_read(db, message, name, value, namespace):
     conv = conversation(
         "rt",
-        [user_turn(message, "2026-01-01T00:00:00Z",
-                   [{"handle": "e1", "type": "Person", "mention": name, "name": name}],
-                   [claim("e1", "likes", message, value=value)])],
+        [
+            user_turn(
+                message,
+                "2026-01-01T00:00:00Z",
+                [{"handle": "e1", "type": "Person", "mention": name, "name": name}],
+                [claim("e1", "likes", message, value=value)],
+            )
+        ],
         namespace=namespace,
     )
     out = Loader(db, ONTO, force=True).load(conv)

@@ -31,7 +31,9 @@ def loaded(db):
 
 
 def test_scalars_maps_and_lists_decode_to_python(db):
-    row = run(db, "RETURN 1 AS i, 2.5 AS f, 'x' AS s, true AS b, null AS n, {a: [1, {b: 'c'}]} AS m, [1, 'two', null] AS l").dicts()[0]
+    row = run(
+        db, "RETURN 1 AS i, 2.5 AS f, 'x' AS s, true AS b, null AS n, {a: [1, {b: 'c'}]} AS m, [1, 'two', null] AS l"
+    ).dicts()[0]
     assert row == {"i": 1, "f": 2.5, "s": "x", "b": True, "n": None, "m": {"a": [1, {"b": "c"}]}, "l": [1, "two", None]}
     assert type(row["i"]) is int and type(row["f"]) is float
 
@@ -100,12 +102,31 @@ def test_every_named_query_runs_on_the_examples_and_returns_what_it_says(loaded,
     holes = run_named(db, "placeholders", {"namespace": "tess"}).dicts()
     assert sorted(h["mentions"][0] for h in holes) == ["a friend from work", "her wedding"]
     questions = run_named(db, "questions", {}).dicts()
-    assert {(q["namespace"], q["gap"]) for q in questions} == {("tess", "e1.name"), ("tess", "e2.valid_from"), ("lukas", "e4.name")}
+    assert {(q["namespace"], q["gap"]) for q in questions} == {
+        ("tess", "e1.name"),
+        ("tess", "e2.valid_from"),
+        ("lukas", "e4.name"),
+    }
     assert questions[0]["priority"] == "immediate"
     rejections = {r["reason"]: r["claims"] for r in run_named(db, "rejections", {}).dicts()}
     assert rejections["polarity"] == 5 and rejections["not_in_message"] == 1
-    assert [f["object"] for f in run_named(db, "facts_age16", {"entity": nina, "valid_at": "2024-10-01", "known_at": "2030-01-01T00:00:00Z"}).dicts()] == ["Oslo"]
-    assert set(named_queries()) == {"entities", "facts", "facts_age16", "history", "relations", "message_statements", "placeholders", "questions", "rejections"}
+    assert [
+        f["object"]
+        for f in run_named(
+            db, "facts_age16", {"entity": nina, "valid_at": "2024-10-01", "known_at": "2030-01-01T00:00:00Z"}
+        ).dicts()
+    ] == ["Oslo"]
+    assert set(named_queries()) == {
+        "entities",
+        "facts",
+        "facts_age16",
+        "history",
+        "relations",
+        "message_statements",
+        "placeholders",
+        "questions",
+        "rejections",
+    }
 
 
 def test_query_list_and_name_from_the_command_line(cli_env, capsys):
@@ -126,7 +147,10 @@ def test_query_list_and_name_from_the_command_line(cli_env, capsys):
 def _plant_places(db, *names):
     db.ensure_labels(vertex=["Place"])
     for i, name in enumerate(names):
-        db.cypher("CREATE (:Place {k: $k, namespace: 'geo', type: 'Place', name: $n, mentions: [$n]})", {"k": f"p{i}", "n": name})
+        db.cypher(
+            "CREATE (:Place {k: $k, namespace: 'geo', type: 'Place', name: $n, mentions: [$n]})",
+            {"k": f"p{i}", "n": name},
+        )
 
 
 def test_longest_name_links_first_and_claims_its_words(db):
@@ -181,7 +205,9 @@ def test_ask_command(cli_env, capsys):
     assert main(["ask", "Where does my sister live?", "--namespace", "jose", "--format", "json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert [e["name"] for e in out["entities"]] == ["Begoña"]
-    assert ("lives_in", "Logroño", "Begoña lives in Logroño") in [(f["predicate"], f["object"], f["quote"]) for f in out["facts"]]
+    assert ("lives_in", "Logroño", "Begoña lives in Logroño") in [
+        (f["predicate"], f["object"], f["quote"]) for f in out["facts"]
+    ]
     assert main(["ask", "Nothing here"]) == 0
     assert "names no known entity" in capsys.readouterr().out
 
@@ -196,14 +222,24 @@ def test_show_writes_a_page_that_chromium_renders(cli_env, tmp_path, capsys):
     assert main(["show", "Begoña", "--namespace", "jose", "--out", str(svg)]) == 0
     assert svg.read_text().startswith("<svg") and "Logroño" in svg.read_text()
     flags = [
-        "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync",
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
         f"--user-data-dir={tmp_path / 'profile'}",
     ]
     dom = subprocess.run([chromium, *flags, "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120)
     assert "<h1>Begoña</h1>" in dom.stdout
     assert "Begoña lives in Logroño" in dom.stdout  # the quote, in the tooltip and the list
-    subprocess.run([chromium, *flags, "--window-size=1100,700", f"--screenshot={shot}", page.as_uri()], capture_output=True, timeout=120)
+    subprocess.run(
+        [chromium, *flags, "--window-size=1100,700", f"--screenshot={shot}", page.as_uri()],
+        capture_output=True,
+        timeout=120,
+    )
     assert shot.stat().st_size > 5_000
 
 

@@ -46,13 +46,44 @@ def load_cli(*args: str) -> int:
         ("notjson.json", "this is not json", "not valid JSON"),
         ("truncated.json", json.dumps(GOOD)[:-40], "not valid JSON"),
         ("noid.json", json.dumps({k: v for k, v in GOOD.items() if k != "id"}), "id: Field required"),
-        ("both.json", json.dumps({**GOOD, "turns": [{**GOOD["turns"][0], "recorded": {"statements": [
-            {"subject": "user", "predicate": "lives_in", "object": "e1", "value": "Lyon", "quote": "x", "polarity": "asserted", "tense": "current"}]}}]}),
-         "exactly one of 'object'"),
-        ("notime.json", json.dumps({**GOOD, "turns": [{k: v for k, v in GOOD["turns"][0].items() if k != "at"}]}),
-         "statements but no 'at' time; add the time"),
+        (
+            "both.json",
+            json.dumps(
+                {
+                    **GOOD,
+                    "turns": [
+                        {
+                            **GOOD["turns"][0],
+                            "recorded": {
+                                "statements": [
+                                    {
+                                        "subject": "user",
+                                        "predicate": "lives_in",
+                                        "object": "e1",
+                                        "value": "Lyon",
+                                        "quote": "x",
+                                        "polarity": "asserted",
+                                        "tense": "current",
+                                    }
+                                ]
+                            },
+                        }
+                    ],
+                }
+            ),
+            "exactly one of 'object'",
+        ),
+        (
+            "notime.json",
+            json.dumps({**GOOD, "turns": [{k: v for k, v in GOOD["turns"][0].items() if k != "at"}]}),
+            "statements but no 'at' time; add the time",
+        ),
         ("nul.json", json.dumps({**GOOD, "title": "a\u0000b"}), "NUL character"),
-        ("surrogate.json", json.dumps({**GOOD, "turns": [{**GOOD["turns"][0], "text": "I live in Lyon \ud800"}]}), "lone surrogate"),
+        (
+            "surrogate.json",
+            json.dumps({**GOOD, "turns": [{**GOOD["turns"][0], "text": "I live in Lyon \ud800"}]}),
+            "lone surrogate",
+        ),
         ("array.json", "[1, 2]", "a conversation is a JSON object"),
     ],
 )
@@ -66,7 +97,11 @@ def test_bad_input_is_refused_by_name_and_nothing_is_written(cli_env, tmp_path, 
 
 
 def test_an_invalid_ontology_file_is_refused_before_anything_loads(cli_env, tmp_path, capsys):
-    onto = write(tmp_path, "onto.json", json.dumps({"name": "x", "entity_types": ["person"], "predicates": ["a"], "system_prompt": "p"}))
+    onto = write(
+        tmp_path,
+        "onto.json",
+        json.dumps({"name": "x", "entity_types": ["person"], "predicates": ["a"], "system_prompt": "p"}),
+    )
     assert load_cli(str(EXAMPLES / "nina-01.json"), "--ontology", str(onto)) == 1
     err = capsys.readouterr().err
     assert str(onto) in err and "cannot be a graph label" in err
@@ -119,7 +154,15 @@ def hostile_conversation(s: str, i: int) -> Conversation:
                 user_turn(
                     text,
                     "2026-01-01T00:00:00Z",
-                    [{"handle": "e1", "type": "Person", "mention": s, "name": s, "attrs": {"rel": f"friend_of:user {s[:50]}"}}],
+                    [
+                        {
+                            "handle": "e1",
+                            "type": "Person",
+                            "mention": s,
+                            "name": s,
+                            "attrs": {"rel": f"friend_of:user {s[:50]}"},
+                        }
+                    ],
                     [claim("e1", "likes", text, value=s), claim("user", "friend_of", text, obj="e1")],
                     [{"gap": "e1.pronouns", "priority": "banked", "question": s, "reason": s}],
                 ),
@@ -130,7 +173,9 @@ def hostile_conversation(s: str, i: int) -> Conversation:
 
 
 def catalog(db: Database) -> tuple:
-    tables = db.execute("SELECT schemaname, tablename FROM pg_tables WHERE schemaname NOT IN ('pg_catalog', 'information_schema') ORDER BY 1, 2")
+    tables = db.execute(
+        "SELECT schemaname, tablename FROM pg_tables WHERE schemaname NOT IN ('pg_catalog', 'information_schema') ORDER BY 1, 2"
+    )
     graphs = db.execute("SELECT name FROM ag_catalog.ag_graph ORDER BY 1")
     return tables, graphs
 
@@ -152,10 +197,18 @@ def test_hostile_text_in_every_field_is_stored_verbatim_and_asks_for_nothing_els
             columns=tuple("abcdefghi"),
         ).rows
         text = f"I like it: {s}"
-        assert row == [(conv.id, s, text, text, " ".join(s.split()), s, [s], {"rel": f"friend_of:user {s[:50]}"}, s[:100])]
-        reply = db.cypher("MATCH (m:Message) WHERE m.namespace = $ns AND m.speaker = 'assistant' RETURN m.text", {"ns": conv.namespace}).rows
+        assert row == [
+            (conv.id, s, text, text, " ".join(s.split()), s, [s], {"rel": f"friend_of:user {s[:50]}"}, s[:100])
+        ]
+        reply = db.cypher(
+            "MATCH (m:Message) WHERE m.namespace = $ns AND m.speaker = 'assistant' RETURN m.text",
+            {"ns": conv.namespace},
+        ).rows
         assert reply == [(s,)]
-    questions = db.execute("SELECT question, reason FROM agefacts.questions WHERE graph = %s AND question <> '' ORDER BY namespace", (db.graph,))
+    questions = db.execute(
+        "SELECT question, reason FROM agefacts.questions WHERE graph = %s AND question <> '' ORDER BY namespace",
+        (db.graph,),
+    )
     assert sorted(q for q, _ in questions) == sorted(HOSTILE)
     assert catalog(db) == (tables_before, graphs_before)
     assert set(db.labels()) == labels_before
@@ -175,8 +228,16 @@ def many_conversations(n: int) -> list[Conversation]:
                             f"I live in City{i % 7} and like topic{i}.",
                             f"2026-01-{1 + i % 28:02d}T10:00:00Z",
                             [{"handle": "e1", "type": "Place", "mention": f"City{i % 7}", "name": f"City{i % 7}"}],
-                            [claim("user", "lives_in", f"I live in City{i % 7}", obj="e1", valid_from=f"2025-{1 + i % 12:02d}"),
-                             claim("user", "likes", f"like topic{i}", value=f"topic{i}")],
+                            [
+                                claim(
+                                    "user",
+                                    "lives_in",
+                                    f"I live in City{i % 7}",
+                                    obj="e1",
+                                    valid_from=f"2025-{1 + i % 12:02d}",
+                                ),
+                                claim("user", "likes", f"like topic{i}", value=f"topic{i}"),
+                            ],
                         )
                     ],
                 }
@@ -274,15 +335,20 @@ def test_two_loaders_at_once_on_overlapping_input_match_one_sequential_load(dsn,
             except BaseException as exc:
                 errors.append(exc)
 
-        threads = [threading.Thread(target=run, args=(convs[:30],)), threading.Thread(target=run, args=(convs[10:],)),
-                   threading.Thread(target=query)]
+        threads = [
+            threading.Thread(target=run, args=(convs[:30],)),
+            threading.Thread(target=run, args=(convs[10:],)),
+            threading.Thread(target=query),
+        ]
         for t in threads:
             t.start()
         for t in threads:
             t.join(300)
         assert not errors, errors
         assert digest(db) == digest(sequential)
-        keys = [r[0] for r in db.cypher_raw("MATCH (n) RETURN n.k")] + [r[0] for r in db.cypher_raw("MATCH ()-[e]->() RETURN e.k")]
+        keys = [r[0] for r in db.cypher_raw("MATCH (n) RETURN n.k")] + [
+            r[0] for r in db.cypher_raw("MATCH ()-[e]->() RETURN e.k")
+        ]
         assert len(keys) == len(set(keys))
     finally:
         sequential.drop_graph()
@@ -318,14 +384,23 @@ def test_unique_key_conflicts_and_deadlocks_are_retried(db, monkeypatch, via):
 
 
 # -- fuzzing -------------------------------------------------------------------------------------------
-words = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), min_size=1, max_size=12)
+words = st.text(
+    alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), min_size=1, max_size=12
+)
 
 
 @st.composite
 def conversations(draw, cid: str):
     n_turns = draw(st.integers(1, 3))
-    entities = [{"handle": f"e{i}", "type": draw(st.sampled_from(["Person", "Place", "Organization"])),
-                 "mention": draw(words), **({"name": draw(words)} if draw(st.booleans()) else {})} for i in range(draw(st.integers(0, 3)))]
+    entities = [
+        {
+            "handle": f"e{i}",
+            "type": draw(st.sampled_from(["Person", "Place", "Organization"])),
+            "mention": draw(words),
+            **({"name": draw(words)} if draw(st.booleans()) else {}),
+        }
+        for i in range(draw(st.integers(0, 3)))
+    ]
     turns = []
     for t in range(n_turns):
         parts = [draw(words) for _ in range(draw(st.integers(1, 4)))]
@@ -339,17 +414,36 @@ def conversations(draw, cid: str):
             if draw(st.booleans()):
                 kw["valid_from"] = draw(st.sampled_from(["2024", "2024-06", "2025-01-15", "soon"]))
             if pred in ("lives_in", "works_at", "friend_of") and entities:
-                stmts.append(claim(draw(st.sampled_from(handles)), pred, quote, obj=draw(st.sampled_from(handles[1:])), **kw))
+                stmts.append(
+                    claim(draw(st.sampled_from(handles)), pred, quote, obj=draw(st.sampled_from(handles[1:])), **kw)
+                )
             else:
-                stmts.append(claim(draw(st.sampled_from(handles)), pred, quote, value=draw(words),
-                                   polarity=draw(st.sampled_from(["asserted", "asserted", "hedged", None])), **kw))
-        fus = [{"gap": f"{e['handle']}.name", "priority": draw(st.sampled_from(["immediate", "banked"])), "question": draw(words)}
-               for e in entities if draw(st.booleans())]
+                stmts.append(
+                    claim(
+                        draw(st.sampled_from(handles)),
+                        pred,
+                        quote,
+                        value=draw(words),
+                        polarity=draw(st.sampled_from(["asserted", "asserted", "hedged", None])),
+                        **kw,
+                    )
+                )
+        fus = [
+            {
+                "gap": f"{e['handle']}.name",
+                "priority": draw(st.sampled_from(["immediate", "banked"])),
+                "question": draw(words),
+            }
+            for e in entities
+            if draw(st.booleans())
+        ]
         turns.append(user_turn(text, f"2026-0{1 + t}-0{1 + t}T10:00:00Z", entities if t == 0 else [], stmts, fus))
     return Conversation.model_validate({"id": cid, "namespace": draw(st.sampled_from(["a", "b $$'"])), "turns": turns})
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 @given(a=conversations("A"), b=conversations("B"))
 def test_fuzzed_conversations_keep_every_invariant(dsn, graph_name, a, b):
     # Determinism.

@@ -39,7 +39,13 @@ def cities(table):
 
 @pytest.mark.parametrize(
     "valid_at, city",
-    [("2024-03-01", "Lyon"), ("2024-10-01", "Oslo"), ("2025-06-01", "Bergen"), ("2024-06-15", "Oslo"), ("2025-02-28", "Oslo")],
+    [
+        ("2024-03-01", "Lyon"),
+        ("2024-10-01", "Oslo"),
+        ("2025-06-01", "Bergen"),
+        ("2024-06-15", "Oslo"),
+        ("2025-02-28", "Oslo"),
+    ],
 )
 def test_the_right_city_at_each_valid_time(db, valid_at, city):
     load(db, convs("nina-01", "nina-02", "nina-03"))
@@ -84,10 +90,17 @@ def test_supersession_closes_the_old_fact_and_links_successor_to_predecessor(db)
 
 def test_a_job_left_after_the_fact_ends_where_it_was_said_to(db):
     load(db, convs("dan-02", "dan-01"))
-    works = [r for r in facts(db, "user", namespace="dan", valid_at="2026-02-15").dicts() if r["predicate"] == "works_at"]
+    works = [
+        r for r in facts(db, "user", namespace="dan", valid_at="2026-02-15").dicts() if r["predicate"] == "works_at"
+    ]
     # Both statements about Acme hold then, each with its own quote.
-    assert sorted((r["object"], r["quote"]) for r in works) == [("Acme", "I left Acme in March"), ("Acme", "I work at Acme")]
-    works = [r for r in facts(db, "user", namespace="dan", valid_at="2026-04-15").dicts() if r["predicate"] == "works_at"]
+    assert sorted((r["object"], r["quote"]) for r in works) == [
+        ("Acme", "I left Acme in March"),
+        ("Acme", "I work at Acme"),
+    ]
+    works = [
+        r for r in facts(db, "user", namespace="dan", valid_at="2026-04-15").dicts() if r["predicate"] == "works_at"
+    ]
     assert [r["object"] for r in works] == ["Globex"]
     rows = history(db, "user", "works_at", namespace="dan").dicts()
     acme_first = rows[0]
@@ -98,7 +111,11 @@ def test_a_negation_ends_the_fact_it_denies(db):
     load(db, convs("omar-01", "omar-02", "omar-03"))
     now = [r["object"] for r in facts(db, "user", namespace="omar").dicts() if r["predicate"] == "lives_in"]
     assert now == ["Berlin"]
-    mid = [r["object"] for r in facts(db, "user", namespace="omar", valid_at="2026-11-01").dicts() if r["predicate"] == "lives_in"]
+    mid = [
+        r["object"]
+        for r in facts(db, "user", namespace="omar", valid_at="2026-11-01").dicts()
+        if r["predicate"] == "lives_in"
+    ]
     assert mid == ["Hamburg"]
     kinds = [(r["object"], r["kind"]) for r in history(db, "user", "lives_in", namespace="omar").dicts()]
     assert ("Hamburg", "ends") in kinds
@@ -127,7 +144,18 @@ def test_facts_command_json_has_the_contract_fields(cli_env, capsys):
     capsys.readouterr()
     assert main(["facts", "user", "--namespace", "nina", "--valid-at", "2024-10-01", "--format", "json"]) == 0
     (row,) = json.loads(capsys.readouterr().out)
-    for field in ("subject", "predicate", "value", "object", "valid_from", "valid_until", "recorded_at", "superseded_at", "quote", "conversation"):
+    for field in (
+        "subject",
+        "predicate",
+        "value",
+        "object",
+        "valid_from",
+        "valid_until",
+        "recorded_at",
+        "superseded_at",
+        "quote",
+        "conversation",
+    ):
         assert field in row
     assert (row["object"], row["quote"], row["conversation"]) == ("Oslo", "We moved to Oslo in June", "nina-02")
     assert main(["facts", "nobody-at-all"]) == 1
@@ -142,8 +170,14 @@ def test_bad_times_in_queries_are_explained(db):
 
 @pytest.mark.parametrize(
     "given, normal",
-    [("2024", "2024"), ("2024-06", "2024-06"), ("2024-06-01", "2024-06-01"), ("2024-06-01T10:00:00+02:00", "2024-06-01T08:00:00Z"),
-     ("2024-06-01T10:00:00", "2024-06-01T10:00:00"), ("2024-06-01T10:00:00.5Z", "2024-06-01T10:00:00.500000Z")],
+    [
+        ("2024", "2024"),
+        ("2024-06", "2024-06"),
+        ("2024-06-01", "2024-06-01"),
+        ("2024-06-01T10:00:00+02:00", "2024-06-01T08:00:00Z"),
+        ("2024-06-01T10:00:00", "2024-06-01T10:00:00"),
+        ("2024-06-01T10:00:00.5Z", "2024-06-01T10:00:00.500000Z"),
+    ],
 )
 def test_valid_times_normalise(given, normal):
     assert normalise_valid(given) == normal
@@ -170,8 +204,12 @@ def test_the_facts_query_for_age_1_6_gives_the_same_rows(db):
     assert len(keys) > 40
     compared = 0
     for k in keys:
-        for valid_at, known_at in (("2024-03-01", "2024-07-01T00:00:00Z"), ("2024-10-01", "2030-01-01T00:00:00Z"),
-                                   ("2026-02-15", "2030-01-01T00:00:00Z"), ("2030-01-01", "2030-01-01T00:00:00Z")):
+        for valid_at, known_at in (
+            ("2024-03-01", "2024-07-01T00:00:00Z"),
+            ("2024-10-01", "2030-01-01T00:00:00Z"),
+            ("2026-02-15", "2030-01-01T00:00:00Z"),
+            ("2030-01-01", "2030-01-01T00:00:00Z"),
+        ):
             p = {"entity": k, "valid_at": valid_at, "known_at": known_at}
             fast, safe = run_named(db, "facts", p), run_named(db, "facts_age16", p)
             assert fast.columns == safe.columns and fast.rows == safe.rows, (k, valid_at, known_at)

@@ -27,7 +27,11 @@ def likes(cid: str, thing: str, at: str, title: str | None = None, text: str | N
     text = text or f"I like {thing}"
     return conversation(
         cid,
-        [user_turn(text, at, statements=[claim("user", "likes", f"I like {thing}" if thing in text else text, value=thing)])],
+        [
+            user_turn(
+                text, at, statements=[claim("user", "likes", f"I like {thing}" if thing in text else text, value=thing)]
+            )
+        ],
         title=title,
     )
 
@@ -78,10 +82,24 @@ def test_replacing_a_conversation_closes_no_multi_valued_fact(db, via):
 
 # -- 3. loaders racing different versions of one conversation ----------------------------------------
 def two_versions(cid: str = "race"):
-    v1 = conversation(cid, [user_turn("I like tea", "2024-01-01T10:00:00Z",
-                                      statements=[claim("user", "likes", "I like tea", value="tea")])])
-    v2 = conversation(cid, [user_turn("I really like coffee", "2024-01-01T10:00:00Z",
-                                      statements=[claim("user", "likes", "like coffee", value="coffee")])])
+    v1 = conversation(
+        cid,
+        [
+            user_turn(
+                "I like tea", "2024-01-01T10:00:00Z", statements=[claim("user", "likes", "I like tea", value="tea")]
+            )
+        ],
+    )
+    v2 = conversation(
+        cid,
+        [
+            user_turn(
+                "I really like coffee",
+                "2024-01-01T10:00:00Z",
+                statements=[claim("user", "likes", "like coffee", value="coffee")],
+            )
+        ],
+    )
     return v1, v2
 
 
@@ -127,11 +145,17 @@ def test_loaders_racing_two_versions_end_with_exactly_one(dsn, db, via):
     a.join(300), b.join(300)
     assert not errors, errors
     assert quotes_hold(db) == []
-    logged = dict(db.execute("SELECT conversation, content_hash FROM agefacts.ingest_log WHERE graph = %s", (db.graph,)))
+    logged = dict(
+        db.execute("SELECT conversation, content_hash FROM agefacts.ingest_log WHERE graph = %s", (db.graph,))
+    )
     won = set()
     for v1, v2 in pairs:
-        texts = [json.loads(t) for (t,) in db.cypher_raw(
-            "MATCH (m:Message) WHERE m.conversation = $c RETURN m.text", {"c": v1.id}, columns=("t",))]
+        texts = [
+            json.loads(t)
+            for (t,) in db.cypher_raw(
+                "MATCH (m:Message) WHERE m.conversation = $c RETURN m.text", {"c": v1.id}, columns=("t",)
+            )
+        ]
         assert texts in (["I like tea"], ["I really like coffee"])
         winner = v1 if texts == ["I like tea"] else v2
         assert logged[v1.id] == content_hash(winner, ONTO)
@@ -157,18 +181,44 @@ def test_the_same_conversation_twice_in_one_run_is_refused_naming_both_places(db
 
 
 # -- 5. numbers and names the two paths wrote differently ----------------------------------------------
-NUMBERS = [1e16, -0.0, 1.5, 2.0, 7, -3, 1e-7, 2**63 - 1, -(2**63), 4503599627370495.0, 1234567890123456.5, 999999999999999.0]
+NUMBERS = [
+    1e16,
+    -0.0,
+    1.5,
+    2.0,
+    7,
+    -3,
+    1e-7,
+    2**63 - 1,
+    -(2**63),
+    4503599627370495.0,
+    1234567890123456.5,
+    999999999999999.0,
+]
 
 
 def numbers_conversation(values, cid: str = "numbers"):
     text = " ".join(f"n{i}" for i in range(len(values)))
     return conversation(
         cid,
-        [user_turn(text, "2024-01-01T10:00:00Z",
-                   entities=[{"handle": "e1", "type": "Person", "mention": "n0", "resolution": "resolved",
-                              "name": "Tom\n", "attrs": {"rel\n": "friend_of:user", "nick": "T"}}],
-                   statements=[claim("user", "speaks", f"n{i}", value=v) for i, v in enumerate(values)]
-                   + [claim("e1", "job_title", "n0", value="cook ")])],
+        [
+            user_turn(
+                text,
+                "2024-01-01T10:00:00Z",
+                entities=[
+                    {
+                        "handle": "e1",
+                        "type": "Person",
+                        "mention": "n0",
+                        "resolution": "resolved",
+                        "name": "Tom\n",
+                        "attrs": {"rel\n": "friend_of:user", "nick": "T"},
+                    }
+                ],
+                statements=[claim("user", "speaks", f"n{i}", value=v) for i, v in enumerate(values)]
+                + [claim("e1", "job_title", "n0", value="cook ")],
+            )
+        ],
     )
 
 
@@ -181,17 +231,36 @@ def test_both_paths_store_every_json_number_and_name_alike(dsn, db):
         assert graph_content(other) == graph_content(db)
     finally:
         other.drop_graph()
-    values = {json.loads(v) for (v,) in db.cypher_raw("MATCH (s:Statement) WHERE s.predicate = 'speaks' RETURN s.value")}
+    values = {
+        json.loads(v) for (v,) in db.cypher_raw("MATCH (s:Statement) WHERE s.predicate = 'speaks' RETURN s.value")
+    }
     # Negative zero is zero, a float of 1e16 or more is the integer it equals; every other number
     # keeps its value and its kind (float or integer).
-    assert values == {10**16, 0.0, 1.5, 2.0, 7, -3, 1e-7, 2**63 - 1, -(2**63), 4503599627370495, 1234567890123456.5, 999999999999999.0}
-    kinds = dict(db.cypher_raw("MATCH (s:Statement) WHERE s.predicate = 'speaks' RETURN s.value, s.value", columns=("a", "b")))
+    assert values == {
+        10**16,
+        0.0,
+        1.5,
+        2.0,
+        7,
+        -3,
+        1e-7,
+        2**63 - 1,
+        -(2**63),
+        4503599627370495,
+        1234567890123456.5,
+        999999999999999.0,
+    }
+    kinds = dict(
+        db.cypher_raw("MATCH (s:Statement) WHERE s.predicate = 'speaks' RETURN s.value, s.value", columns=("a", "b"))
+    )
     assert kinds["10000000000000000"] == "10000000000000000" and "1.5" in kinds and "2.0" in kinds and "0.0" in kinds
     # Loading it again merges into the stored properties: still the same numbers.
     d = digest(db)
     Loader(db, ONTO, via="bulk", force=True).load(conv)
     Loader(db, ONTO, via="bulk").load(numbers_conversation(NUMBERS, "numbers-again"))
-    assert {json.loads(v) for (v,) in db.cypher_raw("MATCH (s:Statement) WHERE s.predicate = 'speaks' RETURN s.value")} == values
+    assert {
+        json.loads(v) for (v,) in db.cypher_raw("MATCH (s:Statement) WHERE s.predicate = 'speaks' RETURN s.value")
+    } == values
     assert d != digest(db)  # a second conversation was added; the values are unchanged
 
 
@@ -201,7 +270,9 @@ def test_numbers_agtype_cannot_hold_are_rejected_by_claim_not_by_conversation(db
     reasons = sorted(r.detail for r in result.rejected if r.reason == "invalid" and r.kind == "statement")
     assert len(reasons) == 3 and all("64 bits" in r for r in reasons)
     assert Loader(db, ONTO).load(conv).status == "loaded"
-    assert [json.loads(v) for (v,) in db.cypher_raw("MATCH (s:Statement) WHERE s.predicate = 'speaks' RETURN s.value")] == [1.5]
+    assert [
+        json.loads(v) for (v,) in db.cypher_raw("MATCH (s:Statement) WHERE s.predicate = 'speaks' RETURN s.value")
+    ] == [1.5]
 
 
 def test_identifiers_do_not_end_in_a_newline():
@@ -216,9 +287,16 @@ def test_identifiers_do_not_end_in_a_newline():
 def test_facts_and_history_cite_the_earliest_evidence(db, via):
     things = ["tea", "jazz", "rain", "cats", "maps"]
     said = [
-        conversation(f"likes-{i:02d}", [user_turn(f"({i}) I like tea, I like jazz, I like rain, I like cats, I like maps",
-                                                  f"2024-01-{i + 1:02d}T10:00:00Z",
-                                                  statements=[claim("user", "likes", f"I like {t}", value=t) for t in things])])
+        conversation(
+            f"likes-{i:02d}",
+            [
+                user_turn(
+                    f"({i}) I like tea, I like jazz, I like rain, I like cats, I like maps",
+                    f"2024-01-{i + 1:02d}T10:00:00Z",
+                    statements=[claim("user", "likes", f"I like {t}", value=t) for t in things],
+                )
+            ],
+        )
         for i in range(12)
     ]
     order = list(said)
@@ -230,7 +308,11 @@ def test_facts_and_history_cite_the_earliest_evidence(db, via):
     assert sorted(r["value"] for r in rows) == sorted(things)
     for r in rows:
         assert (r["conversation"], r["evidence"], r["recorded_at"]) == ("likes-00", 12, "2024-01-01T10:00:00Z"), r
-        assert r["char_start"] == "(0) ".__len__() + "I like tea, I like jazz, I like rain, I like cats, I like maps".index(f"I like {r['value']}")
+        assert r[
+            "char_start"
+        ] == "(0) ".__len__() + "I like tea, I like jazz, I like rain, I like cats, I like maps".index(
+            f"I like {r['value']}"
+        )
     for t in things:
         (h,) = [x for x in history(db, user_key(db), "likes").dicts() if x["value"] == t]
         assert h["conversation"] == "likes-00"
@@ -242,8 +324,18 @@ def test_undated_single_valued_facts_show_one_value_at_any_valid_time(db, via):
     titles = ["cook", "waiter", "chef", "manager", "owner", "consultant", "teacher", "retired"]
     loader = Loader(db, ONTO, via=via)
     for i, title in reversed(list(enumerate(titles))):
-        loader.load(conversation(f"job-{i}", [user_turn(f"I am a {title}", f"2024-0{i + 1}-01T10:00:00Z",
-                                                        statements=[claim("user", "job_title", f"I am a {title}", value=title)])]))
+        loader.load(
+            conversation(
+                f"job-{i}",
+                [
+                    user_turn(
+                        f"I am a {title}",
+                        f"2024-0{i + 1}-01T10:00:00Z",
+                        statements=[claim("user", "job_title", f"I am a {title}", value=title)],
+                    )
+                ],
+            )
+        )
     for i, title in enumerate(titles):
         for day in ("01T12:00:00Z", "20"):
             rows = facts(db, user_key(db), valid_at=f"2024-0{i + 1}-{day}").dicts()
@@ -261,7 +353,9 @@ def test_the_grounding_tier_is_readable_in_cypher(db):
 
 
 def test_the_plan_names_the_tier_not_match():
-    p = plan(likes("c1", "tea", "2024-01-01T10:00:00Z"), result_of(likes("c1", "tea", "2024-01-01T10:00:00Z"), ONTO), ONTO)
+    p = plan(
+        likes("c1", "tea", "2024-01-01T10:00:00Z"), result_of(likes("c1", "tea", "2024-01-01T10:00:00Z"), ONTO), ONTO
+    )
     (ev,) = [e for e in p.edges if e.label == "EVIDENCED_BY"]
     assert ev.props["tier"] == "exact" and "match" not in ev.props
 
@@ -269,12 +363,39 @@ def test_the_plan_names_the_tier_not_match():
 # -- the replaced conversation's own places ------------------------------------------------------------
 @pytest.mark.parametrize("via", VIAS)
 def test_a_replaced_conversation_takes_its_old_statements_and_entities_with_it(dsn, db, via):
-    old = conversation("move", [user_turn("I live in Lyon", "2024-01-01T10:00:00Z", entities=[place("e1", "Lyon")],
-                                          statements=[claim("user", "lives_in", "I live in Lyon", obj="e1")])])
-    other = conversation("move-2", [user_turn("I live in Oslo", "2024-06-01T10:00:00Z", entities=[place("e1", "Oslo")],
-                                              statements=[claim("user", "lives_in", "I live in Oslo", obj="e1")])])
-    new = conversation("move", [user_turn("I live in Paris", "2024-01-01T10:00:00Z", entities=[place("e1", "Paris")],
-                                          statements=[claim("user", "lives_in", "I live in Paris", obj="e1")])])
+    old = conversation(
+        "move",
+        [
+            user_turn(
+                "I live in Lyon",
+                "2024-01-01T10:00:00Z",
+                entities=[place("e1", "Lyon")],
+                statements=[claim("user", "lives_in", "I live in Lyon", obj="e1")],
+            )
+        ],
+    )
+    other = conversation(
+        "move-2",
+        [
+            user_turn(
+                "I live in Oslo",
+                "2024-06-01T10:00:00Z",
+                entities=[place("e1", "Oslo")],
+                statements=[claim("user", "lives_in", "I live in Oslo", obj="e1")],
+            )
+        ],
+    )
+    new = conversation(
+        "move",
+        [
+            user_turn(
+                "I live in Paris",
+                "2024-01-01T10:00:00Z",
+                entities=[place("e1", "Paris")],
+                statements=[claim("user", "lives_in", "I live in Paris", obj="e1")],
+            )
+        ],
+    )
     loader = Loader(db, ONTO, via=via)
     loader.load(old), loader.load(other)
     assert Loader(db, ONTO, via=via).load(new).status == "loaded"
@@ -294,7 +415,9 @@ def test_a_replaced_conversation_takes_its_old_statements_and_entities_with_it(d
 # -- supersession follows a member whose known time moved, and --force repairs it ------------------
 def lives(cid: str, city: str, at: str):
     text = f"I live in {city}"
-    return conversation(cid, [user_turn(text, at, entities=[place("e1", city)], statements=[claim("user", "lives_in", text, obj="e1")])])
+    return conversation(
+        cid, [user_turn(text, at, entities=[place("e1", city)], statements=[claim("user", "lives_in", text, obj="e1")])]
+    )
 
 
 @pytest.mark.parametrize("via", VIAS)
@@ -327,5 +450,7 @@ def test_force_repairs_a_supersession_the_graph_lost(db, via):
     db.cypher_raw("MATCH (s:Statement) REMOVE s.valid_until, s.valid_until_inferred, s.valid_start")
     assert digest(db) != before
     assert all(o.status == "skipped" for o in Loader(db, ONTO, via=via).load_many([(c.id, c) for c in convs]))
-    assert all(o.status == "loaded" for o in Loader(db, ONTO, via=via, force=True).load_many([(c.id, c) for c in convs]))
+    assert all(
+        o.status == "loaded" for o in Loader(db, ONTO, via=via, force=True).load_many([(c.id, c) for c in convs])
+    )
     assert digest(db) == before

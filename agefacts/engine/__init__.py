@@ -151,10 +151,7 @@ class Engine:
         return self.cache / f"engine-{digest}"
 
     def server_script(self) -> Path:
-        return (
-            self.install_dir()
-            / "node_modules/@electric-sql/pglite-socket/dist/scripts/server.js"
-        )
+        return self.install_dir() / "node_modules/@electric-sql/pglite-socket/dist/scripts/server.js"
 
     def node(self) -> str:
         node = shutil.which("node")
@@ -303,8 +300,7 @@ class Engine:
         while time.monotonic() < deadline:
             if not _pid_alive(state.pid):
                 raise EngineError(
-                    f"the embedded engine exited while starting; its log is {self.log_file}:\n"
-                    + self._log_tail()
+                    f"the embedded engine exited while starting; its log is {self.log_file}:\n" + self._log_tail()
                 )
             if _answers_postgres(state.host, state.port, timeout=1.0):
                 return

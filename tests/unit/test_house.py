@@ -175,7 +175,7 @@ def test_a_planted_public_name_or_foreign_export_is_caught():
     sources["keys"] += "\n\ndef helper():\n    return 1\n"
     assert all_violations(sources) == ["keys: public but not in __all__: ['helper']"]
     sources = modules()
-    sources["temporal"] = sources["temporal"].replace("__all__ = [", "__all__ = [\n    \"json\",", 1)
+    sources["temporal"] = sources["temporal"].replace("__all__ = [", '__all__ = [\n    "json",', 1)
     assert all_violations(sources) == ["temporal: in __all__ but not defined there: ['json']"]
     sources = modules()
     sources["output"] = sources["output"].replace("__all__", "exported", 1)
