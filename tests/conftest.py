@@ -1,66 +1,23 @@
-"""Test fixtures: one real embedded AGE engine for the whole session, one graph per test.
-
-The engine runs from its own home folder and a free port, so the tests never touch a user's
-engine or data. Set AGEFACTS_TEST_DSN to run the same tests against another PostgreSQL with AGE.
-"""
+"""Fixtures every test may use. Those of the engine are in ``integration/conftest.py``, so a
+unit test (``tests/unit``) cannot reach the engine even by accident."""
 
 from __future__ import annotations
 
-import os
-import socket
-import uuid
 from pathlib import Path
 
 import pytest
 
-from agefacts.db import Database
-from agefacts.engine import Engine
+from agefacts.ontology import Ontology
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture(scope="session")
-def engine_home(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("agefacts-home")
-
-
-@pytest.fixture(scope="session")
-def dsn(engine_home):
-    if os.environ.get("AGEFACTS_TEST_DSN"):
-        yield os.environ["AGEFACTS_TEST_DSN"]
-        return
-    engine = Engine(home=engine_home)
-    state, _ = engine.start(data="memory", port=free_port())
-    try:
-        yield state.dsn
-    finally:
-        engine.stop()
+from .helpers import EXAMPLES, ONTO
 
 
 @pytest.fixture
-def graph_name() -> str:
-    return "t_" + uuid.uuid4().hex[:12]
+def examples() -> Path:
+    """The shipped example conversations' folder."""
+    return EXAMPLES
 
 
 @pytest.fixture
-def db(dsn, graph_name):
-    """A connected Database on a graph of this test's own, dropped afterwards."""
-    database = Database(dsn, graph_name).connect()
-    try:
-        yield database
-    finally:
-        database.drop_graph()
-        database.close()
-
-
-@pytest.fixture
-def cli_env(monkeypatch, dsn, graph_name):
-    """Environment for running the CLI in-process against this test's graph."""
-    monkeypatch.setenv("AGEFACTS_DSN", dsn)
-    monkeypatch.setenv("AGEFACTS_GRAPH", graph_name)
-    yield
-    Database(dsn, graph_name).connect().drop_graph()
+def ontology() -> Ontology:
+    return ONTO

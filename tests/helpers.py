@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import json
+from importlib import resources
+from pathlib import Path
 from typing import Any
 
+from hypothesis import strategies as st
+
+from agefacts.derive import Member
 from agefacts.models import Conversation
+from agefacts.ontology import default_ontology
 
 
 def claim(
@@ -46,3 +53,112 @@ def conversation(cid: str, turns: list[dict], namespace: str = "test", **kw) -> 
 
 def place(handle: str, name: str) -> dict:
     return {"handle": handle, "type": "Place", "mention": name, "resolution": "resolved", "name": name}
+
+
+# -- shared data ------------------------------------------------------------------------------------
+EXAMPLES = Path(str(resources.files("agefacts.examples")))
+ONTO = default_ontology()
+VIAS = ["bulk", "cypher"]  # both load paths
+
+
+def likes(cid: str, thing: str, at: str, title: str | None = None, text: str | None = None):
+    text = text or f"I like {thing}"
+    return conversation(
+        cid,
+        [
+            user_turn(
+                text, at, statements=[claim("user", "likes", f"I like {thing}" if thing in text else text, value=thing)]
+            )
+        ],
+        title=title,
+    )
+
+
+NUMBERS = [
+    1e16,
+    -0.0,
+    1.5,
+    2.0,
+    7,
+    -3,
+    1e-7,
+    2**63 - 1,
+    -(2**63),
+    4503599627370495.0,
+    1234567890123456.5,
+    999999999999999.0,
+]
+
+
+def numbers_conversation(values, cid: str = "numbers"):
+    text = " ".join(f"n{i}" for i in range(len(values)))
+    return conversation(
+        cid,
+        [
+            user_turn(
+                text,
+                "2024-01-01T10:00:00Z",
+                entities=[
+                    {
+                        "handle": "e1",
+                        "type": "Person",
+                        "mention": "n0",
+                        "resolution": "resolved",
+                        "name": "Tom\n",
+                        "attrs": {"rel\n": "friend_of:user", "nick": "T"},
+                    }
+                ],
+                statements=[claim("user", "speaks", f"n{i}", value=v) for i, v in enumerate(values)]
+                + [claim("e1", "job_title", "n0", value="cook ")],
+            )
+        ],
+    )
+
+
+def shop(cid: str, name: str, at: str):
+    text = f"I work at {name} now"
+    return conversation(
+        cid,
+        [
+            user_turn(
+                text,
+                at,
+                entities=[
+                    {"handle": "e1", "type": "Organization", "mention": name, "resolution": "resolved", "name": name}
+                ],
+                statements=[claim("user", "works_at", text, obj="e1")],
+            )
+        ],
+        namespace="shop",
+    )
+
+
+# -- hypothesis strategies ----------------------------------------------------------------------------
+TIMES = st.sampled_from(["2024", "2024-03", "2024-03-01", "2024-03-01T10:00:00Z", "2024-06", "2025-01-01", "2025"])
+
+
+KNOWN = st.sampled_from(
+    ["2024-01-01T10:00:00Z", "2024-04-01T10:00:00Z", "2024-07-01T10:00:00Z", "2025-02-01T10:00:00Z"]
+)
+
+
+@st.composite
+def members(draw):
+    out = []
+    for i in range(draw(st.integers(1, 6))):
+        ends = draw(st.integers(0, 6)) == 0
+        vf = draw(st.one_of(st.none(), TIMES))
+        vu = draw(st.one_of(st.none(), TIMES))
+        if vf and vu and vu < vf:
+            vf, vu = vu, vf
+        out.append(
+            Member(
+                f"stmt:{i:02d}",
+                json.dumps(draw(st.sampled_from(["Lyon", "Oslo", "Bergen"]))),
+                ends,
+                vf,
+                vu,
+                draw(KNOWN),
+            )
+        )
+    return out

@@ -7,7 +7,7 @@ import pytest
 from agefacts.consolidate import result_of
 from agefacts.ontology import default_ontology, parse_ontology
 
-from .helpers import claim, conversation, place, user_turn
+from ..helpers import claim, conversation, place, user_turn
 
 AT = "2026-01-01T10:00:00Z"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from agefacts.consolidate import result_of
 from agefacts.ontology import default_ontology
 
-from .helpers import claim, conversation, user_turn
+from ..helpers import claim, conversation, user_turn
 
 
 def test_a_placeholder_named_later_is_one_entity_and_its_followup_is_dropped():

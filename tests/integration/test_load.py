@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-from importlib import resources
-from pathlib import Path
 
 import psycopg
 import pytest
@@ -16,13 +14,9 @@ from agefacts.compile import compile_conversation, executable
 from agefacts.db import Database
 from agefacts.inputs import read_conversations
 from agefacts.load import Loader, load_paths
-from agefacts.ontology import default_ontology
 from agefacts.query import digest, graph_content
 
-from .helpers import claim, conversation, place, user_turn
-
-EXAMPLES = Path(str(resources.files("agefacts.examples")))
-ONTO = default_ontology()
+from ..helpers import EXAMPLES, ONTO, claim, conversation, place, user_turn
 
 
 def example_convs():
@@ -50,18 +44,15 @@ def test_loading_twice_changes_nothing_and_writes_no_duplicate_keys(db):
     assert duplicate_keys(db) == []
 
 
-def test_reverse_order_gives_the_same_digest(dsn, db):
+def test_reverse_order_gives_the_same_digest(db, other_graph):
     loader = Loader(db, ONTO)
     for conv in example_convs():
         loader.load(conv)
-    other = Database(dsn, db.graph + "_rev").connect()
-    try:
-        rev = Loader(other, ONTO)
-        for conv in reversed(example_convs()):
-            rev.load(conv)
-        assert digest(other) == digest(db)
-    finally:
-        other.drop_graph()
+    other = other_graph("rev")
+    rev = Loader(other, ONTO)
+    for conv in reversed(example_convs()):
+        rev.load(conv)
+    assert digest(other) == digest(db)
 
 
 def test_compiled_cypher_run_through_plain_cypher_calls_gives_the_load_digest(dsn, db):
@@ -118,17 +109,14 @@ def test_one_failing_conversation_does_not_take_its_batch_with_it(db, monkeypatc
 
 
 @pytest.mark.parametrize("via", ["bulk", "cypher"])
-def test_both_load_paths_write_the_same_graph(dsn, db, via):
+def test_both_load_paths_write_the_same_graph(db, via, other_graph):
     load_paths(db, [EXAMPLES], ONTO, via="cypher")
-    other = Database(dsn, db.graph + "_" + via).connect()
-    try:
-        load_paths(other, [EXAMPLES], ONTO, via=via)
-        assert digest(other) == digest(db)
-        # And again on top: replaying through the other path changes nothing.
-        load_paths(other, [EXAMPLES], ONTO, via="cypher" if via == "bulk" else "bulk", force=True)
-        assert digest(other) == digest(db)
-    finally:
-        other.drop_graph()
+    other = other_graph(via)
+    load_paths(other, [EXAMPLES], ONTO, via=via)
+    assert digest(other) == digest(db)
+    # And again on top: replaying through the other path changes nothing.
+    load_paths(other, [EXAMPLES], ONTO, via="cypher" if via == "bulk" else "bulk", force=True)
+    assert digest(other) == digest(db)
 
 
 def test_the_same_fact_from_two_conversations_is_one_statement_with_two_evidence(db):
@@ -155,7 +143,7 @@ def test_the_same_fact_from_two_conversations_is_one_statement_with_two_evidence
     assert rows == [('"2026-01-01T00:00:00Z"', "2")]
 
 
-def test_changed_content_replaces_what_the_old_version_wrote(dsn, db):
+def test_changed_content_replaces_what_the_old_version_wrote(db, other_graph):
     v1 = conversation(
         "c",
         [
@@ -184,12 +172,9 @@ def test_changed_content_replaces_what_the_old_version_wrote(dsn, db):
     Loader(db, ONTO).load(v1)
     out = Loader(db, ONTO).load(v2)
     assert out.status == "loaded"
-    fresh = Database(dsn, db.graph + "_fresh").connect()
-    try:
-        Loader(fresh, ONTO).load(v2)
-        assert digest(db) == digest(fresh)
-    finally:
-        fresh.drop_graph()
+    fresh = other_graph("fresh")
+    Loader(fresh, ONTO).load(v2)
+    assert digest(db) == digest(fresh)
 
 
 def test_followups_go_to_the_question_queue(db):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from importlib import resources
 from pathlib import Path
 
 import pytest
@@ -17,10 +16,9 @@ from agefacts.errors import CompileError
 from agefacts.inputs import read_conversations
 from agefacts.ontology import default_ontology
 
-from .helpers import claim, conversation, user_turn
+from ..helpers import EXAMPLES, claim, conversation, user_turn
 
-GOLDEN = Path(__file__).parent / "golden"
-EXAMPLES = Path(str(resources.files("agefacts.examples")))
+GOLDEN = Path(__file__).parents[1] / "golden"
 
 
 def examples():

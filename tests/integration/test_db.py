@@ -7,7 +7,7 @@ import threading
 import pytest
 
 from agefacts.agtype import Edge, Path, Vertex
-from agefacts.db import Database, check_graph_name
+from agefacts.db import Database
 from agefacts.errors import DatabaseError, QueryError
 
 
@@ -26,12 +26,6 @@ def test_labels_are_created_once_and_kinds_are_checked(db):
     assert db.labels() == {"Person": "v", "Statement": "v", "SUBJECT_OF": "e"}
     with pytest.raises(QueryError, match="vertex label"):
         Database(db.dsn, db.graph).connect().ensure_labels(edge=["Person"])
-
-
-@pytest.mark.parametrize("bad", ["ab", "1abc", "a-b", "facts; DROP", "", "x" * 64])
-def test_graph_names_must_be_safe_identifiers(bad):
-    with pytest.raises(QueryError, match="graph name"):
-        check_graph_name(bad)
 
 
 @pytest.mark.parametrize("bad", ["person", "Per son", "P`x", "Person)-[r]-(", ""])

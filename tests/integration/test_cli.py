@@ -36,14 +36,3 @@ def test_usage_errors_exit_2(cli_env, capsys):
 def test_a_bad_query_exits_1_with_the_servers_reason(cli_env, capsys):
     assert main(["query", "MATCH (n RETURN n"]) == 1
     assert "syntax error" in capsys.readouterr().err
-
-
-def test_every_command_is_documented_in_the_readme():
-    from pathlib import Path
-
-    from agefacts.cli import build_parser
-
-    readme = (Path(__file__).parent.parent / "README.md").read_text()
-    sub = next(a for a in build_parser()._actions if a.__class__.__name__ == "_SubParsersAction")
-    missing = [name for name in sub.choices if f"agefacts {name}" not in readme]
-    assert not missing, f"commands missing from the README: {missing}"

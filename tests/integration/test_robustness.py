@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import threading
-from importlib import resources
 from pathlib import Path
 
 import pytest
@@ -18,14 +17,11 @@ from agefacts.engine import Engine
 from agefacts.errors import DatabaseError
 from agefacts.load import Loader, load_paths
 from agefacts.models import Conversation
-from agefacts.ontology import default_ontology
 from agefacts.query import digest, graph_content
 
+from ..helpers import EXAMPLES, ONTO, claim, user_turn
 from .conftest import free_port
-from .helpers import claim, user_turn
 
-EXAMPLES = Path(str(resources.files("agefacts.examples")))
-ONTO = default_ontology()
 GOOD = json.loads((EXAMPLES / "nina-01.json").read_text())
 
 
@@ -308,50 +304,47 @@ def test_a_connection_dropped_between_batches_is_reopened(db):
 
 
 # -- concurrency ---------------------------------------------------------------------------------------
-def test_two_loaders_at_once_on_overlapping_input_match_one_sequential_load(dsn, db):
+def test_two_loaders_at_once_on_overlapping_input_match_one_sequential_load(dsn, db, other_graph):
     """On the embedded engine the server runs one client's transaction at a time, so the two
     loaders interleave batch by batch rather than truly at once; on a server the unique key
     indexes turn a race for the same key into a retried conflict (next test)."""
     convs = many_conversations(40)
-    sequential = Database(dsn, db.graph + "_seq").connect()
-    try:
-        list(Loader(sequential, ONTO).load_many((c.id, c) for c in convs))
-        errors: list[BaseException] = []
+    sequential = other_graph("seq")
+    list(Loader(sequential, ONTO).load_many((c.id, c) for c in convs))
+    errors: list[BaseException] = []
 
-        def run(part: list[Conversation]) -> None:
-            try:
-                mine = Database(dsn, db.graph).connect()
-                outcomes = list(Loader(mine, ONTO, batch_conversations=5).load_many((c.id, c) for c in part))
-                failed = [(o.conversation, o.reason) for o in outcomes if o.status == "failed"]
-                assert not failed, failed
-            except BaseException as exc:
-                errors.append(exc)
+    def run(part: list[Conversation]) -> None:
+        try:
+            mine = Database(dsn, db.graph).connect()
+            outcomes = list(Loader(mine, ONTO, batch_conversations=5).load_many((c.id, c) for c in part))
+            failed = [(o.conversation, o.reason) for o in outcomes if o.status == "failed"]
+            assert not failed, failed
+        except BaseException as exc:
+            errors.append(exc)
 
-        def query() -> None:
-            try:
-                reader = Database(dsn, db.graph).connect()
-                for _ in range(20):
-                    reader.cypher("MATCH (s:Statement) RETURN count(s)")
-            except BaseException as exc:
-                errors.append(exc)
+    def query() -> None:
+        try:
+            reader = Database(dsn, db.graph).connect()
+            for _ in range(20):
+                reader.cypher("MATCH (s:Statement) RETURN count(s)")
+        except BaseException as exc:
+            errors.append(exc)
 
-        threads = [
-            threading.Thread(target=run, args=(convs[:30],)),
-            threading.Thread(target=run, args=(convs[10:],)),
-            threading.Thread(target=query),
-        ]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(300)
-        assert not errors, errors
-        assert digest(db) == digest(sequential)
-        keys = [r[0] for r in db.cypher_raw("MATCH (n) RETURN n.k")] + [
-            r[0] for r in db.cypher_raw("MATCH ()-[e]->() RETURN e.k")
-        ]
-        assert len(keys) == len(set(keys))
-    finally:
-        sequential.drop_graph()
+    threads = [
+        threading.Thread(target=run, args=(convs[:30],)),
+        threading.Thread(target=run, args=(convs[10:],)),
+        threading.Thread(target=query),
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    assert not errors, errors
+    assert digest(db) == digest(sequential)
+    keys = [r[0] for r in db.cypher_raw("MATCH (n) RETURN n.k")] + [
+        r[0] for r in db.cypher_raw("MATCH ()-[e]->() RETURN e.k")
+    ]
+    assert len(keys) == len(set(keys))
 
 
 @pytest.mark.parametrize("via", ["bulk", "cypher"])

@@ -6,8 +6,6 @@ import json
 import shutil
 import subprocess
 from decimal import Decimal
-from importlib import resources
-from pathlib import Path
 
 import pytest
 
@@ -15,17 +13,15 @@ from agefacts.agtype import Edge, Vertex, decode
 from agefacts.agtype import Path as AgPath
 from agefacts.cli import main
 from agefacts.load import load_paths
-from agefacts.ontology import default_ontology
 from agefacts.query import named_queries, return_columns, run, run_named
 from agefacts.retrieve import ask, link
 
-EXAMPLES = Path(str(resources.files("agefacts.examples")))
-ONTO = default_ontology()
+from ..helpers import EXAMPLES, ONTO
 
 
 @pytest.fixture
-def loaded(db):
-    summary = load_paths(db, [EXAMPLES], ONTO)
+def loaded(db, examples, ontology):
+    summary = load_paths(db, [examples], ontology)
     assert not summary.failed
     return db
 

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import itertools
 import json
-from importlib import resources
-from pathlib import Path
 
 import pytest
 
@@ -14,12 +12,9 @@ from agefacts.db import Database
 from agefacts.errors import QueryError
 from agefacts.inputs import read_conversations
 from agefacts.load import Loader
-from agefacts.ontology import default_ontology
 from agefacts.query import digest, facts, history
-from agefacts.temporal import TimeError, normalise_instant, normalise_rrule, normalise_valid
 
-EXAMPLES = Path(str(resources.files("agefacts.examples")))
-ONTO = default_ontology()
+from ..helpers import EXAMPLES, ONTO
 
 
 def convs(*ids):
@@ -130,7 +125,7 @@ def test_a_weekly_class_keeps_its_recurrence(db):
     assert early == {"pottery"}
 
 
-def test_known_time_never_comes_from_the_clock(dsn, db):
+def test_known_time_never_comes_from_the_clock(db):
     load(db, convs("nina-01"))
     first = digest(db)
     Loader(db, ONTO, force=True).load(convs("nina-01")[0])
@@ -166,32 +161,6 @@ def test_bad_times_in_queries_are_explained(db):
     load(db, convs("nina-01"))
     with pytest.raises(QueryError, match="ISO-8601"):
         facts(db, "user", namespace="nina", valid_at="last tuesday")
-
-
-@pytest.mark.parametrize(
-    "given, normal",
-    [
-        ("2024", "2024"),
-        ("2024-06", "2024-06"),
-        ("2024-06-01", "2024-06-01"),
-        ("2024-06-01T10:00:00+02:00", "2024-06-01T08:00:00Z"),
-        ("2024-06-01T10:00:00", "2024-06-01T10:00:00"),
-        ("2024-06-01T10:00:00.5Z", "2024-06-01T10:00:00.500000Z"),
-    ],
-)
-def test_valid_times_normalise(given, normal):
-    assert normalise_valid(given) == normal
-
-
-def test_instants_and_rrules_normalise_or_explain():
-    assert normalise_instant("2024-06-01") == "2024-06-01T00:00:00Z"
-    assert normalise_instant("2024-06-01T12:00:00-05:00") == "2024-06-01T17:00:00Z"
-    assert normalise_rrule("RRULE:byday=mo,we;freq=weekly") == "FREQ=WEEKLY;BYDAY=MO,WE"
-    for bad in ("2024-13-01", "soon", ""):
-        with pytest.raises(TimeError):
-            normalise_valid(bad)
-    with pytest.raises(TimeError, match="RRULE"):
-        normalise_rrule("FREQ=FORTNIGHTLY")
 
 
 def test_the_facts_query_for_age_1_6_gives_the_same_rows(db):

@@ -15,12 +15,9 @@ from hypothesis import strategies as st
 from agefacts.db import Database
 from agefacts.load import Loader
 from agefacts.models import Conversation
-from agefacts.ontology import default_ontology
 from agefacts.query import digest, graph_content
 
-from .helpers import claim, user_turn
-
-ONTO = default_ontology()
+from ..helpers import ONTO, claim, user_turn
 
 NAMES = ["Oslo", "Oslo ", "oslo\n", "Lyon", "Bergen", "Acme", "Acme\t", "Tom", "Tom "]
 VALUES = st.one_of(
