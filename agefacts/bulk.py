@@ -564,7 +564,7 @@ class BulkWriter:
             ids[k] = int(stid)
             current[k] = p
             stated = None if p.get("valid_until_inferred") else p.get("valid_until")
-            ident = f"id:{obj}" if obj is not None else _value_ident(p.get("value"))
+            ident = f"id:{obj}" if obj is not None else derive.value_ident(p.get("value"))
             by_group[(sid, pred)].append(
                 Member(k, ident, bool(p.get("ends_fact")), p.get("valid_from"), stated, p.get("recorded_at") or "")
             )
@@ -626,12 +626,6 @@ def _rewritten_alike(batch: Batch, stale: Stale) -> set[str]:
             if sorted(was) == sorted(derive.inputs_of(p, fields) for p in now):
                 out.add(k)
     return out
-
-
-def _value_ident(value: Any) -> str:
-    # The Cypher compares coalesce(o.k, s.value); here an object is its vertex id ("id:..."),
-    # a literal its JSON text, and a predicate takes one kind, so the two never meet.
-    return json.dumps(value, sort_keys=True)
 
 
 def _patch(vid: int, props: Mapping[str, Any], target: Mapping[str, Any]) -> list[dict[str, Any]]:

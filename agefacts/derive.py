@@ -39,6 +39,7 @@ __all__ = [
     "statement_props",
     "supersede",
     "supersession_key",
+    "value_ident",
 ]
 
 Order = Callable[[Iterable[str]], list[str]]
@@ -94,6 +95,18 @@ def statement_props(evidence: Sequence[Mapping[str, Any]]) -> dict[str, Any] | N
     for f in STATEMENT_DERIVED[2:]:
         out[f] = next((e[f] for e in first if e.get(f) is not None), None)
     return out
+
+
+def value_ident(value: Any) -> str:
+    """What a literal value is, for comparing two statements' values: its canonical JSON,
+    except that a whole float is the integer it equals, since the engine's Cypher finds ``0``
+    and ``0.0`` equal (it compares an integer with a float as floats; every whole float that
+    is stored is below 1e15, :func:`agefacts.gate.normalise_value`, where that comparison is
+    exact). An object is compared by its vertex instead (``"id:..."``), and a predicate takes
+    one kind, so the two never meet."""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return json.dumps(value, sort_keys=True)
 
 
 @dataclass(frozen=True)
