@@ -380,16 +380,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     with resources.as_file(examples) as folder, _open_db(args) as db:
         summary = load_paths(db, [folder], _ontology(args))
         _print(summary.text())
-        table = query.run(
-            db,
-            "MATCH (x)-[:SUBJECT_OF]->(s:Statement)-[e:EVIDENCED_BY]->(m:Message) "
-            "WHERE s.superseded_at IS NULL AND s.ends_fact IS NULL "
-            "OPTIONAL MATCH (s)-[:ABOUT]->(o) "
-            "RETURN s.namespace AS namespace, coalesce(x.name, x.role, x.k) AS subject, s.predicate AS predicate, "
-            "coalesce(o.name, o.k, s.value) AS object, e.quote AS quote "
-            # No RETURN alias in ORDER BY: AGE before 1.7.0 cannot resolve one.
-            "ORDER BY s.namespace, coalesce(x.name, x.role, x.k), s.predicate, coalesce(o.name, o.k, s.value) LIMIT 12",
-        )
+        table = query.run_named(db, "current_facts")
     _print("\nSome facts, with the words they were read from:")
     _print(output.render(table.columns, table.rows, "table"))
     return _EXIT_FAILED if summary.failed else _EXIT_OK

@@ -141,12 +141,13 @@ def graph_content(db: Database) -> list[str]:
     """Every vertex as (label, k, properties) and every edge as (label, start k, end k,
     properties), each one canonical JSON line, sorted; AGE ids are left out."""
     lines: list[str] = []
-    for label, props in db.cypher_raw("MATCH (n) RETURN label(n), properties(n)", columns=("l", "p")):
+    queries = named_queries()
+    # Read as the engine's text, not decoded: the digest hashes exactly what is stored.
+    vertices, edges = queries["graph_vertices"], queries["graph_edges"]
+    for label, props in db.cypher_raw(vertices.text, columns=vertices.columns):
         p = json.loads(props or "{}")
         lines.append(_canon(["V", json.loads(label or "null"), p.get("k"), p]))
-    for label, sk, ek, props in db.cypher_raw(
-        "MATCH (a)-[e]->(b) RETURN label(e), a.k, b.k, properties(e)", columns=("l", "s", "t", "p")
-    ):
+    for label, sk, ek, props in db.cypher_raw(edges.text, columns=edges.columns):
         lines.append(
             _canon(
                 [
@@ -179,7 +180,8 @@ def digest(db: Database) -> str:
 @dataclass(frozen=True)
 class NamedQuery:
     """A query shipped in ``cypher/`` (Cypher) or ``sql/queries/`` (SQL over agefacts' own
-    tables). Its header comment gives one line of description and a ``params:`` line."""
+    tables). Its header comment gives one line of description, a ``params:`` line (``none``
+    when it takes none) and a ``columns:`` line naming what it returns, in order."""
 
     name: str
     kind: str  # cypher | sql
@@ -187,6 +189,7 @@ class NamedQuery:
     params: list[str]
     params_doc: str
     text: str
+    columns: list[str]
 
 
 _PARAM_NAME = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*(\([^)]*\))?")
@@ -204,7 +207,11 @@ def _parse_named(name: str, kind: str, raw: str) -> NamedQuery:
     description = header[0] if header else ""
     params_doc = next((h[len("params:") :].strip() for h in header if h.startswith("params:")), "")
     params = [m.group(1) for m in _PARAM_NAME.finditer(re.sub(r"\([^)]*\)", "", params_doc))]
-    return NamedQuery(name, kind, description, params, params_doc, "\n".join(body).strip())
+    if params == ["none"]:
+        params = []
+    columns_doc = next((h[len("columns:") :] for h in header if h.startswith("columns:")), "")
+    columns = [c.strip() for c in columns_doc.split(",") if c.strip()]
+    return NamedQuery(name, kind, description, params, params_doc, "\n".join(body).strip(), columns)
 
 
 def named_queries() -> dict[str, NamedQuery]:
@@ -243,13 +250,7 @@ def find_entities(db: Database, text: str, namespace: str | None = None) -> list
     """Entities matched by key, name or mention (case-insensitive); ``user`` is the owner."""
     if text.startswith("ent:"):
         # A key is looked up in the key indexes rather than by scanning every entity.
-        by_key = run(
-            db,
-            "MATCH (n) WHERE n.k = $text AND n.type IS NOT NULL AND ($namespace IS NULL OR n.namespace = $namespace) "
-            "RETURN n.k AS key, n.namespace AS namespace, n.type AS type, coalesce(n.name, n.role) AS name, "
-            "n.mentions AS mentions, n.resolution AS resolution",
-            {"text": text, "namespace": namespace},
-        ).dicts()
+        by_key = run_named(db, "entity_by_key", {"text": text, "namespace": namespace}).dicts()
         if by_key:
             return by_key
     return run_named(db, "entities", {"text": text, "namespace": namespace}).dicts()

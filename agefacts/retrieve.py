@@ -22,7 +22,7 @@ from typing import Any
 from .db import Database
 from .ontology import Ontology
 from .query import facts as facts_of
-from .query import run
+from .query import run_named
 
 __all__ = [
     "Answer",
@@ -81,12 +81,7 @@ class Answer:
 
 
 def _inventory(db: Database, namespace: str | None) -> list[tuple[list[str], dict[str, Any]]]:
-    rows = run(
-        db,
-        "MATCH (n) WHERE n.type IS NOT NULL AND ($namespace IS NULL OR n.namespace = $namespace) "
-        "RETURN n.k AS key, n.namespace AS namespace, n.name AS name, n.mentions AS mentions, n.attrs AS attrs, n.role AS role",
-        {"namespace": namespace},
-    ).dicts()
+    rows = run_named(db, "entity_names", {"namespace": namespace}).dicts()
     names: list[tuple[list[str], dict[str, Any]]] = []
     for r in rows:
         surfaces = set()

@@ -1,5 +1,6 @@
 // Facts about one entity (as subject or object), valid at a time and as known at a time, each with the earliest quote it was read from.
 // params: entity (an entity key), valid_at (a valid time), known_at (an instant, UTC with Z)
+// columns: subject, predicate, value, object, valid_from, valid_until, recorded_at, superseded_at, recurrence, quote, conversation, message, char_start, char_end, evidence, namespace, statement, subject_type, subject_key, object_type, object_key
 // A statement is visible when it was recorded by known_at and valid_at falls in its validity as
 // known at known_at: the closed interval once its supersession is known, the stated one before.
 // It starts from the entity's key (an index scan) and walks its typed edges, so its cost does

@@ -1,5 +1,6 @@
 // The facts query (see facts.cypher) written for AGE 1.6: the same rows, slower (about 5x at 100k statements).
 // params: entity (an entity key), valid_at (a valid time), known_at (an instant, UTC with Z)
+// columns: subject, predicate, value, object, valid_from, valid_until, recorded_at, superseded_at, recurrence, quote, conversation, message, char_start, char_end, evidence, namespace, statement, subject_type, subject_key, object_type, object_key
 // A statement is visible when it was recorded by known_at and valid_at falls in its validity as
 // known at known_at: the closed interval once its supersession is known, the stated one before.
 // A statement starts at valid_from, or at valid_start where supersession inferred one (an undated

@@ -1,5 +1,6 @@
 // The succession of one entity's values for one predicate over time, superseded and ended facts included.
 // params: entity (an entity key), predicate (a predicate name)
+// columns: subject, predicate, value, object, kind, valid_from, valid_until, until_inferred, recorded_at, superseded_at, quote, conversation, statement
 MATCH (subj)-[:SUBJECT_OF]->(s:Statement)
 WHERE subj.k = $entity AND s.predicate = $predicate
 OPTIONAL MATCH (s)-[:ABOUT]->(o)

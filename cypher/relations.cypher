@@ -1,5 +1,6 @@
 // An entity's current relations to other entities (statements whose object is an entity), with their quotes.
 // params: entity (an entity key)
+// columns: subject, predicate, object, object_type, object_key, quote
 MATCH (subj)-[:SUBJECT_OF]->(s:Statement)-[:ABOUT]->(o)
 WHERE subj.k = $entity AND s.superseded_at IS NULL AND s.ends_fact IS NULL
 MATCH (s)-[e:EVIDENCED_BY]->(:Message)

@@ -1,5 +1,6 @@
 -- The question queue: follow-ups still open (or all, with include_resolved), most urgent first.
 -- params: namespace (a namespace, or null for all), include_resolved (true to list answered ones too)
+-- columns: namespace, conversation, gap, priority, question, reason, asked_at, resolved_at
 SELECT namespace, conversation, gap, priority, question, reason, asked_at, resolved_at
 FROM agefacts.questions
 WHERE graph = %(graph)s

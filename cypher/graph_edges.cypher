@@ -1,0 +1,4 @@
+// Every edge's label, its ends' keys and its properties: the edge half of the graph's logical content (agefacts digest).
+// params: none
+// columns: label, start_key, end_key, properties
+MATCH (a)-[e]->(b) RETURN label(e) AS label, a.k AS start_key, b.k AS end_key, properties(e) AS properties
