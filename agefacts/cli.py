@@ -313,14 +313,13 @@ def _cmd_extract(args: argparse.Namespace) -> int:
     import asyncio
     from pathlib import Path
 
-    from .extract import LLMClient, api_key_from_env, extract_all
+    from .extract import LLMClient, api_key_from_env, extract_to
 
     ontology = _ontology(args)
     good, bad = _one_or_more_conversations(args.conversations)
     for _, exc in bad:
         print(f"agefacts: error: {exc}", file=sys.stderr)
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     client = LLMClient(
         args.llm_url,
         args.model,
@@ -331,16 +330,11 @@ def _cmd_extract(args: argparse.Namespace) -> int:
 
     async def run() -> list[ConversationOutcome]:
         async with client:
-            return await extract_all(client, [c for _, c in good], ontology, args.concurrency)
+            return await extract_to(client, [c for _, c in good], ontology, out, args.concurrency)
 
     outcomes = asyncio.run(run())
     failed = bool(bad)
     for oc in outcomes:
-        name = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in oc.conversation.id) + ".json"
-        (out / name).write_text(
-            json.dumps(oc.conversation.model_dump(mode="json", exclude_none=True), ensure_ascii=False, indent=2) + "\n",
-            encoding="utf-8",
-        )
         for err in oc.errors:
             failed = True
             print(f"agefacts: error: {err}", file=sys.stderr)
@@ -350,23 +344,13 @@ def _cmd_extract(args: argparse.Namespace) -> int:
 
 def _cmd_grade(args: argparse.Namespace) -> int:
     from . import output
-    from .consolidate import result_of
-    from .grade import combine, grade
+    from .grade import grade_table
 
-    ontology = _ontology(args)
     good, bad = _one_or_more_conversations(args.fixtures)
     for _, exc in bad:
         print(f"agefacts: error: {exc}", file=sys.stderr)
-    reports = [grade(conv, result_of(conv, ontology)) for _, conv in good if conv.gold is not None]
-    rows = [r.row() for r in reports] + ([combine(reports).row()] if reports else [])
-    if args.format == "table":
-        cols = ["conversation", "gold", "found", "recall", "extra", "immediate_gold", "immediate_hit", "rejected"]
-        table_rows = [
-            [r[c] if c != "rejected" else ", ".join(f"{k}={v}" for k, v in r[c].items()) for c in cols] for r in rows
-        ]
-        _print(output.render(cols, table_rows, "table"))
-    else:
-        _print(output.render(list(rows[0]) if rows else [], [list(r.values()) for r in rows], args.format))
+    columns, rows = grade_table([conv for _, conv in good], _ontology(args), flat=args.format == "table")
+    _print(output.render(columns, rows, args.format))
     return _EXIT_FAILED if bad else _EXIT_OK
 
 

@@ -16,13 +16,16 @@ no span: grounding makes those.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email.utils
 import json
 import os
 import random
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 import httpx
@@ -40,7 +43,10 @@ __all__ = [
     "build_messages",
     "extract_all",
     "extract_conversation",
+    "extract_to",
     "parse_reply",
+    "recording_name",
+    "write_recording",
 ]
 
 DEFAULT_KEY_ENV = "AGEFACTS_LLM_API_KEY"
@@ -286,6 +292,50 @@ async def extract_all(
                 return await extract_conversation(client, conv, ontology)
             except (ExtractionError, ValidationError) as exc:
                 return ConversationOutcome(conv, [f"conversation {conv.id!r}: {exc}"])
+
+    return list(await asyncio.gather(*(one(c) for c in conversations)))
+
+
+def recording_name(conv: Conversation) -> str:
+    """The file name of a conversation's recording: its id, with every character a file name
+    should not hold replaced by ``_``."""
+    return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in conv.id) + ".json"
+
+
+def write_recording(conv: Conversation, folder: Path) -> Path:
+    """Write a conversation with its recordings into ``folder``, atomically (a temporary file
+    renamed over the name), so an interrupted run never leaves half a file."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / recording_name(conv)
+    text = json.dumps(conv.model_dump(mode="json", exclude_none=True), ensure_ascii=False, indent=2) + "\n"
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".", suffix=".json.part")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+async def extract_to(
+    client: LLMClient, conversations: Sequence[Conversation], ontology: Ontology, folder: Path, concurrency: int = 4
+) -> list[ConversationOutcome]:
+    """:func:`extract_all`, writing each conversation's recording into ``folder``
+    (:func:`write_recording`) as soon as that conversation is done, so what finished before an
+    interruption is kept."""
+    sem = asyncio.Semaphore(max(1, concurrency))
+
+    async def one(conv: Conversation) -> ConversationOutcome:
+        async with sem:
+            try:
+                outcome = await extract_conversation(client, conv, ontology)
+            except (ExtractionError, ValidationError) as exc:
+                return ConversationOutcome(conv, [f"conversation {conv.id!r}: {exc}"])
+        write_recording(outcome.conversation, folder)
+        return outcome
 
     return list(await asyncio.gather(*(one(c) for c in conversations)))
 

@@ -11,15 +11,19 @@ from __future__ import annotations
 
 import unicodedata
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from .models import USER, Claim, Conversation, ConversationResult, Entity, Fact, Proposal
+from .ontology import Ontology
 
 __all__ = [
     "Report",
+    "TABLE_COLUMNS",
     "combine",
     "grade",
+    "grade_table",
 ]
 
 
@@ -130,6 +134,27 @@ def _gap(gap: str, entities: dict[str, Entity]) -> str:
     else:
         who = handle
     return f"{who}.{rest or 'name'}"
+
+
+TABLE_COLUMNS = ["conversation", "gold", "found", "recall", "extra", "immediate_gold", "immediate_hit", "rejected"]
+
+
+def grade_table(
+    conversations: Sequence[Conversation], ontology: Ontology, *, flat: bool = False
+) -> tuple[list[str], list[list[Any]]]:
+    """Grade every conversation that has gold, plus a TOTAL row: columns and rows, every
+    field of :meth:`Report.row`, or with ``flat`` the fields of a text table (rejection
+    counts as one ``reason=n`` cell)."""
+    from .consolidate import result_of
+
+    reports = [grade(conv, result_of(conv, ontology)) for conv in conversations if conv.gold is not None]
+    rows = [r.row() for r in reports] + ([combine(reports).row()] if reports else [])
+    if flat:
+        return TABLE_COLUMNS, [
+            [r[c] if c != "rejected" else ", ".join(f"{k}={v}" for k, v in r[c].items()) for c in TABLE_COLUMNS]
+            for r in rows
+        ]
+    return (list(rows[0]) if rows else []), [list(r.values()) for r in rows]
 
 
 def combine(reports: list[Report]) -> Report:
