@@ -36,3 +36,19 @@ def test_usage_errors_exit_2(cli_env, capsys):
 def test_a_bad_query_exits_1_with_the_servers_reason(cli_env, capsys):
     assert main(["query", "MATCH (n RETURN n"]) == 1
     assert "syntax error" in capsys.readouterr().err
+
+
+def test_the_readmes_library_example_runs_as_written(cli_env, graph_name, capsys):
+    """The README's Python blocks that use the library, run as they are written (on this
+    test's graph rather than "facts"); what they print is what the comments say."""
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    blocks = [b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if "from agefacts import" in b]
+    assert blocks
+    for block in blocks:
+        exec(compile(block.replace('"facts")', f'"{graph_name}")'), "README.md", "exec"), {})
+        out = capsys.readouterr().out
+        for said in re.findall(r"print\(.*\)\s+# (.+)", block):
+            assert said.strip() in out, (said, out)
