@@ -20,11 +20,19 @@ __all__ = [
 ]
 
 
+_TOO_DEEP = (
+    "its JSON nests arrays or objects too deeply to read (thousands of levels); "
+    "a conversation is one JSON object with a list of turns"
+)
+
+
 def parse_conversation(data: Any, source: str) -> Conversation:
     if not isinstance(data, dict):
         raise InputError(f"{source}: a conversation is a JSON object, not {type(data).__name__}")
     try:
         return Conversation.model_validate(data)
+    except RecursionError:
+        raise InputError(f"{source}: {_TOO_DEEP}") from None
     except ValidationError as exc:
         cid = data.get("id")
         who = f" conversation {cid!r}" if isinstance(cid, str) else ""
@@ -83,6 +91,9 @@ def read_conversations(paths: Iterable[str | Path]) -> Iterator[tuple[str, Conve
             continue
         try:
             data = json.loads(text)
+        except RecursionError:
+            yield str(path), InputError(f"{path}: {_TOO_DEEP}")
+            continue
         except ValueError as exc:
             yield str(path), InputError(f"{path}: not valid JSON ({exc}); a conversation file holds one JSON object")
             continue
@@ -98,6 +109,8 @@ def read_conversations(paths: Iterable[str | Path]) -> Iterator[tuple[str, Conve
 def _parse_text(line: str, source: str) -> Conversation | InputError:
     try:
         data = json.loads(line)
+    except RecursionError:
+        return InputError(f"{source}: {_TOO_DEEP}")
     except ValueError as exc:
         return InputError(f"{source}: not valid JSON ({exc}); a JSONL file holds one conversation object per line")
     try:

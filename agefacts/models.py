@@ -26,6 +26,7 @@ __all__ = [
     "Evidence",
     "Fact",
     "Followup",
+    "Ident",
     "Input",
     "InvalidItem",
     "MatchTier",
@@ -56,6 +57,9 @@ MatchTier = Literal["exact", "whitespace", "typography"]
 Scalar = str | int | float | bool
 
 NonEmpty = Annotated[str, StringConstraints(min_length=1)]
+# A conversation id, a namespace, a follow-up's gap: parts of the keys of agefacts' own tables,
+# whose index rows PostgreSQL limits to about 2.7 KB; 200 characters of each always fit.
+Ident = Annotated[str, StringConstraints(min_length=1, max_length=200)]
 
 
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
@@ -173,7 +177,7 @@ class Claim(Model):
 class Followup(Model):
     """A gap the model wants filled ("e1.name"): the caller's question, not a fact."""
 
-    gap: NonEmpty
+    gap: Ident
     priority: Priority
     question: str
     reason: str | None = None
@@ -212,8 +216,8 @@ class Turn(Model):
 class Conversation(Input):
     """One conversation file (or one line of a JSONL file)."""
 
-    id: NonEmpty
-    namespace: NonEmpty
+    id: Ident
+    namespace: Ident
     title: str | None = None
     notes: str | None = None
     model: str | None = None

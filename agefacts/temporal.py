@@ -34,6 +34,13 @@ class TimeError(ValueError):
 _PARTIAL = re.compile(r"(\d{4})(?:-(\d{2}))?(?:-(\d{2}))?")
 
 
+def _utc(dt: datetime) -> datetime:
+    try:
+        return dt.astimezone(UTC)
+    except OverflowError:
+        raise TimeError("falls outside the years 0001 to 9999 once taken to UTC") from None
+
+
 def _parse_datetime(text: str) -> datetime:
     t = text.strip()
     if t.endswith(("z", "Z")):
@@ -45,7 +52,9 @@ def _parse_datetime(text: str) -> datetime:
 
 
 def _fmt(dt: datetime) -> str:
-    s = dt.strftime("%Y-%m-%dT%H:%M:%S")
+    # Years below 1000 are zero-padded (strftime's %Y is not, on every platform), so every
+    # stored time compares as text in time order.
+    s = f"{dt.year:04d}-{dt.month:02d}-{dt.day:02d}T{dt.hour:02d}:{dt.minute:02d}:{dt.second:02d}"
     if dt.microsecond:
         s += f".{dt.microsecond:06d}"
     return s
@@ -64,7 +73,7 @@ def normalise_instant(text: str) -> str:
     dt = _parse_datetime(text)
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=UTC)
-    return _fmt(dt.astimezone(UTC)) + "Z"
+    return _fmt(_utc(dt)) + "Z"
 
 
 @functools.lru_cache(maxsize=65536)
@@ -84,17 +93,38 @@ def normalise_valid(text: str) -> str:
     dt = _parse_datetime(t)
     if dt.tzinfo is None:
         return _fmt(dt)
-    return _fmt(dt.astimezone(UTC)) + "Z"
+    return _fmt(_utc(dt)) + "Z"
+
+
+_RRULE_PARTS = {
+    "FREQ", "UNTIL", "COUNT", "INTERVAL", "BYSECOND", "BYMINUTE", "BYHOUR", "BYDAY", "BYMONTHDAY",
+    "BYYEARDAY", "BYWEEKNO", "BYMONTH", "BYSETPOS", "WKST",
+}  # fmt: skip
 
 
 @functools.lru_cache(maxsize=4096)
 def normalise_rrule(text: str) -> str:
+    """One RRULE (RFC 5545): its parts only (no DTSTART, EXDATE or second line), COUNT and
+    INTERVAL positive, not both COUNT and UNTIL."""
     if not isinstance(text, str) or not text.strip():
         raise TimeError("is empty")
     body = text.strip()
     if body.upper().startswith("RRULE:"):
         body = body[6:]
     body = body.upper()
+    if any(ch in body for ch in "\r\n:"):
+        raise TimeError("is not one iCalendar RRULE: give only the rule's parts (FREQ=WEEKLY;BYDAY=TU), one line")
+    fields: dict[str, str] = {}
+    for part in (p for p in body.split(";") if p):
+        key, eq, value = part.partition("=")
+        if not eq or key not in _RRULE_PARTS or key in fields:
+            raise TimeError(f"is not a valid iCalendar RRULE (part {part!r})")
+        fields[key] = value
+    for key in ("COUNT", "INTERVAL"):
+        if key in fields and not (fields[key].isdigit() and int(fields[key]) > 0):
+            raise TimeError(f"is not a valid iCalendar RRULE ({key} must be a positive whole number)")
+    if "COUNT" in fields and "UNTIL" in fields:
+        raise TimeError("is not a valid iCalendar RRULE (COUNT and UNTIL cannot both be given)")
     try:
         rrule.rrulestr(body, dtstart=datetime(2000, 1, 1))
     except (ValueError, TypeError) as exc:

@@ -141,8 +141,8 @@ def hostile_conversation(s: str, i: int) -> Conversation:
     text = f"I like it: {s}"
     return Conversation.model_validate(
         {
-            "id": f"{s[:200]}-{i}",
-            "namespace": f"ns {s[:200]}",
+            "id": f"{s[:190]}-{i}",
+            "namespace": f"ns {s[:190]}",  # ids and namespaces are at most 200 characters
             "title": s,
             "notes": s,
             "model": s[:100],

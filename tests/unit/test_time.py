@@ -31,3 +31,50 @@ def test_instants_and_rrules_normalise_or_explain():
             normalise_valid(bad)
     with pytest.raises(TimeError, match="RRULE"):
         normalise_rrule("FREQ=FORTNIGHTLY")
+
+
+# -- the whole range of years, and rules that are one rule --------------------------------------------
+def test_every_year_is_four_digits_and_sorts_as_text():
+    from agefacts.temporal import normalise_instant, normalise_valid
+
+    early = normalise_instant("0999-01-01T00:00:00Z")
+    assert early == "0999-01-01T00:00:00Z" and early < normalise_instant("2024-01-01T00:00:00Z")
+    assert normalise_instant(early) == early  # what is stored reads back as itself
+    assert normalise_valid("0999-01-01T00:00:00+00:00") == "0999-01-01T00:00:00Z"
+    assert normalise_instant("0001-01-01T01:00:00+01:00") == "0001-01-01T00:00:00Z"
+
+
+@pytest.mark.parametrize("text", ["0001-01-01T00:00:00+01:00", "9999-12-31T23:30:00-01:00"])
+def test_an_instant_outside_the_years_once_in_utc_is_refused_with_a_sentence(text):
+    from agefacts.temporal import TimeError, normalise_instant, normalise_valid
+
+    for norm in (normalise_instant, normalise_valid):
+        with pytest.raises(TimeError, match="outside the years 0001 to 9999"):
+            norm(text)
+
+
+@pytest.mark.parametrize(
+    "rule, why",
+    [
+        ("FREQ=WEEKLY;INTERVAL=0", "INTERVAL must be a positive"),
+        ("FREQ=DAILY;COUNT=-5", "COUNT must be a positive"),
+        ("FREQ=DAILY;COUNT=0", "COUNT must be a positive"),
+        ("DTSTART:20240101T000000Z\nRRULE:FREQ=WEEKLY", "one iCalendar RRULE"),
+        ("FREQ=WEEKLY\nEXDATE:20240108T000000Z", "one iCalendar RRULE"),
+        ("FREQ=WEEKLY;COUNT=3;UNTIL=20250101T000000Z", "COUNT and UNTIL"),
+        ("FREQ=WEEKLY;FREQ=DAILY", "FREQ"),
+        ("FREQ=WEEKLY;COLOR=BLUE", "COLOR"),
+    ],
+)
+def test_a_recurrence_is_one_rule_with_positive_counts(rule, why):
+    from agefacts.temporal import TimeError, normalise_rrule
+
+    with pytest.raises(TimeError, match=why):
+        normalise_rrule(rule)
+
+
+def test_good_recurrences_still_normalise():
+    from agefacts.temporal import normalise_rrule
+
+    assert normalise_rrule("rrule:byday=TU;freq=weekly;interval=2") == "FREQ=WEEKLY;BYDAY=TU;INTERVAL=2"
+    assert normalise_rrule("FREQ=YEARLY;COUNT=3") == "FREQ=YEARLY;COUNT=3"
