@@ -34,9 +34,10 @@ from typing import Any
 from psycopg import sql
 
 from . import derive
-from .compile import CORE_EDGE_LABELS, CORE_VERTEX_LABELS, Plan
+from .compile import Plan
 from .db import Database
 from .derive import Member
+from .names import CORE_EDGE_LABELS, CORE_VERTEX_LABELS
 
 __all__ = [
     "Batch",

@@ -34,11 +34,10 @@ from ._version import __version__
 from .errors import CompileError
 from .keys import SUPERSEDES_PREFIX, conversation_key, edge_key, entity_key, message_key, statement_key, user_key
 from .models import USER, Conversation, ConversationResult, Entity
+from .names import CORE_EDGE_LABELS, CORE_VERTEX_LABELS
 from .ontology import Ontology
 
 __all__ = [
-    "CORE_EDGE_LABELS",
-    "CORE_VERTEX_LABELS",
     "EXTRACTOR",
     "Edge",
     "FollowupRow",
@@ -56,8 +55,6 @@ __all__ = [
 ]
 
 EXTRACTOR = f"agefacts/{__version__}"
-CORE_VERTEX_LABELS = frozenset({"Conversation", "Message", "Statement"})
-CORE_EDGE_LABELS = frozenset({"PART_OF", "MENTIONED_IN", "SUBJECT_OF", "ABOUT", "EVIDENCED_BY", "SUPERSEDES"})
 
 
 @dataclass(frozen=True)

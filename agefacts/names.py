@@ -9,11 +9,21 @@ from __future__ import annotations
 import re
 
 __all__ = [
+    "CORE_EDGE_LABELS",
+    "CORE_VERTEX_LABELS",
+    "MAX_TYPE_LENGTH",
     "is_graph_name",
     "is_identifier",
     "is_label",
     "is_predicate",
 ]
+
+# agefacts' own labels: no entity type may take one of these names.
+CORE_VERTEX_LABELS = frozenset({"Conversation", "Message", "Statement"})
+CORE_EDGE_LABELS = frozenset({"PART_OF", "MENTIONED_IN", "SUBJECT_OF", "ABOUT", "EVIDENCED_BY", "SUPERSEDES"})
+# An entity type becomes a label, whose table AGE pairs with a sequence named <label>_id_seq;
+# a longer name would be cut at PostgreSQL's 63 characters and could meet another's.
+MAX_TYPE_LENGTH = 40
 
 _PREDICATE = re.compile(r"[a-z][a-z0-9_]{0,62}")
 _LABEL = re.compile(r"[A-Z][A-Za-z0-9_]{0,62}")

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from .errors import OntologyError
 from .models import USER, Polarity, Tense, describe
-from .names import is_label, is_predicate
+from .names import CORE_EDGE_LABELS, CORE_VERTEX_LABELS, MAX_TYPE_LENGTH, is_label, is_predicate
 
 __all__ = [
     "Admit",
@@ -29,7 +29,7 @@ __all__ = [
     "parse_ontology",
 ]
 
-RESERVED_LABELS = frozenset({"Statement", "Message", "Conversation"})
+RESERVED_LABELS = CORE_VERTEX_LABELS | CORE_EDGE_LABELS
 
 
 class PredicateSpec(BaseModel):
@@ -118,6 +118,10 @@ class Ontology(BaseModel):
                 )
             if t in RESERVED_LABELS:
                 raise ValueError(f"entity type {t!r} is reserved for agefacts' own graph; rename it")
+            if len(t) > MAX_TYPE_LENGTH:
+                raise ValueError(f"entity type {t!r} is longer than {MAX_TYPE_LENGTH} characters; shorten it")
+            if t.endswith("_id_seq"):
+                raise ValueError(f"entity type {t!r} ends in _id_seq, the name AGE gives a label's sequence; rename it")
         _no_duplicates("entity_types", self.entity_types)
         _no_duplicates("predicates", [p.name for p in self.predicates])
         types = set(self.entity_types)

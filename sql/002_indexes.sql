@@ -15,7 +15,9 @@ RETURNS void LANGUAGE plpgsql AS $fn$
 BEGIN
     EXECUTE format(
         'CREATE UNIQUE INDEX IF NOT EXISTS %I ON %I.%I (ag_catalog.agtype_access_operator(properties, %L::ag_catalog.agtype))',
-        left(label_name, 50) || '_k', graph_name, label_name, '"k"');
+        -- Named by a hash of the label: unique for every label by construction, and never the
+        -- name of a label (those start with an upper-case letter) or of AGE's sequences.
+        'k_' || md5(label_name), graph_name, label_name, '"k"');
     IF kind = 'v' AND label_name = 'Statement' THEN
         EXECUTE format(
             'CREATE INDEX IF NOT EXISTS %I ON %I.%I (ag_catalog.agtype_access_operator(properties, %L::ag_catalog.agtype))',

@@ -196,3 +196,20 @@ def test_dropping_a_graph_drops_its_ingest_log_and_questions(db):
     db.ensure_graph()
     # A graph made again under the name loads what it is given, rather than skipping it.
     assert load_paths(db, examples, default_ontology()).count("loaded") == 25
+
+
+def test_every_label_gets_its_own_key_index_whatever_its_name(db):
+    # Types that once met index or sequence names: a shared long prefix, a name ending in _k.
+    long_a, long_b = "A" * 39 + "a", "A" * 39 + "b"
+    labels = ["Person", "Person_k", long_a, long_b, "K_k"]
+    db.ensure_labels(vertex=labels)
+    rows = db.execute(
+        "SELECT c.relname, count(*) FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid "
+        "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND i.indisunique "
+        "AND c.relname = ANY(%s) GROUP BY c.relname",
+        (db.graph, labels),
+    )
+    assert dict(rows) == dict.fromkeys(labels, 2)  # the id's primary key and the key index
+    db.cypher(f"CREATE (:{long_a} {{k: 'x'}}), (:{long_b} {{k: 'x'}})")
+    with pytest.raises(DatabaseError):
+        db.cypher(f"CREATE (:{long_b} {{k: 'x'}})")
