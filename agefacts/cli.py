@@ -46,6 +46,12 @@ def _db_options() -> argparse.ArgumentParser:
         default=os.environ.get("AGEFACTS_GRAPH", "facts"),
         help="graph name (default: $AGEFACTS_GRAPH or 'facts')",
     )
+    g.add_argument(
+        "--port",
+        type=int,
+        default=None,
+        help="port for the embedded engine when this command starts it (default: $AGEFACTS_PORT or 54329)",
+    )
     return p
 
 
@@ -53,15 +59,53 @@ def _format_option(p: argparse.ArgumentParser, choices: Sequence[str] = ("table"
     p.add_argument("--format", choices=list(choices), default="table", help="output format")
 
 
-def _open_db(args: argparse.Namespace) -> Database:
+def _open_db(args: argparse.Namespace, *, create: bool = False) -> Database:
+    """The database of the command's --dsn and --graph. Only the commands that write make the
+    graph when it does not exist; the others say that it does not."""
     from .db import Database, resolve_dsn
 
-    return Database(resolve_dsn(args.dsn), args.graph).connect()
+    return Database(resolve_dsn(args.dsn, port=args.port), args.graph, create=create)  # connected by `with`
 
 
 def _print(text: str) -> None:
     if text:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
+
+
+def _check_text_arguments(args: argparse.Namespace) -> None:
+    """An argument that is not text (bytes that are not UTF-8, which Python keeps as lone
+    surrogates) is named here, before it reaches a query or a file name."""
+
+    def bad(value: Any) -> bool:
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                return True
+        elif isinstance(value, (list, tuple)):
+            return any(bad(v) for v in value)
+        return False
+
+    for name, value in vars(args).items():
+        if bad(value):
+            shown = value if isinstance(value, str) else next(v for v in value if bad(v))
+            raise UsageError(
+                f"{'--' + name.replace('_', '-') if name not in _POSITIONAL else name} "
+                f"{ascii(shown)} is not UTF-8 text; give the argument as UTF-8"
+            )
+
+
+_POSITIONAL = {
+    "entity",
+    "predicate",
+    "question",
+    "cypher",
+    "what",
+    "conversation",
+    "conversations",
+    "paths",
+    "fixtures",
+}
 
 
 def _parse_params(items: Sequence[str] | None) -> dict[str, Any]:
@@ -77,6 +121,13 @@ def _parse_params(items: Sequence[str] | None) -> dict[str, Any]:
             out[name] = json.loads(raw)
         except ValueError:
             out[name] = raw
+        try:
+            json.dumps(out[name], ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            raise UsageError(
+                f"--param {ascii(item)}: its value holds a lone surrogate (such as \\ud800), "
+                "which is not text; give the character itself or a valid pair"
+            ) from None
     return out
 
 
@@ -160,7 +211,7 @@ def _cmd_history(args: argparse.Namespace) -> int:
     from . import output, query
 
     with _open_db(args) as db:
-        table = query.history(db, args.entity, args.predicate, namespace=args.namespace)
+        table = query.history(db, args.entity, args.predicate, namespace=args.namespace, ontology=_ontology(args))
     keep = ["subject", "kind", "value", "object", "valid_from", "valid_until", "recorded_at", "superseded_at", "quote"]
     _print(output.render_some(table.columns, table.rows, args.format, keep))
     return _EXIT_OK
@@ -199,6 +250,14 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
     from . import picture, query
 
+    # Where the picture goes is checked before any work is done for it.
+    out = Path(args.out)
+    if out.is_dir():
+        raise UsageError(f"--out {out} is a folder; give a file name in it, such as {out / 'picture.html'}")
+    if out.suffix.lower() not in (".svg", ".html", ".htm"):
+        raise UsageError(f"--out {out}: give a .html or .svg file")
+    if not out.parent.is_dir():
+        raise UsageError(f"--out {out}: the folder {out.parent} does not exist; create it or write elsewhere")
     with _open_db(args) as db:
         found = query.find_entities(db, args.entity, args.namespace)
         if not found:
@@ -209,13 +268,11 @@ def _cmd_show(args: argparse.Namespace) -> int:
         entity = found[0]
         rows = query.facts(db, entity["key"], valid_at=args.valid_at, known_at=args.known_at).dicts()
     svg = picture.render_svg(picture.dot_source(entity, rows))
-    out = Path(args.out)
-    if out.suffix.lower() == ".svg":
-        out.write_text(svg, encoding="utf-8")
-    elif out.suffix.lower() in (".html", ".htm"):
-        out.write_text(picture.render_html(entity, rows, svg), encoding="utf-8")
-    else:
-        raise UsageError(f"--out {out}: give a .html or .svg file")
+    text = svg if out.suffix.lower() == ".svg" else picture.render_html(entity, rows, svg)
+    try:
+        out.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise AgeFactsError(f"cannot write {out}: {exc.strerror}") from None
     _print(f"wrote {out} ({len(rows)} facts about {entity['name'] or entity['key']})")
     return _EXIT_OK
 
@@ -224,7 +281,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     from .bench import engine_pid_for, run_bench
     from .db import resolve_dsn
 
-    dsn = resolve_dsn(args.dsn)
+    dsn = resolve_dsn(args.dsn, port=args.port)
     result = run_bench(
         dsn,
         _ontology(args),
@@ -298,7 +355,7 @@ def _cmd_load(args: argparse.Namespace) -> int:
 
     ontology = _ontology(args)
     progress = terminal_progress() if args.format == "table" else None
-    with _open_db(args) as db:
+    with _open_db(args, create=True) as db:
         summary = load_paths(db, args.paths, ontology, force=args.force, via=args.via, progress=progress)
     if progress:
         sys.stderr.write("\r\033[K")
@@ -361,7 +418,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     from .load import load_paths
 
     examples = resources.files("agefacts.examples")
-    with resources.as_file(examples) as folder, _open_db(args) as db:
+    with resources.as_file(examples) as folder, _open_db(args, create=True) as db:
         summary = load_paths(db, [folder], _ontology(args))
         _print(summary.text())
         table = query.run_named(db, "current_facts")
@@ -504,8 +561,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return _EXIT_USAGE
     try:
+        _check_text_arguments(args)
         status: int = args.func(args)
         return status
+    except BrokenPipeError:
+        # The reader stopped reading (`agefacts demo | head -3`): what it wanted was printed.
+        # stdout goes to /dev/null, so the interpreter's last flush has nowhere to fail.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return _EXIT_OK
     except UsageError as exc:
         print(f"agefacts: {exc}", file=sys.stderr)
         return _EXIT_USAGE

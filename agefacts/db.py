@@ -123,9 +123,10 @@ def translate(exc: BaseException, doing: str) -> DatabaseError:
     return DatabaseError(f"{doing}: {msg}" + (f" (SQLSTATE {sqlstate})" if sqlstate else ""), sqlstate)
 
 
-def resolve_dsn(dsn: str | None = None, *, start: bool = True, engine: Any = None) -> str:
+def resolve_dsn(dsn: str | None = None, *, start: bool = True, engine: Any = None, port: int | None = None) -> str:
     """Which server to use: an explicit DSN, then ``AGEFACTS_DSN``, then the standard ``PG*``
-    variables (libpq reads them itself), and otherwise the embedded engine, started if needed."""
+    variables (libpq reads them itself), and otherwise the embedded engine, started if needed
+    (on ``port``, by default ``AGEFACTS_PORT`` or 54329)."""
     if dsn:
         return dsn
     if os.environ.get("AGEFACTS_DSN"):
@@ -139,7 +140,7 @@ def resolve_dsn(dsn: str | None = None, *, start: bool = True, engine: Any = Non
     if state is None:
         if not start:
             raise EngineError("the embedded engine is not running; start it with `agefacts db start`")
-        state, _ = engine.start()
+        state, _ = engine.start(port=port)
     found: str = state.dsn
     return found
 
@@ -172,9 +173,12 @@ class Database:
     session for AGE and creates the graph and agefacts' SQL objects if they are missing.
     """
 
-    def __init__(self, dsn: str, graph: str = DEFAULT_GRAPH, *, connect_timeout: float = 30):
+    def __init__(self, dsn: str, graph: str = DEFAULT_GRAPH, *, connect_timeout: float = 30, create: bool = True):
+        """``create=False`` is for readers: connecting to a graph that does not exist is then
+        an error that says so, rather than an empty graph made to be read."""
         self.dsn = dsn
         self.graph = check_graph_name(graph)
+        self.create = create
         self.connect_timeout = connect_timeout
         self._conn: psycopg.Connection | None = None
         self._labels: set[tuple[str, str]] = set()
@@ -208,6 +212,12 @@ class Database:
                     connect_timeout=int(self.connect_timeout),
                 )
                 break
+            except psycopg.ProgrammingError as exc:
+                # libpq refused the connection string itself (psycopg says ProgrammingError).
+                raise DatabaseError(
+                    f"the connection string (--dsn or AGEFACTS_DSN) is not valid: {exc}; give one like "
+                    "'host=127.0.0.1 port=5432 user=me dbname=mine' or a postgresql:// URL"
+                ) from None
             except psycopg.OperationalError as exc:
                 last = exc
                 if attempt < retries:
@@ -216,7 +226,14 @@ class Database:
             raise translate(last, "connecting to the database") from last  # type: ignore[arg-type]
         self._labels.clear()
         self._prepare_session()
-        self.ensure_graph()
+        if self.create:
+            self.ensure_graph()
+        elif not self.graph_exists():
+            self.close()
+            raise QueryError(
+                f"graph {self.graph!r} does not exist in this database: nothing was loaded into it "
+                f"(load conversations with `agefacts load FILES --graph {self.graph}`, or name another graph)"
+            )
         return self
 
     def reconnect(self, retries: int = 5, delay: float = 0.5) -> Database:

@@ -14,6 +14,7 @@ from typing import Any
 
 from .db import Database, Table
 from .errors import QueryError
+from .ontology import Ontology
 
 __all__ = [
     "NamedQuery",
@@ -128,7 +129,14 @@ def run(
     params: Mapping[str, Any] | None = None,
     columns: Sequence[str] | None = None,
 ) -> Table:
-    """Run a Cypher query and return decoded rows keyed by the result column names."""
+    """Run a Cypher query and return decoded rows keyed by the result column names. A
+    ``$name`` the query uses and ``params`` leaves out is an error that names it."""
+    used = set(_PARAM_USE.findall(_blank_strings(query)))
+    if missing := sorted(used - set(params or {})):
+        raise QueryError(
+            f"the query uses {', '.join('$' + m for m in missing)} but no value was given: "
+            + " ".join(f"--param {m}=..." for m in missing)
+        )
     names = list(columns) if columns else return_columns(query)
     sql_cols = [f"c{i}" for i in range(len(names))] or ["c0"]
     table = db.cypher(query, params or None, sql_cols)
@@ -191,8 +199,15 @@ class NamedQuery:
     text: str
     columns: list[str]
 
+    @property
+    def required(self) -> list[str]:
+        """The parameters its header does not say may be null."""
+        docs = dict(_PARAM_NAME.findall(self.params_doc))
+        return [p for p in self.params if "null" not in docs.get(p, "")]
+
 
 _PARAM_NAME = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*(\([^)]*\))?")
+_PARAM_USE = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
 
 
 def _parse_named(name: str, kind: str, raw: str) -> NamedQuery:
@@ -237,6 +252,12 @@ def run_named(db: Database, name: str, params: Mapping[str, Any] | None = None) 
     if unknown:
         raise QueryError(
             f"query {name!r} takes no parameter {', '.join(unknown)}; it takes: {', '.join(q.params) or 'none'}"
+        )
+    if missing := [p for p in q.required if p not in given]:
+        raise QueryError(
+            f"query {name!r} needs {', '.join(missing)}: "
+            + " ".join(f"--param {m}=..." for m in missing)
+            + f" ({q.params_doc})"
         )
     values = {p: given.get(p) for p in q.params}
     if q.kind == "sql":
@@ -301,7 +322,18 @@ def facts(
     return Table(columns, _dedupe(rows))
 
 
-def history(db: Database, entity: str, predicate: str, *, namespace: str | None = None) -> Table:
+def history(
+    db: Database, entity: str, predicate: str, *, namespace: str | None = None, ontology: Ontology | None = None
+) -> Table:
+    """One entity's values for one predicate over time; with ``ontology``, a predicate it
+    does not know is an error that names the nearest ones it does."""
+    if ontology is not None and ontology.predicate(predicate) is None:
+        import difflib
+
+        known = sorted(p.name for p in ontology.predicates)
+        near = difflib.get_close_matches(predicate, known, n=3)
+        hint = f"did you mean {', '.join(near)}?" if near else f"the ontology's predicates: {', '.join(known)}"
+        raise QueryError(f"predicate {predicate!r} is not in the ontology; {hint}")
     tables = [
         run_named(db, "history", {"entity": k, "predicate": predicate}) for k in _entity_keys(db, entity, namespace)
     ]

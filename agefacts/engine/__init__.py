@@ -40,6 +40,7 @@ __all__ = [
     "MAX_CONNECTIONS",
     "MEMORY",
     "cache_dir",
+    "default_port",
     "home_dir",
 ]
 
@@ -97,6 +98,16 @@ def _pid_alive(pid: int) -> bool:
         if done == pid:
             return False
     return True
+
+
+def default_port() -> int:
+    """The embedded engine's port when none is given: ``AGEFACTS_PORT``, or 54329."""
+    raw = os.environ.get("AGEFACTS_PORT")
+    if not raw:
+        return DEFAULT_PORT
+    if not raw.strip().isdigit() or not 0 < int(raw) < 65536:
+        raise EngineError(f"AGEFACTS_PORT={raw!r} is not a port number; give one from 1 to 65535, or unset it")
+    return int(raw)
 
 
 def _port_free(host: str, port: int) -> bool:
@@ -232,7 +243,7 @@ class Engine:
         harmless: its state is returned, unless it serves other data or another port, which is
         an error rather than a silent switch.
         """
-        port = DEFAULT_PORT if port is None else int(port)
+        port = default_port() if port is None else int(port)
         data_arg = self._data_arg(data)
         self.home.mkdir(parents=True, exist_ok=True)
         with open(self.home / ".start.lock", "w") as lockf:

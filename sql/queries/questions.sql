@@ -1,5 +1,5 @@
 -- The question queue: follow-ups still open (or all, with include_resolved), most urgent first.
--- params: namespace (a namespace, or null for all), include_resolved (true to list answered ones too)
+-- params: namespace (a namespace, or null for all), include_resolved (true to list answered ones too; null or false for the open ones)
 -- columns: namespace, conversation, gap, priority, question, reason, asked_at, resolved_at
 SELECT namespace, conversation, gap, priority, question, reason, asked_at, resolved_at
 FROM agefacts.questions

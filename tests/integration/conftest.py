@@ -80,5 +80,6 @@ def cli_env(monkeypatch, dsn, graph_name):
     """Environment for running the CLI in-process against this test's graph."""
     monkeypatch.setenv("AGEFACTS_DSN", dsn)
     monkeypatch.setenv("AGEFACTS_GRAPH", graph_name)
+    Database(dsn, graph_name).connect().close()  # the graph exists, as after a first load
     yield
     Database(dsn, graph_name).connect().drop_graph()

@@ -52,3 +52,72 @@ def test_the_readmes_library_example_runs_as_written(cli_env, graph_name, capsys
         out = capsys.readouterr().out
         for said in re.findall(r"print\(.*\)\s+# (.+)", block):
             assert said.strip() in out, (said, out)
+
+
+def test_reading_a_graph_that_does_not_exist_says_so_and_creates_nothing(cli_env, dsn, capsys):
+    from agefacts.cli import main
+
+    for argv in (["facts", "user"], ["digest"], ["history", "user", "lives_in"], ["query", "RETURN 1"]):
+        assert main([*argv, "--graph", "nosuchgraph"]) == 1, argv
+        err = capsys.readouterr().err
+        assert "graph 'nosuchgraph' does not exist" in err and "Traceback" not in err, err
+    assert not _graph_exists(dsn, "nosuchgraph")
+
+
+def _graph_exists(dsn: str, name: str) -> bool:
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        return conn.execute("SELECT count(*) FROM ag_catalog.ag_graph WHERE name = %s", (name,)).fetchone()[0] == 1
+
+
+def test_what_a_query_lacks_is_named_instead_of_answering_nothing(cli_env, capsys):
+    from agefacts.cli import main
+
+    cases = [
+        (["history", "user", "lives_inn"], ["'lives_inn' is not in the ontology", "did you mean lives_in"]),
+        (["query", "--name", "facts"], ["query 'facts' needs entity, valid_at, known_at", "--param entity=..."]),
+        (["query", "MATCH (n) WHERE n.k = $x RETURN n.k"], ["uses $x but no value was given", "--param x=..."]),
+    ]
+    for argv, said in cases:
+        assert main(argv) == 1, argv
+        err = capsys.readouterr().err
+        assert all(s in err for s in said) and "Traceback" not in err, (argv, err)
+    # A parameter the header says may be null can be left out; a '$' inside a string is text.
+    assert main(["query", "--name", "placeholders"]) == 0
+    assert main(["query", "RETURN '$x costs' AS price"]) == 0
+    assert "$x costs" in capsys.readouterr().out
+
+
+def test_every_failure_is_one_sentence_and_an_exit_status(cli_env, tmp_path, capsys):
+    from agefacts.cli import main
+
+    cases = [
+        (["query", "RETURN 1", "--dsn", "garbage dsn"], 1, "connection string (--dsn or AGEFACTS_DSN) is not valid"),
+        (["facts", "a\udcff"], 2, "entity 'a\\udcff' is not UTF-8 text"),
+        (["query", "RETURN $x AS x", "--param", 'x="\\ud800"'], 2, "lone surrogate"),
+        (["show", "Tom", "--out", str(tmp_path)], 2, "is a folder"),
+        (["show", "Tom", "--out", str(tmp_path / "no" / "such" / "x.html")], 2, "does not exist"),
+    ]
+    for argv, status, said in cases:
+        assert main(argv) == status, argv
+        err = capsys.readouterr().err
+        assert said in err and "Traceback" not in err, (argv, err)
+    assert not (tmp_path / "no").exists()
+
+
+def test_a_reader_that_stops_reading_ends_the_output_quietly(cli_env):
+    import os
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agefacts", "query", "UNWIND range(1, 20000) AS i RETURN i"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=os.environ.copy(),
+    )
+    assert proc.stdout is not None and proc.stdout.readline()
+    proc.stdout.close()  # as `| head -1` does
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0 and b"Traceback" not in err and b"BrokenPipe" not in err, err

@@ -120,3 +120,24 @@ def test_copy_from_stdin_breaks_the_embedded_engine(own_engine):
     with pytest.raises(psycopg.OperationalError):
         psycopg.connect(state.dsn, connect_timeout=3).execute("SELECT 1")
     own_engine.stop(timeout=5)
+
+
+def test_the_engine_a_command_starts_listens_on_the_port_asked_for(own_engine, tmp_path, monkeypatch, capsys):
+    # demo (and every command that may start the engine) takes --port, and AGEFACTS_PORT.
+    for var in ("AGEFACTS_DSN", "PGHOST", "PGPORT", "PGDATABASE", "PGUSER", "PGSERVICE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("AGEFACTS_HOME", str(own_engine.home))
+    port = free_port()
+    monkeypatch.setenv("AGEFACTS_PORT", str(port))
+    assert main(["demo", "--graph", "port_demo"]) == 0
+    assert "25 loaded" in capsys.readouterr().out
+    assert own_engine.state().port == port
+    own_engine.stop()
+    monkeypatch.delenv("AGEFACTS_PORT")
+    other = free_port()
+    assert main(["query", "RETURN 1", "--graph", "port_demo", "--port", str(other)]) == 0
+    assert own_engine.state().port == other
+    monkeypatch.setenv("AGEFACTS_PORT", "not-a-port")
+    own_engine.stop()
+    assert main(["digest", "--graph", "port_demo"]) == 1
+    assert "AGEFACTS_PORT='not-a-port' is not a port number" in capsys.readouterr().err
