@@ -2,7 +2,8 @@
 session, one graph per test (and more on request), each dropped afterwards.
 
 The engine runs from its own home folder and a free port, so the tests never touch a user's
-engine or data. Set AGEFACTS_TEST_DSN to run the same tests against another PostgreSQL with AGE.
+engine or data; under pytest-xdist (make test runs two workers) each worker starts its own.
+Set AGEFACTS_TEST_DSN to run the same tests against another PostgreSQL with AGE.
 """
 
 from __future__ import annotations
