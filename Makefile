@@ -35,7 +35,7 @@ lint: install
 # Two workers, each with an embedded engine of its own (measured: 107 s against 157 s in one
 # process on a 2-core machine; three workers were slower, 121 s).
 test: lint system-deps
-	@$(BIN)/python -m pytest -n 2 $(PYTEST_ARGS); rc=$$?; \
+	@$(BIN)/python -m pytest -n 2 --dist worksteal $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest ran no tests: treating that as a failure" >&2; exit 1; fi; \
 	exit $$rc
 

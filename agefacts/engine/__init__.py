@@ -34,6 +34,7 @@ from typing import Any
 from ..errors import EngineError
 
 __all__ = [
+    "DATA_LOCK",
     "DEFAULT_PORT",
     "Engine",
     "EngineState",
@@ -98,6 +99,44 @@ def _pid_alive(pid: int) -> bool:
         if done == pid:
             return False
     return True
+
+
+def _command_line(pid: int) -> list[str] | None:
+    """A process's arguments (Linux: /proc; elsewhere ps), or None when they cannot be read."""
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+        return [a.decode("utf-8", "replace") for a in raw.split(b"\0") if a]
+    except FileNotFoundError:
+        if Path("/proc/self").exists():
+            return None
+    except OSError:
+        return None
+    try:
+        out = subprocess.run(["ps", "-p", str(pid), "-o", "command="], capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.split() if out.returncode == 0 and out.stdout.strip() else None
+
+
+DATA_LOCK = ".agefacts-engine.lock"
+
+
+def _lock_data_folder(folder: Path) -> int:
+    """Lock a data folder for one engine: an open file with an exclusive flock, whose
+    descriptor the engine inherits (so the lock lasts as long as the engine, whoever started
+    it). A folder another engine serves is refused, naming that engine."""
+    folder.mkdir(parents=True, exist_ok=True)
+    fd = os.open(folder / DATA_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.read(fd, 500).decode("utf-8", "replace").strip() or "another engine"
+        os.close(fd)
+        raise EngineError(
+            f"the data folder {folder} is already served by an engine ({holder}); one folder is "
+            "served by one engine at a time: stop that one, or give this one another folder"
+        ) from None
+    return fd
 
 
 def default_port() -> int:
@@ -206,19 +245,56 @@ class Engine:
 
     # -- state ---------------------------------------------------------------------------
     def state(self) -> EngineState | None:
-        """The running engine, or None. A state file whose process is gone is removed."""
-        try:
-            raw = json.loads(self.state_file.read_text())
-            state = EngineState(**raw)
-        except FileNotFoundError:
+        """The running engine this home started, or None. A state file that is not one, or
+        whose process is gone, or is not that engine (a pid used again by another program),
+        is removed: only the engine itself is ever reported running, or signalled."""
+        state = self._recorded()
+        if state is None:
             return None
-        except (ValueError, TypeError):
-            self.state_file.unlink(missing_ok=True)
-            return None
-        if not _pid_alive(state.pid):
+        if not _pid_alive(state.pid) or self._foreign(state):
             self.state_file.unlink(missing_ok=True)
             return None
         return state
+
+    def _recorded(self) -> EngineState | None:
+        """The state file's engine, if the file is one: a pid above 1 (0, -1 and negative pids
+        name process groups or every process), a port, a data folder."""
+        try:
+            raw = json.loads(self.state_file.read_text())
+        except FileNotFoundError:
+            return None
+        except (ValueError, OSError):
+            raw = None
+        ok = (
+            isinstance(raw, dict)
+            and set(raw) <= {"pid", "port", "data", "host"}
+            and type(raw.get("pid")) is int
+            and raw["pid"] > 1
+            and type(raw.get("port")) is int
+            and 0 < raw["port"] < 65536
+            and isinstance(raw.get("data"), str)
+            and isinstance(raw.get("host", "127.0.0.1"), str)
+        )
+        if not ok:
+            self.state_file.unlink(missing_ok=True)
+            return None
+        return EngineState(**raw)
+
+    def _foreign(self, state: EngineState) -> str | None:
+        """Why the process ``state`` names is not this home's engine (None when it is): its
+        command line must be this installation's server script, on the recorded port and
+        data folder."""
+        cmdline = _command_line(state.pid)
+        if cmdline is None:
+            return "its command line cannot be read"
+        expected = {
+            str(self.server_script()),
+            f"--port={state.port}",
+            f"--db={'memory://' if state.data == MEMORY else state.data}",
+        }
+        if not expected <= set(cmdline):
+            return "it runs " + " ".join(cmdline)[:200]
+        return None
 
     def status(self) -> dict[str, Any]:
         state = self.state()
@@ -267,8 +343,7 @@ class Engine:
                 )
             node = self.node()
             self.ensure_installed()
-            if data_arg != MEMORY:
-                Path(data_arg).mkdir(parents=True, exist_ok=True)
+            held = None if data_arg == MEMORY else _lock_data_folder(Path(data_arg))
             cmd = [
                 node,
                 "--max-old-space-size=8192",
@@ -287,8 +362,14 @@ class Engine:
                 stdin=subprocess.DEVNULL,
                 cwd=self.install_dir(),
                 start_new_session=True,
+                # The engine inherits the data folder's lock and holds it for as long as it runs.
+                pass_fds=() if held is None else (held,),
             )
             log.close()
+            if held is not None:
+                os.ftruncate(held, 0)
+                os.write(held, f"pid {proc.pid}, port {port}, home {self.home}\n".encode())
+                os.close(held)
             state = EngineState(pid=proc.pid, port=port, data=data_arg)
             self.state_file.write_text(json.dumps(dataclasses.asdict(state)))
             try:
@@ -328,7 +409,18 @@ class Engine:
             return "(no log)"
 
     def stop(self, timeout: float = 30.0) -> bool:
-        """Stop the engine. Returns False when none was running (not an error)."""
+        """Stop the engine. Returns False when none was running (not an error). A state file
+        that names a process this home did not start is an error: nothing is signalled."""
+        recorded = self._recorded()
+        if recorded is not None and _pid_alive(recorded.pid):
+            why = self._foreign(recorded)
+            if why is not None:
+                self.state_file.unlink(missing_ok=True)
+                raise EngineError(
+                    f"the engine's state file ({self.state_file}) names pid {recorded.pid}, which is not "
+                    f"the engine agefacts started ({why}); nothing was signalled, and the stale state "
+                    "file was removed"
+                )
         state = self.state()
         if state is None:
             return False

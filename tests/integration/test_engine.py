@@ -141,3 +141,51 @@ def test_the_engine_a_command_starts_listens_on_the_port_asked_for(own_engine, t
     own_engine.stop()
     assert main(["digest", "--graph", "port_demo"]) == 1
     assert "AGEFACTS_PORT='not-a-port' is not a port number" in capsys.readouterr().err
+
+
+# -- a process we did not start is never signalled; one engine per data folder -------------------------
+def test_a_state_file_naming_another_process_is_never_signalled(own_engine, monkeypatch, capsys):
+    import subprocess
+    import sys
+
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        own_engine.home.mkdir(parents=True)
+        monkeypatch.setenv("AGEFACTS_HOME", str(own_engine.home))
+        # A pid used again by another program: reported as not running, and never signalled.
+        own_engine.state_file.write_text(json.dumps({"pid": other.pid, "port": free_port(), "data": "memory"}))
+        with pytest.raises(EngineError, match=f"names pid {other.pid}, which is not the engine.*nothing was signalled"):
+            own_engine.stop()
+        assert other.poll() is None and not own_engine.state_file.exists()
+        own_engine.state_file.write_text(json.dumps({"pid": other.pid, "port": free_port(), "data": "memory"}))
+        assert main(["db", "status"]) == 3 and "not running" in capsys.readouterr().out
+        assert other.poll() is None
+        # Pids that name process groups or every process, and pids that are not numbers.
+        for pid in (-1, 0, 1, -other.pid, "12x", 3.5, None):
+            own_engine.state_file.write_text(json.dumps({"pid": pid, "port": 5, "data": "memory"}))
+            assert main(["db", "status"]) == 3
+            assert main(["db", "stop"]) == 0
+            out, err = capsys.readouterr()
+            assert "not running" in out and "Traceback" not in err
+        own_engine.state_file.write_text("not json at all")
+        assert main(["db", "status"]) == 3
+        assert other.poll() is None  # alive through all of it
+    finally:
+        other.kill()
+        other.wait()
+
+
+def test_a_data_folder_is_served_by_one_engine_at_a_time(own_engine, tmp_path):
+    data = tmp_path / "shared-data"
+    state, _ = own_engine.start(data=data, port=free_port())
+    second = Engine(home=tmp_path / "second-home")
+    try:
+        with pytest.raises(EngineError, match=f"already served by an engine \\(pid {state.pid}, port {state.port}"):
+            second.start(data=data, port=free_port())
+        assert second.state() is None
+        own_engine.stop()
+        # Once the first engine is gone, so is its lock.
+        took, started = second.start(data=data, port=free_port())
+        assert started and second.status()["accepting"]
+    finally:
+        second.stop()
