@@ -351,12 +351,23 @@ def _cmd_compile(args: argparse.Namespace) -> int:
 
 
 def _cmd_load(args: argparse.Namespace) -> int:
-    from .load import load_paths, terminal_progress
+    from .load import LoadInterrupted, load_paths, terminal_progress
 
     ontology = _ontology(args)
     progress = terminal_progress() if args.format == "table" else None
-    with _open_db(args, create=True) as db:
-        summary = load_paths(db, args.paths, ontology, force=args.force, via=args.via, progress=progress)
+    try:
+        with _open_db(args, create=True) as db:
+            summary = load_paths(db, args.paths, ontology, force=args.force, via=args.via, progress=progress)
+    except LoadInterrupted as stop:
+        if progress:
+            sys.stderr.write("\r\033[K")
+        _print(stop.summary.text())
+        print(
+            f"agefacts: interrupted: {stop.summary.count('loaded')} conversation(s) were loaded, each whole; "
+            "run the same command again to load the rest (what was loaded is skipped)",
+            file=sys.stderr,
+        )
+        return 130
     if progress:
         sys.stderr.write("\r\033[K")
     if args.format == "json":

@@ -223,7 +223,19 @@ class Database:
                 if attempt < retries:
                     time.sleep(delay * (2**attempt))
         else:
-            raise translate(last, "connecting to the database") from last  # type: ignore[arg-type]
+            err = translate(last, "connecting to the database")  # type: ignore[arg-type]
+            chosen = [v for v in _PG_ENV if os.environ.get(v)] if not self.dsn else []
+            if chosen:
+                # With no DSN given, libpq took the server from the environment: say so, since
+                # otherwise the embedded engine would have been used.
+                named = ", ".join(f"{v}={os.environ[v]}" for v in chosen)
+                err = DatabaseError(
+                    f"{err} (the server was chosen by {named} in the environment; unset "
+                    f"{'it' if len(chosen) == 1 else 'them'} to use the embedded engine, or give --dsn)",
+                    err.sqlstate,
+                    connection_lost=err.connection_lost,
+                )
+            raise err from last
         self._labels.clear()
         self._prepare_session()
         if self.create:

@@ -17,6 +17,7 @@ import logging
 import random
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +34,7 @@ from .models import Conversation
 from .ontology import Ontology
 
 __all__ = [
+    "LoadInterrupted",
     "Loader",
     "Outcome",
     "Prepared",
@@ -91,7 +93,15 @@ class Summary:
             f"written: {t['entities']} entities, {t['statements']} statements, {t['evidence']} evidence, "
             f"{t['rejected']} rejected claims, {t['followups']} follow-ups",
         ]
+        # A reason shared by many conversations (the connection was lost) is said once.
+        shared = Counter(o.reason for o in self.failed)
+        said: set[str | None] = set()
         for o in self.failed:
+            if shared[o.reason] > 3:
+                if o.reason not in said:
+                    said.add(o.reason)
+                    lines.append(f"FAILED {shared[o.reason]} conversations, from {o.source} on: {o.reason}")
+                continue
             who = f" (conversation {o.conversation!r})" if o.conversation else ""
             reason = o.reason or ""
             # Input errors name their place themselves (they are raised without the summary).
@@ -230,10 +240,13 @@ def _worker() -> Iterator[Any]:
 
     before = sys.getswitchinterval()
     sys.setswitchinterval(min(before, 0.00005))
+    pool = ThreadPoolExecutor(max_workers=1)
     try:
-        with ThreadPoolExecutor(max_workers=1) as pool:
-            yield pool
+        yield pool
+        pool.shutdown(wait=True)
     finally:
+        # Interrupted: the batch being prepared is not waited for (nothing of it is written).
+        pool.shutdown(wait=False, cancel_futures=True)
         sys.setswitchinterval(before)
 
 
@@ -524,9 +537,21 @@ def load_paths(
                 progress(n, source)
             yield source, item
 
-    for outcome in loader.load_many(items()):
-        summary.outcomes.append(outcome)
+    try:
+        for outcome in loader.load_many(items()):
+            summary.outcomes.append(outcome)
+    except KeyboardInterrupt:
+        raise LoadInterrupted(summary) from None
     return summary
+
+
+class LoadInterrupted(KeyboardInterrupt):
+    """A load stopped by an interrupt (Ctrl-C), with the summary of what it had done: every
+    conversation in it is loaded entirely, and the one being written was rolled back whole."""
+
+    def __init__(self, summary: Summary):
+        super().__init__("interrupted")
+        self.summary = summary
 
 
 def terminal_progress(stream: TextIO = sys.stderr) -> Callable[[int, str], None] | None:

@@ -119,6 +119,8 @@ def _command_line(pid: int) -> list[str] | None:
 
 
 DATA_LOCK = ".agefacts-engine.lock"
+# What the engine writes when the files of its data folder cannot be opened as a database.
+_DAMAGED = ("PGlite failed to initialize", "database files are incompatible", "invalid checkpoint", "Aborted(")
 
 
 def _lock_data_folder(folder: Path) -> int:
@@ -355,6 +357,7 @@ class Engine:
                 f"--max-connections={MAX_CONNECTIONS}",
             ]
             log = open(self.log_file, "ab")
+            since = log.tell()  # what this start writes to the log, not earlier runs
             proc = subprocess.Popen(
                 cmd,
                 stdout=log,
@@ -373,7 +376,7 @@ class Engine:
             state = EngineState(pid=proc.pid, port=port, data=data_arg)
             self.state_file.write_text(json.dumps(dataclasses.asdict(state)))
             try:
-                self._wait_ready(state, timeout)
+                self._wait_ready(state, timeout, since)
             except EngineError:
                 self._terminate(proc.pid)
                 self.state_file.unlink(missing_ok=True)
@@ -387,13 +390,19 @@ class Engine:
             return MEMORY
         return str(Path(data).expanduser().resolve())
 
-    def _wait_ready(self, state: EngineState, timeout: float) -> None:
+    def _wait_ready(self, state: EngineState, timeout: float, since: int = 0) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if not _pid_alive(state.pid):
-                raise EngineError(
-                    f"the embedded engine exited while starting; its log is {self.log_file}:\n" + self._log_tail()
-                )
+                tail = self._log_tail(since=since)
+                if state.data != MEMORY and any(m in tail for m in _DAMAGED):
+                    raise EngineError(
+                        f"the embedded engine could not open its data folder {state.data}: the database "
+                        "files there are damaged, or are not a database this engine wrote. Move the "
+                        "folder aside (the next start makes a new, empty one there), or start with "
+                        f"--data another_folder. The engine's log is {self.log_file}."
+                    )
+                raise EngineError(f"the embedded engine exited while starting; its log is {self.log_file}:\n" + tail)
             if _answers_postgres(state.host, state.port, timeout=1.0):
                 return
             time.sleep(0.1)
@@ -402,11 +411,14 @@ class Engine:
             f"{timeout:.0f}s; its log is {self.log_file}"
         )
 
-    def _log_tail(self, n: int = 20) -> str:
+    def _log_tail(self, n: int = 20, since: int = 0) -> str:
         try:
-            return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-n:])
+            with open(self.log_file, "rb") as f:
+                f.seek(since)
+                text = f.read().decode("utf-8", "replace")
         except FileNotFoundError:
             return "(no log)"
+        return "\n".join(text.splitlines()[-n:]) or "(the engine wrote nothing)"
 
     def stop(self, timeout: float = 30.0) -> bool:
         """Stop the engine. Returns False when none was running (not an error). A state file

@@ -121,3 +121,59 @@ def test_a_reader_that_stops_reading_ends_the_output_quietly(cli_env):
     proc.stdout.close()  # as `| head -1` does
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0 and b"Traceback" not in err and b"BrokenPipe" not in err, err
+
+
+def test_an_interrupted_load_says_what_it_loaded_and_a_rerun_loads_the_rest(cli_env, dsn, graph_name, tmp_path):
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from agefacts.bench import generate
+    from agefacts.db import Database
+
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps(c) + "\n" for c in generate(10_000)))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agefacts", "load", str(corpus)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=os.environ.copy(),
+        text=True,
+    )
+    db = Database(dsn, graph_name).connect()
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:  # interrupt once some batches are in
+        (n,) = db.execute("SELECT count(*) FROM agefacts.ingest_log WHERE graph = %s", (graph_name,))[0]
+        if n >= 100:
+            break
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    started = time.monotonic()
+    out, err = proc.communicate(timeout=60)
+    assert time.monotonic() - started < 4, "the interrupt should not wait for more work"
+    assert proc.returncode == 130 and "Traceback" not in err, err
+    (logged,) = db.execute("SELECT count(*) FROM agefacts.ingest_log WHERE graph = %s", (graph_name,))[0]
+    assert f"interrupted: {logged} conversation(s) were loaded" in err and 0 < logged < 1000, err
+    assert out.startswith(f"conversations: {logged} loaded"), out
+    rerun = subprocess.run(
+        [sys.executable, "-m", "agefacts", "load", str(corpus)], capture_output=True, text=True, env=os.environ.copy()
+    )
+    assert rerun.returncode == 0 and rerun.stdout.startswith(f"conversations: {1000 - logged} loaded, {logged} skipped")
+    db.close()
+
+
+def test_a_server_chosen_by_pg_variables_is_named_when_it_cannot_be_reached(monkeypatch, capsys):
+    from agefacts.cli import main
+
+    from .conftest import free_port
+
+    monkeypatch.delenv("AGEFACTS_DSN", raising=False)
+    monkeypatch.setenv("PGHOST", "127.0.0.1")
+    monkeypatch.setenv("PGPORT", str(free_port()))  # nothing listens there
+    monkeypatch.setenv("PGCONNECT_TIMEOUT", "3")
+    assert main(["query", "RETURN 1"]) == 1
+    err = capsys.readouterr().err
+    assert "chosen by PGHOST=127.0.0.1, PGPORT=" in err and "unset them to use the embedded engine" in err, err

@@ -189,3 +189,18 @@ def test_a_data_folder_is_served_by_one_engine_at_a_time(own_engine, tmp_path):
         assert started and second.status()["accepting"]
     finally:
         second.stop()
+
+
+def test_a_damaged_data_folder_is_explained_not_shown_as_a_stack(own_engine, tmp_path):
+    data = tmp_path / "data"
+    own_engine.start(data=data, port=free_port())
+    own_engine.stop()
+    for f in data.rglob("*"):
+        if f.is_file() and f.stat().st_size > 0:
+            f.write_bytes(b"\x00not a database" * 16)
+    with pytest.raises(EngineError) as caught:
+        own_engine.start(data=data, port=free_port(), timeout=60)
+    said = str(caught.value)
+    assert f"could not open its data folder {data.resolve()}" in said and "Move the folder aside" in said
+    assert "at " not in said.split("log is")[0] and "Error:" not in said  # no JavaScript stack
+    assert own_engine.state() is None
