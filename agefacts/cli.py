@@ -248,7 +248,7 @@ def _cmd_ask(args: argparse.Namespace) -> int:
 def _cmd_show(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from . import picture, query
+    from . import picture
 
     # Where the picture goes is checked before any work is done for it.
     out = Path(args.out)
@@ -259,21 +259,19 @@ def _cmd_show(args: argparse.Namespace) -> int:
     if not out.parent.is_dir():
         raise UsageError(f"--out {out}: the folder {out.parent} does not exist; create it or write elsewhere")
     with _open_db(args) as db:
-        found = query.find_entities(db, args.entity, args.namespace)
-        if not found:
-            raise AgeFactsError(f"no entity {args.entity!r}: give a key, a name or a mention")
-        if len(found) > 1:
-            keys = ", ".join(f"{e['key']} ({e['namespace']}, {e['name']})" for e in found)
-            raise UsageError(f"{args.entity!r} names {len(found)} entities; pick one by key or --namespace: {keys}")
-        entity = found[0]
-        rows = query.facts(db, entity["key"], valid_at=args.valid_at, known_at=args.known_at).dicts()
-    svg = picture.render_svg(picture.dot_source(entity, rows))
-    text = svg if out.suffix.lower() == ".svg" else picture.render_html(entity, rows, svg)
+        pic = picture.picture_of(
+            db,
+            args.entity,
+            namespace=args.namespace,
+            valid_at=args.valid_at,
+            known_at=args.known_at,
+            html_page=out.suffix.lower() != ".svg",
+        )
     try:
-        out.write_text(text, encoding="utf-8")
+        out.write_text(pic.text, encoding="utf-8")
     except OSError as exc:
         raise AgeFactsError(f"cannot write {out}: {exc.strerror}") from None
-    _print(f"wrote {out} ({len(rows)} facts about {entity['name'] or entity['key']})")
+    _print(f"wrote {out} ({len(pic.facts)} facts about {pic.entity['name'] or pic.entity['key']})")
     return _EXIT_OK
 
 

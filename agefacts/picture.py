@@ -10,12 +10,18 @@ from __future__ import annotations
 import html
 import shutil
 import subprocess
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from .errors import AgeFactsError
+from .errors import AgeFactsError, UsageError
+
+if TYPE_CHECKING:
+    from .db import Database
 
 __all__ = [
+    "Picture",
     "dot_source",
+    "picture_of",
     "render_html",
     "render_svg",
 ]
@@ -141,3 +147,35 @@ document.querySelectorAll('g.edge').forEach(function (edge) {{
 </body>
 </html>
 """
+
+
+@dataclass(frozen=True)
+class Picture:
+    """An entity drawn with its facts: ``text`` is the SVG, or an HTML page around it."""
+
+    entity: dict[str, Any]
+    facts: list[dict[str, Any]]
+    text: str
+
+
+def picture_of(
+    db: Database,
+    entity: str,
+    *,
+    namespace: str | None = None,
+    valid_at: str | None = None,
+    known_at: str | None = None,
+    html_page: bool = True,
+) -> Picture:
+    """Find one entity by key, name or mention and draw it with its facts as of the two times."""
+    from . import query
+
+    found = query.find_entities(db, entity, namespace)
+    if not found:
+        raise AgeFactsError(f"no entity {entity!r}: give a key, a name or a mention")
+    if len(found) > 1:
+        keys = ", ".join(f"{e['key']} ({e['namespace']}, {e['name']})" for e in found)
+        raise UsageError(f"{entity!r} names {len(found)} entities; pick one by key or --namespace: {keys}")
+    rows = query.facts(db, found[0]["key"], valid_at=valid_at, known_at=known_at).dicts()
+    svg = render_svg(dot_source(found[0], rows))
+    return Picture(found[0], rows, render_html(found[0], rows, svg) if html_page else svg)
