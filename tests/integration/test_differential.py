@@ -92,7 +92,7 @@ def fresh(db: Database) -> Database:
 
 # AGEFACTS_FUZZ_EXAMPLES runs more examples than CI does, for a deeper search.
 @settings(
-    max_examples=int(os.environ.get("AGEFACTS_FUZZ_EXAMPLES", "12")),
+    max_examples=int(os.environ.get("AGEFACTS_FUZZ_EXAMPLES", "8")),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )

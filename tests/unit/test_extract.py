@@ -104,7 +104,8 @@ def server():
                 pass
 
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    # A short poll interval: shutdown() waits up to one interval (0.5 s by default) per test.
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
     thread.start()
 
     def use(steps):
