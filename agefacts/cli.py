@@ -404,7 +404,12 @@ def _cmd_extract(args: argparse.Namespace) -> int:
         for err in oc.errors:
             failed = True
             print(f"agefacts: error: {err}", file=sys.stderr)
-    _print(f"extracted {len(outcomes)} conversation(s) into {out}")
+    turns = [t for oc in outcomes for t in oc.conversation.turns if t.speaker == "user"]
+    errored = sum(1 for t in turns if t.error is not None)
+    _print(
+        f"extracted {len(outcomes)} conversation(s) into {out}: {len(turns) - errored} user turn(s) recorded, "
+        f"{errored} failed"
+    )
     return _EXIT_FAILED if failed else _EXIT_OK
 
 

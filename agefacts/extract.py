@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import email.utils
+import hashlib
 import json
 import os
 import random
@@ -297,9 +298,18 @@ async def extract_all(
 
 
 def recording_name(conv: Conversation) -> str:
-    """The file name of a conversation's recording: its id, with every character a file name
-    should not hold replaced by ``_``."""
-    return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in conv.id) + ".json"
+    """The file name of a conversation's recording: readable (its namespace and id, every
+    character a file name should not hold replaced by ``_``, cut to a length every file system
+    takes) and unique per (namespace, id) by construction (a hash of the two ends it), so
+    ``trip/2023`` and ``trip_2023``, or one id in two namespaces, never share a file."""
+
+    def safe(text: str, n: int) -> str:
+        # At most n bytes of UTF-8: file systems limit a name's bytes (255), not its letters.
+        kept = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in text)
+        return kept.encode("utf-8")[:n].decode("utf-8", "ignore")
+
+    h = hashlib.sha256(f"{conv.namespace}\0{conv.id}".encode()).hexdigest()[:10]
+    return f"{safe(conv.namespace, 60)}--{safe(conv.id, 100)}-{h}.json"
 
 
 def write_recording(conv: Conversation, folder: Path) -> Path:

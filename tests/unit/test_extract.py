@@ -250,9 +250,35 @@ def test_extract_command_records_replayable_conversations(server, tmp_path, monk
     assert main(["extract", str(src), "--out", str(out), "--llm-url", url, "--model", "m"]) == 0
     captured = capsys.readouterr()
     assert "sk-secret-123" not in captured.out + captured.err
-    recorded = json.loads((out / "a.json").read_text())
+    (name_a,) = [p.name for p in out.iterdir() if p.name.startswith("t--a-")]
+    recorded = json.loads((out / name_a).read_text())
     assert recorded["model"] == "test-model-1"
     assert recorded["turns"][0]["recorded"]["statements"][0]["quote"] == "I live in Lyon"
     # The recording grades and compiles with no network.
-    assert main(["compile", str(out / "a.json")]) == 0
+    assert main(["compile", str(out / name_a)]) == 0
     assert "lives_in" in capsys.readouterr().out
+
+
+def test_recordings_of_different_conversations_never_share_a_file(server, tmp_path, capsys):
+    from agefacts.extract import recording_name
+
+    url, _ = server({"I live in Lyon.": [("json", 200, completion(json.dumps(REPLY_LYON)))]})
+    ids = ["trip/2023", "trip_2023", "trip:2023", "é" * 200]
+    convs = [conv(i, "I live in Lyon.") for i in ids]
+    other_ns = conv("trip/2023", "I live in Lyon.").model_copy(update={"namespace": "u"})
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(c.model_dump_json() + "\n" for c in [*convs, other_ns]))
+    out = tmp_path / "out"
+    assert main(["extract", str(src), "--out", str(out), "--llm-url", url, "--model", "m"]) == 0
+    names = sorted(p.name for p in out.iterdir())
+    assert len(names) == 5 and names == sorted(recording_name(c) for c in [*convs, other_ns])
+    assert all(len(n.encode()) < 200 and n.startswith(("t--trip_2023-", "u--trip_2023-", "t--ééé")) for n in names)
+    assert "extracted 5 conversation(s)" in capsys.readouterr().out
+
+
+def test_the_summary_counts_turns_and_a_run_whose_turns_all_failed_says_so(server, tmp_path, capsys):
+    url, _ = server({"x": [("json", 401, {"error": "bad key"})], "y": [("json", 401, {"error": "bad key"})]})
+    src = tmp_path / "in.jsonl"
+    src.write_text(conv("a", "x", "y").model_dump_json() + "\n")
+    assert main(["extract", str(src), "--out", str(tmp_path / "out"), "--llm-url", url, "--model", "m"]) == 1
+    assert "0 user turn(s) recorded, 2 failed" in capsys.readouterr().out
