@@ -396,7 +396,7 @@ def _cmd_extract(args: argparse.Namespace) -> int:
 
     async def run() -> list[ConversationOutcome]:
         async with client:
-            return await extract_to(client, [c for _, c in good], ontology, out, args.concurrency)
+            return await extract_to(client, [c for _, c in good], ontology, out, args.concurrency, redo=args.redo)
 
     outcomes = asyncio.run(run())
     failed = bool(bad)
@@ -406,9 +406,10 @@ def _cmd_extract(args: argparse.Namespace) -> int:
             print(f"agefacts: error: {err}", file=sys.stderr)
     turns = [t for oc in outcomes for t in oc.conversation.turns if t.speaker == "user"]
     errored = sum(1 for t in turns if t.error is not None)
+    kept = sum(oc.kept for oc in outcomes)
     _print(
-        f"extracted {len(outcomes)} conversation(s) into {out}: {len(turns) - errored} user turn(s) recorded, "
-        f"{errored} failed"
+        f"extracted {len(outcomes)} conversation(s) into {out}: {len(turns) - errored - kept} user turn(s) "
+        f"recorded, {errored} failed, {kept} kept from earlier recordings (--redo asks for them again)"
     )
     return _EXIT_FAILED if failed else _EXIT_OK
 
@@ -554,6 +555,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="environment variable holding the API key (default: AGEFACTS_LLM_API_KEY, then OPENAI_API_KEY)",
     )
     p.add_argument("--concurrency", type=int, default=4, help="conversations in flight at once")
+    p.add_argument(
+        "--redo",
+        action="store_true",
+        help="ask again for turns already recorded (by default they are kept, and only turns without "
+        "a recording, or with an error, are sent)",
+    )
     p.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for one reply")
     p.add_argument("--retries", type=int, default=4, help="retries after 429, 5xx and timeouts")
     p.set_defaults(func=_cmd_extract)

@@ -47,6 +47,7 @@ __all__ = [
     "extract_to",
     "parse_reply",
     "recording_name",
+    "resumed",
     "write_recording",
 ]
 
@@ -246,18 +247,29 @@ def parse_reply(text: str) -> Proposal:
 class ConversationOutcome:
     conversation: Conversation
     errors: list[str]
+    kept: int = 0  # user turns whose earlier recording was kept, not asked for again
 
 
-async def extract_conversation(client: LLMClient, conv: Conversation, ontology: Ontology) -> ConversationOutcome:
-    """Extract every user turn of ``conv`` in order. A turn that fails keeps its error in the
-    conversation (``error``) and the next turns go on."""
+async def extract_conversation(
+    client: LLMClient, conv: Conversation, ontology: Ontology, *, redo: bool = False
+) -> ConversationOutcome:
+    """Extract the user turns of ``conv`` in order. A turn that already has a recording (and
+    no error) is kept as it is and not asked for again, unless ``redo``. A turn that fails
+    keeps its error in the conversation (``error``) and the next turns go on."""
     turns: list[Turn] = []
     known: dict[str, Entity] = {}
     errors: list[str] = []
     model_id = ""
+    kept = 0
     for i, turn in enumerate(conv.turns):
         if turn.speaker != "user":
             turns.append(turn)
+            continue
+        if not redo and turn.recorded is not None and turn.error is None:
+            for ent in turn.recorded.entities:
+                known[ent.handle] = known[ent.handle].merged(ent) if ent.handle in known else ent
+            turns.append(turn)
+            kept += 1
             continue
         messages = build_messages(ontology, turns, list(known.values()), turn.text, turn.at)
         try:
@@ -275,9 +287,9 @@ async def extract_conversation(client: LLMClient, conv: Conversation, ontology: 
         for ent in proposal.entities:
             known[ent.handle] = known[ent.handle].merged(ent) if ent.handle in known else ent
         turns.append(turn.model_copy(update={"recorded": proposal, "error": None}))
-    recorded = conv.model_copy(update={"turns": turns, "model": model_id or client.model})
+    recorded = conv.model_copy(update={"turns": turns, "model": model_id or conv.model or client.model})
     # Validate the whole again: a turn with statements must carry its time.
-    return ConversationOutcome(Conversation.model_validate(recorded.model_dump()), errors)
+    return ConversationOutcome(Conversation.model_validate(recorded.model_dump()), errors, kept)
 
 
 async def extract_all(
@@ -330,18 +342,50 @@ def write_recording(conv: Conversation, folder: Path) -> Path:
     return path
 
 
+def resumed(conv: Conversation, folder: Path) -> Conversation:
+    """``conv`` with the recordings an earlier run left in ``folder`` for its turns: a turn
+    takes its earlier recording when that recording is of the same turn (same position,
+    speaker, text and time) and has no error, so an interrupted run, or a conversation that
+    grew, is extended rather than paid for again."""
+    path = folder / recording_name(conv)
+    try:
+        earlier = Conversation.model_validate_json(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return conv
+    if (earlier.namespace, earlier.id) != (conv.namespace, conv.id):
+        return conv
+    turns = list(conv.turns)
+    for i, turn in enumerate(turns):
+        if i >= len(earlier.turns):
+            break
+        old = earlier.turns[i]
+        same = (old.speaker, old.text, old.at) == (turn.speaker, turn.text, turn.at)
+        if same and turn.recorded is None and old.recorded is not None and old.error is None:
+            turns[i] = old
+    return conv.model_copy(update={"turns": turns, "model": conv.model or earlier.model})
+
+
 async def extract_to(
-    client: LLMClient, conversations: Sequence[Conversation], ontology: Ontology, folder: Path, concurrency: int = 4
+    client: LLMClient,
+    conversations: Sequence[Conversation],
+    ontology: Ontology,
+    folder: Path,
+    concurrency: int = 4,
+    *,
+    redo: bool = False,
 ) -> list[ConversationOutcome]:
     """:func:`extract_all`, writing each conversation's recording into ``folder``
     (:func:`write_recording`) as soon as that conversation is done, so what finished before an
-    interruption is kept."""
+    interruption is kept. Turns recorded already (in the input, or by an earlier run into
+    ``folder``) are kept and not asked for again, unless ``redo``."""
     sem = asyncio.Semaphore(max(1, concurrency))
 
     async def one(conv: Conversation) -> ConversationOutcome:
+        if not redo:
+            conv = resumed(conv, folder)
         async with sem:
             try:
-                outcome = await extract_conversation(client, conv, ontology)
+                outcome = await extract_conversation(client, conv, ontology, redo=redo)
             except (ExtractionError, ValidationError) as exc:
                 return ConversationOutcome(conv, [f"conversation {conv.id!r}: {exc}"])
         write_recording(outcome.conversation, folder)

@@ -282,3 +282,39 @@ def test_the_summary_counts_turns_and_a_run_whose_turns_all_failed_says_so(serve
     src.write_text(conv("a", "x", "y").model_dump_json() + "\n")
     assert main(["extract", str(src), "--out", str(tmp_path / "out"), "--llm-url", url, "--model", "m"]) == 1
     assert "0 user turn(s) recorded, 2 failed" in capsys.readouterr().out
+
+
+def test_a_rerun_asks_only_for_turns_not_yet_recorded_and_keeps_the_others_byte_for_byte(server, tmp_path, capsys):
+    from agefacts.extract import recording_name
+
+    lyon = [("json", 200, completion(json.dumps(REPLY_LYON)))]
+    url, script = server({"I live in Lyon.": lyon, "flaky": [("json", 401, {"error": "no"}), *lyon]})
+    out = tmp_path / "out"
+
+    def extract(c, *extra: str) -> str:
+        src = tmp_path / "in.jsonl"
+        src.write_text(c.model_dump_json() + "\n")
+        main(["extract", str(src), "--out", str(out), "--llm-url", url, "--model", "m", *extra])
+        return capsys.readouterr().out
+
+    first = conv("a", "I live in Lyon.", "flaky", "hello")
+    said = extract(first)
+    assert len(script.requests) == 3 and "2 user turn(s) recorded, 1 failed, 0 kept" in said
+    path = out / recording_name(first)
+    before = path.read_bytes()
+    # Again: only the turn that failed is sent; the recorded ones stay as they were.
+    said = extract(first)
+    assert len(script.requests) == 4 and "1 user turn(s) recorded, 0 failed, 2 kept" in said
+    after = json.loads(path.read_text())
+    assert json.loads(before)["turns"][0] == after["turns"][0] and after["turns"][2].get("error") is None
+    # Nothing left to ask: nothing is sent and the file does not change.
+    settled = path.read_bytes()
+    assert "0 user turn(s) recorded, 0 failed, 3 kept" in extract(first)
+    assert len(script.requests) == 4 and path.read_bytes() == settled
+    # A conversation that grew: only its new turn is sent.
+    grown = conv("a", "I live in Lyon.", "flaky", "hello", "I live in Lyon.")
+    assert "1 user turn(s) recorded, 0 failed, 3 kept" in extract(grown)
+    assert len(script.requests) == 5
+    # --redo asks for every turn again.
+    assert "4 user turn(s) recorded, 0 failed, 0 kept" in extract(grown, "--redo")
+    assert len(script.requests) == 9
