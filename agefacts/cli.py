@@ -392,6 +392,7 @@ def _cmd_extract(args: argparse.Namespace) -> int:
         api_key=api_key_from_env(args.api_key_env),
         timeout=args.timeout,
         retries=args.retries,
+        concurrency=args.concurrency,
     )
 
     async def run() -> list[ConversationOutcome]:
@@ -542,7 +543,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--llm-url",
         default=os.environ.get("AGEFACTS_LLM_URL", "http://127.0.0.1:8080/v1"),
-        help="the endpoint's base URL (default: $AGEFACTS_LLM_URL)",
+        help="the endpoint's base URL (default: $AGEFACTS_LLM_URL, here %(default)s)",
     )
     p.add_argument(
         "--model",
@@ -554,15 +555,17 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="environment variable holding the API key (default: AGEFACTS_LLM_API_KEY, then OPENAI_API_KEY)",
     )
-    p.add_argument("--concurrency", type=int, default=4, help="conversations in flight at once")
+    p.add_argument(
+        "--concurrency", type=int, default=4, help="requests in flight at once (default 4); a backoff holds none"
+    )
     p.add_argument(
         "--redo",
         action="store_true",
         help="ask again for turns already recorded (by default they are kept, and only turns without "
         "a recording, or with an error, are sent)",
     )
-    p.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for one reply")
-    p.add_argument("--retries", type=int, default=4, help="retries after 429, 5xx and timeouts")
+    p.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for one reply (default %(default)g)")
+    p.add_argument("--retries", type=int, default=4, help="retries after 429, 5xx and timeouts (default %(default)s)")
     p.set_defaults(func=_cmd_extract)
 
     p = sub.add_parser("grade", parents=[ont], help="compare recorded extractions with gold")

@@ -59,7 +59,8 @@ class LLMClient:
     """A small client for ``/v1/chat/completions``: JSON in, the reply's text and model id
     out, with bounded retries (429, 5xx, timeouts, dropped connections) and exponential
     backoff that honours ``Retry-After``. The API key is sent as a bearer token and never
-    appears in an error or a log line."""
+    appears in an error or a log line. ``concurrency`` bounds the requests in flight at once;
+    a request waiting out a backoff does not hold one of those places."""
 
     def __init__(
         self,
@@ -75,6 +76,7 @@ class LLMClient:
         max_tokens: int | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
         sleep: Callable[[float], Any] = asyncio.sleep,
+        concurrency: int | None = None,
     ):
         self.url = _completions_url(url)
         self.model = model
@@ -88,8 +90,11 @@ class LLMClient:
         self._transport = transport
         self._sleep = sleep
         self._client: httpx.AsyncClient | None = None
+        self.concurrency = concurrency
+        self._slots: asyncio.Semaphore | None = None
 
     async def __aenter__(self) -> LLMClient:
+        self._slots = asyncio.Semaphore(self.concurrency) if self.concurrency else None
         headers = {"Content-Type": "application/json"}
         if self._api_key:
             headers["Authorization"] = f"Bearer {self._api_key}"
@@ -119,7 +124,11 @@ class LLMClient:
         for attempt in range(self.retries + 1):
             wait = min(self.max_backoff, self.backoff * (2**attempt)) * (0.5 + random.random() / 2)
             try:
-                resp = await self._client.post(self.url, json=body)
+                if self._slots is None:
+                    resp = await self._client.post(self.url, json=body)
+                else:
+                    async with self._slots:
+                        resp = await self._client.post(self.url, json=body)
             except httpx.TimeoutException:
                 last = f"no answer within {self.timeout:g}s"
             except httpx.TransportError as exc:
@@ -377,8 +386,11 @@ async def extract_to(
     """:func:`extract_all`, writing each conversation's recording into ``folder``
     (:func:`write_recording`) as soon as that conversation is done, so what finished before an
     interruption is kept. Turns recorded already (in the input, or by an earlier run into
-    ``folder``) are kept and not asked for again, unless ``redo``."""
-    sem = asyncio.Semaphore(max(1, concurrency))
+    ``folder``) are kept and not asked for again, unless ``redo``. With a client that bounds
+    its requests (``LLMClient(concurrency=...)``) twice as many conversations are open as
+    requests may be in flight, so a conversation waiting out a backoff leaves its place to
+    another conversation's turn."""
+    sem = asyncio.Semaphore(max(1, concurrency) * (2 if client.concurrency else 1))
 
     async def one(conv: Conversation) -> ConversationOutcome:
         if not redo:

@@ -318,3 +318,44 @@ def test_a_rerun_asks_only_for_turns_not_yet_recorded_and_keeps_the_others_byte_
     # --redo asks for every turn again.
     assert "4 user turn(s) recorded, 0 failed, 0 kept" in extract(grown, "--redo")
     assert len(script.requests) == 9
+
+
+def test_a_request_waiting_out_a_backoff_leaves_its_place_to_another_conversation(server):
+    # One place for requests; A's first turn is told to come back in a second. B's turns run
+    # in that second, rather than waiting behind A's backoff.
+    lyon = ("json", 200, completion(json.dumps(REPLY_LYON)))
+    url, script = server(
+        {
+            "a1": [("json", 429, {"error": "slow down"}, {"Retry-After": "1"}), lyon],
+            "a2": [lyon],
+            "b1": [lyon],
+            "b2": [lyon],
+        }
+    )
+
+    async def go():
+        async with LLMClient(url, "m", backoff=0.01, concurrency=1) as client:
+            return await extract_to(client, [conv("a", "a1", "a2"), conv("b", "b1", "b2")], default_ontology(), out, 1)
+
+    import tempfile
+    from pathlib import Path
+
+    from agefacts.extract import extract_to
+
+    out = Path(tempfile.mkdtemp())
+    outs = asyncio.run(go())
+    assert all(o.errors == [] for o in outs)
+    said = [
+        r["messages"][-1]["content"].split("Message to extract from:\n", 1)[1].split("\n", 1)[0]
+        for r in script.requests
+    ]
+    assert said == ["a1", "b1", "b2", "a1", "a2"] and script.most_in_flight == 1
+
+
+def test_help_shows_the_real_defaults(capsys):
+    import pytest as _pytest
+
+    with _pytest.raises(SystemExit):
+        main(["extract", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "here http://127.0.0.1:8080/v1" in text and "(default 120)" in text and "(default 4)" in text
