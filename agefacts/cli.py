@@ -397,6 +397,7 @@ def _cmd_extract(args: argparse.Namespace) -> int:
 
     async def run() -> list[ConversationOutcome]:
         async with client:
+            await client.probe()
             return await extract_to(client, [c for _, c in good], ontology, out, args.concurrency, redo=args.redo)
 
     outcomes = asyncio.run(run())

@@ -106,6 +106,29 @@ class LLMClient:
             await self._client.aclose()
         self._client = None
 
+    async def probe(self) -> None:
+        """Ask the endpoint once, before any paid request, whether it is there and takes the
+        key (``GET .../models``): nothing listening, or 401/403, stops the run with a sentence,
+        rather than after hours of retries. Any other answer (404 and 501 included: not every
+        server lists its models) lets the run go on."""
+        if self._client is None:
+            raise RuntimeError("use LLMClient as an async context manager")
+        models = self.url.rsplit("/chat/completions", 1)[0] + "/models"
+        try:
+            resp = await self._client.get(models, timeout=min(self.timeout, 10.0))
+        except httpx.ConnectError:
+            raise ExtractionError(
+                f"nothing answers at {self.url} (connection refused); start the model server, or give "
+                "--llm-url (or AGEFACTS_LLM_URL) the address of one"
+            ) from None
+        except httpx.TransportError:
+            return  # slow or odd, but there: the requests themselves will retry
+        if resp.status_code in (401, 403):
+            raise ExtractionError(
+                f"the model endpoint {self.url} refused the key (HTTP {resp.status_code}); set "
+                f"{DEFAULT_KEY_ENV} (or --api-key-env) to a key it takes"
+            )
+
     async def complete(self, messages: list[dict[str, str]], schema: dict[str, Any] | None = None) -> tuple[str, str]:
         """The text of the first choice and the model id the server reports."""
         if self._client is None:

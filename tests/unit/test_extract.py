@@ -359,3 +359,20 @@ def test_help_shows_the_real_defaults(capsys):
         main(["extract", "--help"])
     text = " ".join(capsys.readouterr().out.split())
     assert "here http://127.0.0.1:8080/v1" in text and "(default 120)" in text and "(default 4)" in text
+
+
+def test_a_dead_endpoint_stops_the_run_before_any_turn(tmp_path, capsys):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # nothing listens here once it is closed
+    src = tmp_path / "in.jsonl"
+    src.write_text(conv("a", "I live in Lyon.").model_dump_json() + "\n")
+    out = tmp_path / "out"
+    assert (
+        main(["extract", str(src), "--out", str(out), "--llm-url", f"http://127.0.0.1:{port}/v1", "--model", "m"]) == 1
+    )
+    err = capsys.readouterr().err
+    assert f"nothing answers at http://127.0.0.1:{port}/v1/chat/completions" in err and "Traceback" not in err
+    assert not out.exists() or not any(out.iterdir())
