@@ -398,7 +398,15 @@ def _cmd_extract(args: argparse.Namespace) -> int:
     async def run() -> list[ConversationOutcome]:
         async with client:
             await client.probe()
-            return await extract_to(client, [c for _, c in good], ontology, out, args.concurrency, redo=args.redo)
+            return await extract_to(
+                client,
+                [c for _, c in good],
+                ontology,
+                out,
+                args.concurrency,
+                redo=args.redo,
+                context_turns=args.context_turns,
+            )
 
     outcomes = asyncio.run(run())
     failed = bool(bad)
@@ -558,6 +566,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--concurrency", type=int, default=4, help="requests in flight at once (default 4); a backoff holds none"
+    )
+    p.add_argument(
+        "--context-turns",
+        type=int,
+        default=8,
+        help="earlier turns sent with each request (default %(default)s; the known entities are always sent)",
     )
     p.add_argument(
         "--redo",

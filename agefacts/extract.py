@@ -38,6 +38,7 @@ from .ontology import Ontology
 
 __all__ = [
     "ConversationOutcome",
+    "DEFAULT_CONTEXT_TURNS",
     "DEFAULT_KEY_ENV",
     "LLMClient",
     "api_key_from_env",
@@ -52,6 +53,9 @@ __all__ = [
 ]
 
 DEFAULT_KEY_ENV = "AGEFACTS_LLM_API_KEY"
+# Earlier turns sent with each request: the recent ones, whose pronouns and "he"s the message
+# may lean on; older people and things reach the model as known handles, which are always sent.
+DEFAULT_CONTEXT_TURNS = 8
 _RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 
 
@@ -214,11 +218,17 @@ def _describe(e: Entity) -> str:
 
 
 def build_messages(
-    ontology: Ontology, prior: Sequence[Turn], known: Sequence[Entity], utterance: str, at: str | None = None
+    ontology: Ontology,
+    prior: Sequence[Turn],
+    known: Sequence[Entity],
+    utterance: str,
+    at: str | None = None,
+    context_turns: int = DEFAULT_CONTEXT_TURNS,
 ) -> list[dict[str, str]]:
-    """The system prompt (with the vocabulary), then one user message holding the prior
-    turns, the known handles and the message to extract from."""
+    """The system prompt (with the vocabulary), then one user message holding the last
+    ``context_turns`` prior turns, every known handle and the message to extract from."""
     parts = []
+    prior = list(prior)[-context_turns:] if context_turns > 0 else []
     if prior:
         parts.append("Conversation so far:\n" + "\n".join(f"{t.speaker}: {t.text}" for t in prior))
     if known:
@@ -283,7 +293,12 @@ class ConversationOutcome:
 
 
 async def extract_conversation(
-    client: LLMClient, conv: Conversation, ontology: Ontology, *, redo: bool = False
+    client: LLMClient,
+    conv: Conversation,
+    ontology: Ontology,
+    *,
+    redo: bool = False,
+    context_turns: int = DEFAULT_CONTEXT_TURNS,
 ) -> ConversationOutcome:
     """Extract the user turns of ``conv`` in order. A turn that already has a recording (and
     no error) is kept as it is and not asked for again, unless ``redo``. A turn that fails
@@ -303,7 +318,7 @@ async def extract_conversation(
             turns.append(turn)
             kept += 1
             continue
-        messages = build_messages(ontology, turns, list(known.values()), turn.text, turn.at)
+        messages = build_messages(ontology, turns, list(known.values()), turn.text, turn.at, context_turns)
         try:
             text, model_id = await client.complete(messages, ontology.result_schema())
             proposal = parse_reply(text)
@@ -405,6 +420,7 @@ async def extract_to(
     concurrency: int = 4,
     *,
     redo: bool = False,
+    context_turns: int = DEFAULT_CONTEXT_TURNS,
 ) -> list[ConversationOutcome]:
     """:func:`extract_all`, writing each conversation's recording into ``folder``
     (:func:`write_recording`) as soon as that conversation is done, so what finished before an
@@ -420,7 +436,7 @@ async def extract_to(
             conv = resumed(conv, folder)
         async with sem:
             try:
-                outcome = await extract_conversation(client, conv, ontology, redo=redo)
+                outcome = await extract_conversation(client, conv, ontology, redo=redo, context_turns=context_turns)
             except (ExtractionError, ValidationError) as exc:
                 return ConversationOutcome(conv, [f"conversation {conv.id!r}: {exc}"])
         write_recording(outcome.conversation, folder)

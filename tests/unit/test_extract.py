@@ -359,6 +359,9 @@ def test_help_shows_the_real_defaults(capsys):
         main(["extract", "--help"])
     text = " ".join(capsys.readouterr().out.split())
     assert "here http://127.0.0.1:8080/v1" in text and "(default 120)" in text and "(default 4)" in text
+    from agefacts.extract import DEFAULT_CONTEXT_TURNS
+
+    assert f"each request (default {DEFAULT_CONTEXT_TURNS};" in text
 
 
 def test_a_dead_endpoint_stops_the_run_before_any_turn(tmp_path, capsys):
@@ -376,3 +379,18 @@ def test_a_dead_endpoint_stops_the_run_before_any_turn(tmp_path, capsys):
     err = capsys.readouterr().err
     assert f"nothing answers at http://127.0.0.1:{port}/v1/chat/completions" in err and "Traceback" not in err
     assert not out.exists() or not any(out.iterdir())
+
+
+def test_each_request_carries_a_bounded_context_and_every_known_entity(server):
+    from agefacts.extract import DEFAULT_CONTEXT_TURNS
+
+    texts = [f"turn number {i}." for i in range(9)]
+    url, script = server({})
+    (out,) = run(url, [conv("long", "I live in Lyon.", *texts)])
+    assert out.errors == []
+    last = script.requests[-1]["messages"][-1]["content"]
+    context = last.split("Conversation so far:\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert len(context) == DEFAULT_CONTEXT_TURNS and context[-1] == "assistant: I see."
+    assert "turn number 0." not in last and "turn number 7." in last
+    sizes = [len(json.dumps(r)) for r in script.requests]
+    assert max(sizes[5:]) < 1.1 * min(sizes[5:])  # once the budget is full it no longer grows
