@@ -394,3 +394,39 @@ def test_each_request_carries_a_bounded_context_and_every_known_entity(server):
     assert "turn number 0." not in last and "turn number 7." in last
     sizes = [len(json.dumps(r)) for r in script.requests]
     assert max(sizes[5:]) < 1.1 * min(sizes[5:])  # once the budget is full it no longer grows
+
+
+def test_a_killed_run_keeps_every_conversation_it_finished_and_a_rerun_pays_only_for_the_rest(server, tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from agefacts.models import Conversation
+
+    url, script = server({f"slow {i}": [("sleep", 0.15)] for i in range(24)})
+    convs = [conv(f"c{i}", f"slow {2 * i}", f"slow {2 * i + 1}") for i in range(12)]
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(c.model_dump_json() + "\n" for c in convs))
+    out = tmp_path / "out"
+    argv = [sys.executable, "-m", "agefacts", "extract", str(src), "--out", str(out), "--llm-url", url, "--model", "m"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.Popen([*argv, "--concurrency", "2"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len(list(out.glob("*.json"))) < 3:
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+    done = sorted(out.glob("*.json"))
+    assert 3 <= len(done) < 12
+    for path in done:  # every file there is a whole conversation, every user turn recorded
+        recorded = Conversation.model_validate_json(path.read_text())
+        assert all(t.recorded is not None for t in recorded.turns if t.speaker == "user")
+    sent = len(script.requests)
+    rerun = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+    assert rerun.returncode == 0, rerun.stderr
+    # Only the turns of the conversations not yet written are asked for again (a conversation
+    # is written whole, so one cut off mid-way is asked for from its first turn).
+    assert len(script.requests) - sent == 2 * (12 - len(done))
+    assert len(list(out.glob("*.json"))) == 12
