@@ -340,18 +340,35 @@ async def extract_conversation(
 
 
 async def extract_all(
-    client: LLMClient, conversations: Sequence[Conversation], ontology: Ontology, concurrency: int = 4
+    client: LLMClient,
+    conversations: Sequence[Conversation],
+    ontology: Ontology,
+    concurrency: int = 4,
+    *,
+    folder: Path | None = None,
+    redo: bool = False,
+    context_turns: int = DEFAULT_CONTEXT_TURNS,
 ) -> list[ConversationOutcome]:
-    """Many conversations at once, at most ``concurrency`` in flight; one conversation's
-    failure never stops the others."""
-    sem = asyncio.Semaphore(max(1, concurrency))
+    """Many conversations at once; one conversation's failure never stops the others. At most
+    ``concurrency`` conversations are open, or twice that with a client that bounds its own
+    requests (``LLMClient(concurrency=...)``), so that a conversation waiting out a backoff
+    leaves its place to another conversation's turn. With ``folder``, each recording is
+    written there as soon as its conversation is done (:func:`write_recording`), and what an
+    earlier run wrote there is resumed (:func:`resumed`). Turns recorded already are kept and
+    not asked for again, unless ``redo``."""
+    sem = asyncio.Semaphore(max(1, concurrency) * (2 if client.concurrency else 1))
 
     async def one(conv: Conversation) -> ConversationOutcome:
+        if folder is not None and not redo:
+            conv = resumed(conv, folder)
         async with sem:
             try:
-                return await extract_conversation(client, conv, ontology)
+                outcome = await extract_conversation(client, conv, ontology, redo=redo, context_turns=context_turns)
             except (ExtractionError, ValidationError) as exc:
                 return ConversationOutcome(conv, [f"conversation {conv.id!r}: {exc}"])
+        if folder is not None:
+            write_recording(outcome.conversation, folder)
+        return outcome
 
     return list(await asyncio.gather(*(one(c) for c in conversations)))
 
@@ -422,27 +439,11 @@ async def extract_to(
     redo: bool = False,
     context_turns: int = DEFAULT_CONTEXT_TURNS,
 ) -> list[ConversationOutcome]:
-    """:func:`extract_all`, writing each conversation's recording into ``folder``
-    (:func:`write_recording`) as soon as that conversation is done, so what finished before an
-    interruption is kept. Turns recorded already (in the input, or by an earlier run into
-    ``folder``) are kept and not asked for again, unless ``redo``. With a client that bounds
-    its requests (``LLMClient(concurrency=...)``) twice as many conversations are open as
-    requests may be in flight, so a conversation waiting out a backoff leaves its place to
-    another conversation's turn."""
-    sem = asyncio.Semaphore(max(1, concurrency) * (2 if client.concurrency else 1))
-
-    async def one(conv: Conversation) -> ConversationOutcome:
-        if not redo:
-            conv = resumed(conv, folder)
-        async with sem:
-            try:
-                outcome = await extract_conversation(client, conv, ontology, redo=redo, context_turns=context_turns)
-            except (ExtractionError, ValidationError) as exc:
-                return ConversationOutcome(conv, [f"conversation {conv.id!r}: {exc}"])
-        write_recording(outcome.conversation, folder)
-        return outcome
-
-    return list(await asyncio.gather(*(one(c) for c in conversations)))
+    """:func:`extract_all` into ``folder``: each recording written as soon as it is done, so
+    what finished before an interruption is kept, and an earlier run's recordings resumed."""
+    return await extract_all(
+        client, conversations, ontology, concurrency, folder=folder, redo=redo, context_turns=context_turns
+    )
 
 
 def api_key_from_env(var: str | None = None) -> str | None:

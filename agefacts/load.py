@@ -241,12 +241,13 @@ def _worker() -> Iterator[Any]:
     before = sys.getswitchinterval()
     sys.setswitchinterval(min(before, 0.00005))
     pool = ThreadPoolExecutor(max_workers=1)
+    finished = False
     try:
         yield pool
-        pool.shutdown(wait=True)
+        finished = True
     finally:
         # Interrupted: the batch being prepared is not waited for (nothing of it is written).
-        pool.shutdown(wait=False, cancel_futures=True)
+        pool.shutdown(wait=finished, cancel_futures=not finished)
         sys.setswitchinterval(before)
 
 

@@ -5,6 +5,7 @@ Parameters always travel through ``cypher()``'s parameter argument, never into t
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -230,6 +231,12 @@ def _parse_named(name: str, kind: str, raw: str) -> NamedQuery:
 
 
 def named_queries() -> dict[str, NamedQuery]:
+    """The shipped queries by name (read from the package once: they do not change)."""
+    return dict(_shipped_queries())
+
+
+@functools.cache
+def _shipped_queries() -> dict[str, NamedQuery]:
     from importlib import resources
 
     out: dict[str, NamedQuery] = {}

@@ -287,39 +287,9 @@ def test_the_grounding_tier_is_readable_in_cypher(db):
 # -- the replaced conversation's own places ------------------------------------------------------------
 @pytest.mark.parametrize("via", VIAS)
 def test_a_replaced_conversation_takes_its_old_statements_and_entities_with_it(db, via, other_graph):
-    old = conversation(
-        "move",
-        [
-            user_turn(
-                "I live in Lyon",
-                "2024-01-01T10:00:00Z",
-                entities=[place("e1", "Lyon")],
-                statements=[claim("user", "lives_in", "I live in Lyon", obj="e1")],
-            )
-        ],
-    )
-    other = conversation(
-        "move-2",
-        [
-            user_turn(
-                "I live in Oslo",
-                "2024-06-01T10:00:00Z",
-                entities=[place("e1", "Oslo")],
-                statements=[claim("user", "lives_in", "I live in Oslo", obj="e1")],
-            )
-        ],
-    )
-    new = conversation(
-        "move",
-        [
-            user_turn(
-                "I live in Paris",
-                "2024-01-01T10:00:00Z",
-                entities=[place("e1", "Paris")],
-                statements=[claim("user", "lives_in", "I live in Paris", obj="e1")],
-            )
-        ],
-    )
+    old = lives("move", "Lyon", "2024-01-01T10:00:00Z")
+    other = lives("move-2", "Oslo", "2024-06-01T10:00:00Z")
+    new = lives("move", "Paris", "2024-01-01T10:00:00Z")
     loader = Loader(db, ONTO, via=via)
     loader.load(old), loader.load(other)
     assert Loader(db, ONTO, via=via).load(new).status == "loaded"
