@@ -6,7 +6,9 @@ The library's entry points, all importable from here::
 
     db = Database(resolve_dsn(), "facts").connect()   # the embedded engine, started if needed
     load_paths(db, ["path/to/conversations/"], default_ontology())   # files or folders
-    print(facts(db, "Tom", valid_at="2024-10-01").dicts())
+    print(facts(db, "Tom", namespace="ann", valid_at="2024-10-01").dicts())
+
+or, for an assistant, ``Memory`` (``AsyncMemory``): ``add`` messages, ``ask`` a question.
 """
 
 import importlib
@@ -33,6 +35,7 @@ if TYPE_CHECKING:
     from .extract import LLMClient, extract_all, extract_conversation
     from .inputs import parse_conversation, read_conversations
     from .load import Loader, Outcome, Summary, load_paths
+    from .memory import Added, AsyncMemory, Citation, HistoryEntry, Memory, MemoryFact, Recall
     from .models import Conversation, ConversationResult
     from .ontology import Ontology, default_ontology, load_ontology
     from .query import digest, facts, find_entities, history, run, run_named
@@ -41,6 +44,13 @@ if TYPE_CHECKING:
 # The rest is imported on first use, so that ``import agefacts`` (and the CLI, which imports
 # each stage only for the command that needs it) stays fast.
 _LAZY = {
+    "Added": "memory",
+    "AsyncMemory": "memory",
+    "Citation": "memory",
+    "HistoryEntry": "memory",
+    "Memory": "memory",
+    "MemoryFact": "memory",
+    "Recall": "memory",
     "Answer": "retrieve",
     "Conversation": "models",
     "ConversationResult": "models",
@@ -88,8 +98,11 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "DEFAULT_GRAPH",
+    "Added",
     "AgeFactsError",
     "Answer",
+    "AsyncMemory",
+    "Citation",
     "CompileError",
     "Conversation",
     "ConversationResult",
@@ -98,13 +111,17 @@ __all__ = [
     "Engine",
     "EngineError",
     "ExtractionError",
+    "HistoryEntry",
     "InputError",
     "LLMClient",
     "Loader",
+    "Memory",
+    "MemoryFact",
     "Ontology",
     "OntologyError",
     "Outcome",
     "QueryError",
+    "Recall",
     "Summary",
     "Table",
     "UsageError",

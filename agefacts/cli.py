@@ -55,6 +55,14 @@ def _db_options() -> argparse.ArgumentParser:
     return p
 
 
+def _all_namespaces_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--all-namespaces",
+        action="store_true",
+        help="read every namespace's memory (otherwise --namespace is required, unless the entity is a key)",
+    )
+
+
 def _format_option(p: argparse.ArgumentParser, choices: Sequence[str] = ("table", "json")) -> None:
     p.add_argument("--format", choices=list(choices), default="table", help="output format")
 
@@ -190,8 +198,16 @@ def _cmd_facts(args: argparse.Namespace) -> int:
     from . import output, query
 
     with _open_db(args) as db:
-        table = query.facts(db, args.entity, namespace=args.namespace, valid_at=args.valid_at, known_at=args.known_at)
-    keep = [
+        table = query.facts(
+            db,
+            args.entity,
+            namespace=args.namespace,
+            all_namespaces=args.all_namespaces,
+            valid_at=args.valid_at,
+            known_at=args.known_at,
+        )
+    keep = ["namespace"] if args.namespace is None else []
+    keep += [
         "subject",
         "predicate",
         "value",
@@ -211,8 +227,16 @@ def _cmd_history(args: argparse.Namespace) -> int:
     from . import output, query
 
     with _open_db(args) as db:
-        table = query.history(db, args.entity, args.predicate, namespace=args.namespace, ontology=_ontology(args))
-    keep = ["subject", "kind", "value", "object", "valid_from", "valid_until", "recorded_at", "superseded_at", "quote"]
+        table = query.history(
+            db,
+            args.entity,
+            args.predicate,
+            namespace=args.namespace,
+            all_namespaces=args.all_namespaces,
+            ontology=_ontology(args),
+        )
+    keep = ["namespace"] if args.namespace is None else []
+    keep += ["subject", "kind", "value", "object", "valid_from", "valid_until", "recorded_at", "superseded_at", "quote"]
     _print(output.render_some(table.columns, table.rows, args.format, keep))
     return _EXIT_OK
 
@@ -227,6 +251,7 @@ def _cmd_ask(args: argparse.Namespace) -> int:
             args.question,
             _ontology(args),
             namespace=args.namespace,
+            all_namespaces=args.all_namespaces,
             k=args.k,
             valid_at=args.valid_at,
             known_at=args.known_at,
@@ -234,11 +259,15 @@ def _cmd_ask(args: argparse.Namespace) -> int:
     if args.format == "json":
         _print(json.dumps(answer.to_json(), ensure_ascii=False, indent=2))
         return _EXIT_OK
+    if args.format == "context":
+        _print(answer.context())
+        return _EXIT_OK
     if not answer.entities:
         _print("The question names no known entity.")
         return _EXIT_OK
     _print("Linked: " + ", ".join(f"{e.name or e.key} ({e.surface!r})" for e in answer.entities))
-    cols = ["subject", "predicate", "value", "object", "valid_from", "valid_until", "quote", "conversation", "message"]
+    cols = ["namespace"] if args.namespace is None else []
+    cols += ["subject", "predicate", "value", "object", "valid_from", "valid_until", "quote", "conversation", "message"]
     _print(output.render(cols, [[f[c] for c in cols] for f in answer.facts], "table"))
     for r in answer.rejected:
         _print(f"not served: {r['subject']} {r['predicate']} {r['object'] or r['value']}: {r['reason']}")
@@ -346,6 +375,34 @@ def _cmd_compile(args: argparse.Namespace) -> int:
     for _, exc in bad:
         print(f"agefacts: error: {exc}", file=sys.stderr)
     return _EXIT_FAILED if bad else _EXIT_OK
+
+
+def _cmd_forget(args: argparse.Namespace) -> int:
+    from .load import Loader
+
+    with _open_db(args) as db:
+        gone = Loader(db, _ontology(args), via=args.via).forget(args.namespace, args.conversation)
+    if not gone:
+        _print(f"namespace {args.namespace!r} has no conversations in graph {args.graph!r}; nothing to forget")
+        return _EXIT_OK
+    _print(f"forgot {len(gone)} conversation(s) of namespace {args.namespace!r}: {', '.join(gone)}")
+    return _EXIT_OK
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    from . import ledger
+
+    with _open_db(args) as db:
+        convs = ledger.export(db, args.namespace, args.conversation)
+    lines = "".join(c.model_dump_json(exclude_none=True) + "\n" for c in convs)
+    if args.out is None:
+        sys.stdout.write(lines)
+        return _EXIT_OK
+    from .extract import write_atomically
+
+    write_atomically(args.out, lines)
+    print(f"wrote {len(convs)} conversation(s) of namespace {args.namespace!r} to {args.out}", file=sys.stderr)
+    return _EXIT_OK
 
 
 def _cmd_load(args: argparse.Namespace) -> int:
@@ -462,7 +519,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     dbo = _db_options()
     asof = argparse.ArgumentParser(add_help=False)
-    asof.add_argument("--namespace", help="whose memory (default: every namespace)")
+    asof.add_argument("--namespace", help="whose memory")
     asof.add_argument("--valid-at", help="what was true at this time (default: now)")
     asof.add_argument("--known-at", help="as it was known at this instant (default: now)")
     ont = argparse.ArgumentParser(add_help=False)
@@ -490,13 +547,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("facts", parents=[dbo, asof], help="the facts about an entity, as of a valid and a known time")
     p.add_argument("entity", help="an entity key, name or mention; 'user' is the namespace's owner")
+    _all_namespaces_option(p)
     _format_option(p, ("table", "json", "jsonl", "csv"))
     p.set_defaults(func=_cmd_facts)
 
     p = sub.add_parser("history", parents=[dbo], help="an entity's values for one predicate over time")
     p.add_argument("entity", help="an entity key, name or mention; 'user' is the namespace's owner")
     p.add_argument("predicate", help="a predicate, such as lives_in")
-    p.add_argument("--namespace", help="whose memory (default: every namespace)")
+    p.add_argument("--namespace", help="whose memory")
+    _all_namespaces_option(p)
     _format_option(p, ("table", "json", "jsonl", "csv"))
     p.set_defaults(func=_cmd_history)
 
@@ -504,7 +563,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("question")
     p.add_argument("-k", type=int, default=10, help="at most this many facts (default 10)")
     p.add_argument("--ontology", default=None, help="ontology file that facts must fit (default: the shipped one)")
-    _format_option(p)
+    _all_namespaces_option(p)
+    _format_option(p, ("table", "json", "context"))
     p.set_defaults(func=_cmd_ask)
 
     p = sub.add_parser("show", parents=[dbo, asof], help="draw an entity and its facts as HTML or SVG")
@@ -545,6 +605,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _format_option(p)
     p.set_defaults(func=_cmd_load)
+
+    p = sub.add_parser(
+        "forget", parents=[dbo, ont], help="remove what a namespace's conversations wrote, and their log rows"
+    )
+    p.add_argument("--namespace", required=True, help="whose memory")
+    p.add_argument("--conversation", action="append", default=None, help="only this conversation id (repeat for more)")
+    p.add_argument("--via", choices=["bulk", "cypher"], default="bulk", help="how to recompute what remains")
+    p.set_defaults(func=_cmd_forget)
+
+    p = sub.add_parser("export", parents=[dbo], help="write a namespace's conversations as loaded, to load elsewhere")
+    p.add_argument("--namespace", required=True, help="whose memory")
+    p.add_argument("--conversation", action="append", default=None, help="only this conversation id (repeat for more)")
+    p.add_argument("--format", choices=["jsonl"], default="jsonl", help="one conversation per line")
+    p.add_argument("--out", default=None, help="write to this file (default: standard output)")
+    p.set_defaults(func=_cmd_export)
 
     p = sub.add_parser("extract", parents=[ont], help="record extractions from an OpenAI-compatible model")
     p.add_argument("conversations", nargs="+", help="conversation files (JSON or JSONL)")

@@ -38,10 +38,12 @@ __all__ = [
     "TESTED_AGE",
     "Table",
     "age_version_at_least",
+    "AsyncDatabase",
     "age_version_supported",
     "check_column",
     "check_graph_name",
     "check_label",
+    "cypher_statement",
     "resolve_dsn",
     "translate",
 ]
@@ -153,6 +155,19 @@ def _quote_dollar(text: str) -> str:
         if tag not in text:
             return f"{tag}{text}{tag}"
         n += 1
+
+
+def cypher_statement(
+    graph: str, query: str, columns: Sequence[str] = ("v",), with_params: bool = False
+) -> sql.Composed:
+    """The SQL that runs a Cypher query on a graph (its parameters, if any, as ``%s``)."""
+    cols = sql.SQL(", ").join(sql.SQL("{} agtype").format(sql.Identifier(check_column(c))) for c in columns)
+    return sql.SQL("SELECT * FROM ag_catalog.cypher({}, {}{}) AS ({})").format(
+        sql.Literal(check_graph_name(graph)),
+        sql.SQL(_quote_dollar(" " + query + " ")),
+        sql.SQL(", %s") if with_params else sql.SQL(""),
+        cols,
+    )
 
 
 @dataclass(frozen=True)
@@ -420,13 +435,7 @@ class Database:
 
     # -- running Cypher ------------------------------------------------------------------
     def cypher_sql(self, query: str, columns: Sequence[str] = ("v",), with_params: bool = False) -> sql.Composed:
-        cols = sql.SQL(", ").join(sql.SQL("{} agtype").format(sql.Identifier(check_column(c))) for c in columns)
-        return sql.SQL("SELECT * FROM ag_catalog.cypher({}, {}{}) AS ({})").format(
-            sql.Literal(self.graph),
-            sql.SQL(_quote_dollar(" " + query + " ")),
-            sql.SQL(", %s") if with_params else sql.SQL(""),
-            cols,
-        )
+        return cypher_statement(self.graph, query, columns, with_params)
 
     def cypher_raw(
         self,
@@ -499,3 +508,84 @@ class Database:
                 yield
         except psycopg.Error as exc:
             raise translate(exc, "in a transaction") from exc
+
+
+class AsyncDatabase:
+    """An asynchronous connection to one AGE graph, for reading (psycopg's
+    ``AsyncConnection``). It sets nothing up: the graph and agefacts' SQL objects are made by
+    a :class:`Database` that writes (``AsyncMemory`` opens one first)."""
+
+    def __init__(self, dsn: str, graph: str = DEFAULT_GRAPH, *, connect_timeout: float = 30):
+        self.dsn = dsn
+        self.graph = check_graph_name(graph)
+        self.connect_timeout = connect_timeout
+        self._conn: psycopg.AsyncConnection | None = None
+        self.age_version: str | None = None
+
+    async def __aenter__(self) -> AsyncDatabase:
+        return await self.connect()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def connect(self) -> AsyncDatabase:
+        await self.close()
+        try:
+            self._conn = await psycopg.AsyncConnection.connect(
+                self.dsn, autocommit=True, prepare_threshold=None, connect_timeout=int(self.connect_timeout)
+            )
+        except psycopg.ProgrammingError as exc:
+            raise DatabaseError(f"the connection string is not valid: {exc}") from None
+        except psycopg.Error as exc:
+            raise translate(exc, "connecting to the database") from exc
+        rows = await self._run("SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'age'")
+        self.age_version = rows[0][0] if rows else None
+        try:
+            await self._run("LOAD 'age'")
+        except psycopg.errors.InsufficientPrivilege as exc:
+            raise DatabaseError(f"loading Apache AGE failed: {_LOAD_HINT}", exc.sqlstate) from exc
+        except psycopg.Error as exc:
+            raise translate(exc, "loading Apache AGE (is the age extension installed?)") from exc
+        await self._run('SET search_path = ag_catalog, "$user", public')
+        return self
+
+    async def close(self) -> None:
+        if self._conn is not None:
+            with contextlib.suppress(Exception):
+                await self._conn.close()
+        self._conn = None
+
+    async def cypher(
+        self, query: str, params: Mapping[str, Any] | None = None, columns: Sequence[str] = ("v",)
+    ) -> Table:
+        """Run Cypher and decode every value, as :meth:`Database.cypher` does."""
+        from .agtype import decode
+
+        stmt = cypher_statement(self.graph, query, columns, with_params=params is not None)
+        args = (json.dumps(params, ensure_ascii=False),) if params is not None else None
+        try:
+            rows = await self._run(stmt, args)
+        except psycopg.Error as exc:
+            raise translate(exc, "running Cypher") from exc
+        return Table(list(columns), [tuple(decode(v) for v in row) for row in rows])
+
+    async def table(
+        self, query: str | sql.Composable, params: Sequence[Any] | Mapping[str, Any] | None = None
+    ) -> Table:
+        try:
+            names: list[str] = []
+            rows = await self._run(query, params, names)
+        except psycopg.Error as exc:
+            raise translate(exc, "running SQL") from exc
+        return Table(names, [tuple(r) for r in rows])
+
+    async def _run(self, stmt: Any, args: Any = None, names: list[str] | None = None) -> list[tuple[Any, ...]]:
+        # Each statement in a transaction of its own, for the reason Database._run gives.
+        if self._conn is None or self._conn.closed:
+            await self.connect()
+        assert self._conn is not None
+        async with self._conn.transaction():
+            cur = await self._conn.execute(stmt, args)
+            if names is not None and cur.description:
+                names.extend(d.name for d in cur.description)
+            return await cur.fetchall() if cur.description else []

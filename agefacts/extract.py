@@ -32,7 +32,7 @@ from typing import Any, Literal
 import httpx
 from pydantic import ValidationError
 
-from .errors import ExtractionError
+from .errors import AgeFactsError, ExtractionError
 from .models import Claim, Conversation, Entity, Followup, InvalidItem, Proposal, Turn, check_text, describe
 from .ontology import Ontology
 
@@ -49,6 +49,7 @@ __all__ = [
     "parse_reply",
     "recording_name",
     "resumed",
+    "write_atomically",
     "write_recording",
 ]
 
@@ -394,16 +395,27 @@ def write_recording(conv: Conversation, folder: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / recording_name(conv)
     text = json.dumps(conv.model_dump(mode="json", exclude_none=True), ensure_ascii=False, indent=2) + "\n"
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".", suffix=".json.part")
+    write_atomically(path, text)
+    return path
+
+
+def write_atomically(path: str | Path, text: str) -> None:
+    """Write a file whole or not at all: a temporary file beside it, renamed over the name."""
+    path = Path(path)
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".", suffix=path.suffix + ".part")
+    except OSError as exc:
+        raise AgeFactsError(f"cannot write {path}: {exc.strerror}") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+        if isinstance(exc, OSError):
+            raise AgeFactsError(f"cannot write {path}: {exc.strerror}") from None
         raise
-    return path
 
 
 def resumed(conv: Conversation, folder: Path) -> Conversation:

@@ -1,6 +1,6 @@
 """agefacts' own SQL tables beside the graph: the ingest log (what was loaded, with its
-content hash and counts) and the question queue (follow-ups). Wall-clock times live here,
-never on graph elements, so a replay cannot change the graph."""
+content hash, counts and the conversation itself) and the question queue (follow-ups).
+Wall-clock times live here, never on graph elements, so a replay cannot change the graph."""
 
 from __future__ import annotations
 
@@ -16,6 +16,10 @@ from .models import Conversation
 
 __all__ = [
     "Loaded",
+    "documents",
+    "drop",
+    "export",
+    "loaded_ids",
     "lock",
     "prior_hashes",
     "record",
@@ -66,11 +70,12 @@ def record(db: Database, loaded: Sequence[Loaded]) -> None:
     """The ingest log and the question queue, for conversations just written."""
     g = db.graph
     db.execute(
-        "INSERT INTO agefacts.ingest_log (graph, namespace, conversation, content_hash, counts, source, loaded_at) "
-        "SELECT %s, r.ns, r.id, r.h, r.counts, r.src, now() FROM jsonb_to_recordset(%s::jsonb) "
-        "AS r(ns text, id text, h text, counts jsonb, src text) "
+        "INSERT INTO agefacts.ingest_log (graph, namespace, conversation, content_hash, counts, source, loaded_at, document) "
+        "SELECT %s, r.ns, r.id, r.h, r.counts, r.src, now(), r.doc FROM jsonb_to_recordset(%s::jsonb) "
+        "AS r(ns text, id text, h text, counts jsonb, src text, doc text) "
         "ON CONFLICT (graph, namespace, conversation) DO UPDATE SET content_hash = EXCLUDED.content_hash, "
-        "counts = EXCLUDED.counts, source = EXCLUDED.source, loaded_at = EXCLUDED.loaded_at",
+        "counts = EXCLUDED.counts, source = EXCLUDED.source, loaded_at = EXCLUDED.loaded_at, "
+        "document = EXCLUDED.document",
         (
             g,
             json.dumps(
@@ -81,6 +86,7 @@ def record(db: Database, loaded: Sequence[Loaded]) -> None:
                         "h": x.content_hash,
                         "counts": x.plan.counts,
                         "src": x.source,
+                        "doc": x.conv.model_dump_json(),
                     }
                     for x in loaded
                 ]
@@ -136,3 +142,55 @@ def record(db: Database, loaded: Sequence[Loaded]) -> None:
         ),
         (g, namespaces, g),
     )
+
+
+def loaded_ids(db: Database, namespace: str, conversations: Sequence[str] | None = None) -> list[str]:
+    """The ids of the namespace's conversations loaded into this graph (of ``conversations``
+    when given), sorted."""
+    rows = db.execute(
+        "SELECT conversation FROM agefacts.ingest_log WHERE graph = %s AND namespace = %s "
+        "AND (%s::text[] IS NULL OR conversation = ANY(%s::text[])) ORDER BY conversation",
+        (db.graph, namespace, conversations, conversations),
+    )
+    return [r[0] for r in rows]
+
+
+def documents(db: Database, namespace: str, conversations: Sequence[str] | None = None) -> list[tuple[str, str | None]]:
+    """(id, the conversation as loaded) for the namespace's conversations, sorted by id; the
+    document is None for one loaded before agefacts kept them."""
+    rows = db.execute(
+        "SELECT conversation, document FROM agefacts.ingest_log WHERE graph = %s AND namespace = %s "
+        "AND (%s::text[] IS NULL OR conversation = ANY(%s::text[])) ORDER BY conversation",
+        (db.graph, namespace, conversations, conversations),
+    )
+    return [(r[0], r[1]) for r in rows]
+
+
+def drop(db: Database, namespace: str, conversations: Sequence[str]) -> None:
+    """Forget the ledger and question rows of these conversations."""
+    for table in ("ingest_log", "questions"):
+        db.execute(
+            sql.SQL("DELETE FROM agefacts.{} WHERE graph = %s AND namespace = %s AND conversation = ANY(%s)").format(
+                sql.Identifier(table)
+            ),
+            (db.graph, namespace, list(conversations)),
+        )
+
+
+def export(db: Database, namespace: str, conversations: Sequence[str] | None = None) -> list[Conversation]:
+    """The namespace's conversations as they were loaded, with their recorded extractions:
+    loading them into an empty graph gives the graph they gave here."""
+    from .errors import QueryError
+
+    docs = documents(db, namespace, conversations)
+    if conversations is not None and (unknown := sorted(set(conversations) - {i for i, _ in docs})):
+        raise QueryError(
+            f"namespace {namespace!r} has no conversation {', '.join(map(repr, unknown))} loaded in graph {db.graph!r}"
+        )
+    if missing := [i for i, d in docs if d is None]:
+        raise QueryError(
+            f"{len(missing)} conversation(s) of namespace {namespace!r} ({', '.join(missing[:5])}"
+            f"{', ...' if len(missing) > 5 else ''}) were loaded before agefacts kept what it loads; "
+            "load their files again with `agefacts load --force` and export again"
+        )
+    return [Conversation.model_validate_json(d) for _, d in docs if d is not None]

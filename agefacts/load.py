@@ -18,7 +18,7 @@ import random
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -27,9 +27,9 @@ from . import ledger
 from .compile import EXTRACTOR, Plan, entity_recompute, executable, plan, statement_recompute, supersession, to_cypher
 from .consolidate import result_of
 from .db import Database
-from .errors import AgeFactsError, DatabaseError, InputError
+from .errors import AgeFactsError, DatabaseError, InputError, QueryError
 from .inputs import read_conversations
-from .keys import conversation_key
+from .keys import conversation_key, user_key
 from .models import Conversation
 from .ontology import Ontology
 
@@ -506,6 +506,44 @@ class Loader:
             if self._single_valued(group[2]):
                 for line in supersession(*group):
                     self.db.cypher_raw(line)
+
+    def forget(self, namespace: str, conversations: Sequence[str] | None = None) -> list[str]:
+        """Remove what the namespace's conversations (those named, or all) wrote, as replacing
+        each with nothing would: their messages, evidence and mentions go, statements and
+        entities left with none go, and what they touched is recomputed from what remains.
+        Their ingest-log and question rows go too. One transaction; returns the ids forgotten."""
+        wanted = sorted(set(conversations)) if conversations is not None else None
+        ids = self._attempt(lambda: ledger.loaded_ids(self.db, namespace, wanted))
+        if wanted is not None and (unknown := sorted(set(wanted) - set(ids))):
+            raise QueryError(
+                f"namespace {namespace!r} has no conversation {', '.join(map(repr, unknown))} loaded in graph "
+                f"{self.db.graph!r}; `agefacts query --name conversations --param namespace={namespace}` lists them"
+            )
+        if not ids:
+            return []
+
+        def work() -> None:
+            with self.db.transaction():
+                ledger.lock(self.db, [(namespace, i) for i in ids])
+                writer = self._writer_for()
+                stale = writer.retract([conversation_key(namespace, i) for i in ids])
+                if self.via == "bulk":
+                    from .bulk import assemble
+
+                    writer.write_batch(assemble([]), stale, self._single_valued)
+                else:
+                    self._recompute_cypher(writer.settle(stale))
+                ledger.drop(self.db, namespace, ids)
+                if not ledger.loaded_ids(self.db, namespace):
+                    # Every load writes the owner, with no edge of its own: it goes with the
+                    # namespace's last conversation (and only then, and only when bare).
+                    self.db.cypher_raw(
+                        "MATCH (u) WHERE u.k = $k OPTIONAL MATCH (u)-[e]-() WITH u, count(e) AS n WHERE n = 0 DELETE u",
+                        {"k": user_key(namespace)},
+                    )
+
+        self._attempt(work)
+        return list(ids)
 
     def _record(self, loaded: list[ledger.Loaded]) -> None:
         """The ledger rows of conversations just written, in their transaction."""

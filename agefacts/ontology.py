@@ -46,6 +46,10 @@ class PredicateSpec(BaseModel):
     value: bool | None = None
     single_valued: bool = False
     description: str | None = None
+    # Words a question uses when it asks about this predicate ("live", "home", "moved" for
+    # lives_in): retrieval ranks facts by them. They change no fact, so the fingerprint that
+    # decides "already loaded" leaves them out.
+    words: list[str] = Field(default_factory=list)
 
     @field_validator("name")
     @classmethod
@@ -149,7 +153,8 @@ class Ontology(BaseModel):
         return f"{self.name}@{self.version}"
 
     def fingerprint(self) -> str:
-        return hashlib.sha256(json.dumps(self.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()
+        gating = self.model_dump(mode="json", exclude={"predicates": {"__all__": {"words"}}})
+        return hashlib.sha256(json.dumps(gating, sort_keys=True).encode()).hexdigest()
 
     def unresolvable(self) -> frozenset[str]:
         return frozenset(t.strip().casefold() for t in self.unresolvable_subjects)

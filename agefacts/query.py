@@ -5,6 +5,7 @@ Parameters always travel through ``cypher()``'s parameter argument, never into t
 
 from __future__ import annotations
 
+import datetime
 import functools
 import hashlib
 import json
@@ -13,22 +14,31 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .db import Database, Table
+from .db import AsyncDatabase, Database, Table
 from .errors import QueryError
 from .ontology import Ontology
 
 __all__ = [
     "NamedQuery",
+    "TimeArg",
+    "as_of",
+    "bind_named",
+    "check_scope",
     "digest",
     "facts",
+    "facts_async",
     "facts_query_name",
     "find_entities",
+    "find_entities_async",
     "graph_content",
     "history",
+    "history_async",
     "named_queries",
     "return_columns",
     "run",
     "run_named",
+    "run_named_async",
+    "time_text",
 ]
 
 
@@ -248,8 +258,10 @@ def _shipped_queries() -> dict[str, NamedQuery]:
     return dict(sorted(out.items()))
 
 
-def run_named(db: Database, name: str, params: Mapping[str, Any] | None = None) -> Table:
-    """Run a named query; parameters it declares and the caller leaves out are null."""
+def bind_named(name: str, params: Mapping[str, Any] | None = None) -> tuple[NamedQuery, dict[str, Any]]:
+    """A named query and the values it runs with: those it declares and the caller leaves
+    out are null; an unknown name, an unknown parameter or a missing required one is an error
+    that names it."""
     queries = named_queries()
     if name not in queries:
         raise QueryError(f"no named query {name!r}; `agefacts query --list` shows them")
@@ -266,14 +278,58 @@ def run_named(db: Database, name: str, params: Mapping[str, Any] | None = None) 
             + " ".join(f"--param {m}=..." for m in missing)
             + f" ({q.params_doc})"
         )
-    values = {p: given.get(p) for p in q.params}
+    return q, {p: given.get(p) for p in q.params}
+
+
+def run_named(db: Database, name: str, params: Mapping[str, Any] | None = None) -> Table:
+    """Run a named query; parameters it declares and the caller leaves out are null."""
+    q, values = bind_named(name, params)
     if q.kind == "sql":
-        values["graph"] = db.graph
-        return db.table(q.text, values)
+        return db.table(q.text, {**values, "graph": db.graph})
     return run(db, q.text, values)
 
 
+async def run_named_async(db: AsyncDatabase, name: str, params: Mapping[str, Any] | None = None) -> Table:
+    """:func:`run_named` on an asynchronous connection."""
+    q, values = bind_named(name, params)
+    if q.kind == "sql":
+        return await db.table(q.text, {**values, "graph": db.graph})
+    return await db.cypher(q.text, values, q.columns)
+
+
 # -- facts and history ------------------------------------------------------------------------------
+TimeArg = str | datetime.date | datetime.datetime | None
+"""A time given to a query: ISO-8601 text, a ``date``, or a ``datetime`` (one without a zone
+is taken as UTC)."""
+
+
+def time_text(value: TimeArg) -> str | None:
+    """A time argument as the ISO-8601 text the graph stores and compares."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, datetime.datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=datetime.UTC)
+        return value.astimezone(datetime.UTC).isoformat().replace("+00:00", "Z")
+    return value.isoformat()
+
+
+def as_of(valid_at: TimeArg, known_at: TimeArg) -> tuple[str, str]:
+    """The valid time and known time a read is made at, normalised (both default to now)."""
+    from .temporal import TimeError, normalise_instant, normalise_valid, now_instant
+
+    valid_text, known_text = time_text(valid_at), time_text(known_at)
+    try:
+        valid = normalise_valid(valid_text) if valid_text else now_instant()
+    except TimeError as exc:
+        raise QueryError(f"time {valid_text!r} {exc}") from None
+    try:
+        known = normalise_instant(known_text) if known_text else now_instant()
+    except TimeError as exc:
+        raise QueryError(f"time {known_text!r} {exc}") from None
+    return valid, known
+
+
 def find_entities(db: Database, text: str, namespace: str | None = None) -> list[dict[str, Any]]:
     """Entities matched by key, name or mention (case-insensitive); ``user`` is the owner."""
     if text.startswith("ent:"):
@@ -284,8 +340,31 @@ def find_entities(db: Database, text: str, namespace: str | None = None) -> list
     return run_named(db, "entities", {"text": text, "namespace": namespace}).dicts()
 
 
+def check_scope(namespace: str | None, all_namespaces: bool, entity: str | None = None) -> None:
+    """A question about someone's memory names whose: a namespace, or all of them on purpose.
+    An entity key needs neither, since it holds its namespace."""
+    if namespace is not None or all_namespaces or (entity is not None and entity.startswith("ent:")):
+        return
+    raise QueryError(
+        "give the namespace whose memory to read (--namespace N; namespace= in the library), "
+        "or read every namespace on purpose (--all-namespaces; all_namespaces=True)"
+    )
+
+
+async def find_entities_async(db: AsyncDatabase, text: str, namespace: str | None = None) -> list[dict[str, Any]]:
+    """:func:`find_entities` on an asynchronous connection."""
+    if text.startswith("ent:"):
+        by_key = (await run_named_async(db, "entity_by_key", {"text": text, "namespace": namespace})).dicts()
+        if by_key:
+            return by_key
+    return (await run_named_async(db, "entities", {"text": text, "namespace": namespace})).dicts()
+
+
 def _entity_keys(db: Database, entity: str, namespace: str | None) -> list[str]:
-    found = find_entities(db, entity, namespace)
+    return _keys_found(find_entities(db, entity, namespace), entity, namespace)
+
+
+def _keys_found(found: list[dict[str, Any]], entity: str, namespace: str | None) -> list[str]:
     if not found:
         where = f" in namespace {namespace!r}" if namespace else ""
         raise QueryError(
@@ -294,12 +373,13 @@ def _entity_keys(db: Database, entity: str, namespace: str | None) -> list[str]:
     return [e["key"] for e in found]
 
 
-def facts_query_name(db: Database) -> str:
-    """The named query that ``facts`` runs on this engine: ``facts``, or on AGE before 1.7.0
-    (whose backend crashes on it) ``facts_age16``, which gives the same rows more slowly."""
+def facts_query_name(age_version: str | None) -> str:
+    """The named query that ``facts`` runs on an engine with this AGE version: ``facts``, or
+    on AGE before 1.7.0 (whose backend crashes on it) ``facts_age16``, which gives the same
+    rows more slowly."""
     from .db import age_version_at_least
 
-    return "facts" if age_version_at_least(db.age_version, (1, 7, 0)) else "facts_age16"
+    return "facts" if age_version_at_least(age_version, (1, 7, 0)) else "facts_age16"
 
 
 def facts(
@@ -307,33 +387,82 @@ def facts(
     entity: str,
     *,
     namespace: str | None = None,
-    valid_at: str | None = None,
-    known_at: str | None = None,
+    all_namespaces: bool = False,
+    valid_at: TimeArg = None,
+    known_at: TimeArg = None,
 ) -> Table:
     """The facts about an entity valid at ``valid_at`` as known at ``known_at`` (both default
-    to now), one row per statement with its earliest quote."""
-    from .temporal import TimeError, normalise_instant, normalise_valid, now_instant
-
-    try:
-        valid = normalise_valid(valid_at) if valid_at else now_instant()
-        known = normalise_instant(known_at) if known_at else now_instant()
-    except TimeError as exc:
-        raise QueryError(f"time {valid_at if valid_at else known_at!r} {exc}") from None
-    name = facts_query_name(db)
+    to now; text, ``date`` or ``datetime``), one row per statement with its earliest quote.
+    Unless the entity is a key, give a ``namespace`` or ``all_namespaces=True``."""
+    check_scope(namespace, all_namespaces, entity)
+    valid, known = as_of(valid_at, known_at)
+    name = facts_query_name(db.age_version)
     tables = [
         run_named(db, name, {"entity": k, "valid_at": valid, "known_at": known})
         for k in _entity_keys(db, entity, namespace)
     ]
+    return _joined(tables)
+
+
+async def facts_async(
+    db: AsyncDatabase,
+    entity: str,
+    *,
+    namespace: str | None = None,
+    all_namespaces: bool = False,
+    valid_at: TimeArg = None,
+    known_at: TimeArg = None,
+) -> Table:
+    """:func:`facts` on an asynchronous connection."""
+    check_scope(namespace, all_namespaces, entity)
+    valid, known = as_of(valid_at, known_at)
+    name = facts_query_name(db.age_version)
+    keys = _keys_found(await find_entities_async(db, entity, namespace), entity, namespace)
+    return _joined([await run_named_async(db, name, {"entity": k, "valid_at": valid, "known_at": known}) for k in keys])
+
+
+def _joined(tables: list[Table]) -> Table:
     rows = [r for t in tables for r in t.rows]
-    columns = tables[0].columns if tables else []
-    return Table(columns, _dedupe(rows))
+    return Table(tables[0].columns if tables else [], _dedupe(rows))
 
 
 def history(
-    db: Database, entity: str, predicate: str, *, namespace: str | None = None, ontology: Ontology | None = None
+    db: Database,
+    entity: str,
+    predicate: str,
+    *,
+    namespace: str | None = None,
+    all_namespaces: bool = False,
+    ontology: Ontology | None = None,
 ) -> Table:
     """One entity's values for one predicate over time; with ``ontology``, a predicate it
     does not know is an error that names the nearest ones it does."""
+    _check_history(namespace, all_namespaces, entity, predicate, ontology)
+    tables = [
+        run_named(db, "history", {"entity": k, "predicate": predicate}) for k in _entity_keys(db, entity, namespace)
+    ]
+    return Table(tables[0].columns, [r for t in tables for r in t.rows])
+
+
+async def history_async(
+    db: AsyncDatabase,
+    entity: str,
+    predicate: str,
+    *,
+    namespace: str | None = None,
+    all_namespaces: bool = False,
+    ontology: Ontology | None = None,
+) -> Table:
+    """:func:`history` on an asynchronous connection."""
+    _check_history(namespace, all_namespaces, entity, predicate, ontology)
+    keys = _keys_found(await find_entities_async(db, entity, namespace), entity, namespace)
+    tables = [await run_named_async(db, "history", {"entity": k, "predicate": predicate}) for k in keys]
+    return Table(tables[0].columns, [r for t in tables for r in t.rows])
+
+
+def _check_history(
+    namespace: str | None, all_namespaces: bool, entity: str, predicate: str, ontology: Ontology | None
+) -> None:
     if ontology is not None and ontology.predicate(predicate) is None:
         import difflib
 
@@ -341,10 +470,7 @@ def history(
         near = difflib.get_close_matches(predicate, known, n=3)
         hint = f"did you mean {', '.join(near)}?" if near else f"the ontology's predicates: {', '.join(known)}"
         raise QueryError(f"predicate {predicate!r} is not in the ontology; {hint}")
-    tables = [
-        run_named(db, "history", {"entity": k, "predicate": predicate}) for k in _entity_keys(db, entity, namespace)
-    ]
-    return Table(tables[0].columns, [r for t in tables for r in t.rows])
+    check_scope(namespace, all_namespaces, entity)
 
 
 def _dedupe(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 import re
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 
 from dateutil import rrule
 
@@ -24,6 +24,7 @@ __all__ = [
     "normalise_rrule",
     "normalise_valid",
     "now_instant",
+    "to_python",
 ]
 
 
@@ -139,3 +140,15 @@ def normalise_rrule(text: str) -> str:
 def now_instant() -> str:
     """Now, in the instant form (used only for query defaults, never stored on the graph)."""
     return _fmt(datetime.now(UTC)) + "Z"
+
+
+def to_python(text: str | None) -> date | datetime | None:
+    """A stored time as Python: a date for a date, year or month (its first day: the stored
+    text keeps the precision), a datetime for a datetime (aware, in UTC, when stored with Z)."""
+    if text is None:
+        return None
+    m = _PARTIAL.fullmatch(text)
+    if m:
+        year, month, day = m.groups()
+        return date(int(year), int(month or 1), int(day or 1))
+    return _parse_datetime(text)

@@ -1,6 +1,6 @@
 // Facts about one entity (as subject or object), valid at a time and as known at a time, each with the earliest quote it was read from.
 // params: entity (an entity key), valid_at (a valid time), known_at (an instant, UTC with Z)
-// columns: subject, predicate, value, object, valid_from, valid_until, recorded_at, superseded_at, recurrence, quote, conversation, message, char_start, char_end, evidence, namespace, statement, subject_type, subject_key, object_type, object_key
+// columns: subject, predicate, value, object, valid_from, valid_until, recorded_at, superseded_at, recurrence, quote, conversation, message, char_start, char_end, evidence, namespace, statement, subject_type, subject_key, object_type, object_key, quoted_at
 // A statement is visible when it was recorded by known_at and valid_at falls in its validity as
 // known at known_at: the closed interval once its supersession is known, the stated one before.
 // It starts from the entity's key (an index scan) and walks its typed edges, so its cost does
@@ -28,5 +28,5 @@ WHERE coalesce(s.valid_from, s.valid_start, '') <= valid_at
 MATCH (s)-[e:EVIDENCED_BY]->(m:Message)
 WHERE e.at <= known_at
 WITH known_at, subj, s, o, min([e.at, e.k, e.quote, m.conversation, m.ordinal, e.char_start, e.char_end]) AS first, count(e) AS evidence
-RETURN coalesce(subj.name, subj.role, subj.k) AS subject, s.predicate AS predicate, s.value AS value, coalesce(o.name, o.k) AS object, s.valid_from AS valid_from, CASE WHEN s.superseded_at <= known_at THEN s.valid_until WHEN s.valid_until_inferred = true THEN null ELSE s.valid_until END AS valid_until, s.recorded_at AS recorded_at, CASE WHEN s.superseded_at <= known_at THEN s.superseded_at ELSE null END AS superseded_at, s.recurrence AS recurrence, first[2] AS quote, first[3] AS conversation, first[4] AS message, first[5] AS char_start, first[6] AS char_end, evidence, s.namespace AS namespace, s.k AS statement, label(subj) AS subject_type, subj.k AS subject_key, label(o) AS object_type, o.k AS object_key
+RETURN coalesce(subj.name, subj.role, subj.k) AS subject, s.predicate AS predicate, s.value AS value, coalesce(o.name, o.k) AS object, s.valid_from AS valid_from, CASE WHEN s.superseded_at <= known_at THEN s.valid_until WHEN s.valid_until_inferred = true THEN null ELSE s.valid_until END AS valid_until, s.recorded_at AS recorded_at, CASE WHEN s.superseded_at <= known_at THEN s.superseded_at ELSE null END AS superseded_at, s.recurrence AS recurrence, first[2] AS quote, first[3] AS conversation, first[4] AS message, first[5] AS char_start, first[6] AS char_end, evidence, s.namespace AS namespace, s.k AS statement, label(subj) AS subject_type, subj.k AS subject_key, label(o) AS object_type, o.k AS object_key, first[0] AS quoted_at
 ORDER BY s.predicate, s.valid_from, s.recorded_at, s.k

@@ -15,6 +15,11 @@ CREATE TABLE IF NOT EXISTS agefacts.ingest_log (
     PRIMARY KEY (graph, namespace, conversation)
 );
 
+-- Each conversation as it was loaded (its JSON as pydantic writes it, the text its content
+-- hash is taken from): what `agefacts export` writes and what a memory extends with new
+-- messages. Deleted with its row when the conversation is forgotten.
+ALTER TABLE agefacts.ingest_log ADD COLUMN IF NOT EXISTS document text;
+
 -- The question queue: follow-ups are the caller's questions, not facts about the world.
 -- A follow-up whose gap a later load fills is marked resolved.
 CREATE TABLE IF NOT EXISTS agefacts.questions (

@@ -10,6 +10,7 @@ import pytest
 from agefacts.ontology import Ontology
 
 from .helpers import EXAMPLES, ONTO
+from .llm_server import server  # noqa: F401  (the fixture, for every test)
 
 
 @pytest.fixture

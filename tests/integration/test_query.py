@@ -146,8 +146,12 @@ def test_longest_name_links_first_and_claims_its_words(db):
 
 
 def test_a_question_naming_nobody_returns_nothing(loaded):
-    answer = ask(loaded, "What should I cook tonight?", ONTO)
+    answer = ask(loaded, "What should we cook tonight?", ONTO, all_namespaces=True)
     assert answer.entities == [] and answer.facts == [] and answer.rejected == []
+    assert answer.reason == "the question names no known entity"
+    assert answer.context() == "(no facts: the question names no known entity)"
+    # "I" names the owner only when a namespace says whose.
+    assert ask(loaded, "Where do I live?", ONTO, all_namespaces=True).entities == []
 
 
 def test_facts_come_with_quotes_and_sources(loaded):
@@ -193,7 +197,7 @@ def test_ask_command(cli_env, capsys):
     assert ("lives_in", "Logroño", "Begoña lives in Logroño") in [
         (f["predicate"], f["object"], f["quote"]) for f in out["facts"]
     ]
-    assert main(["ask", "Nothing here"]) == 0
+    assert main(["ask", "Nothing here", "--all-namespaces"]) == 0
     assert "names no known entity" in capsys.readouterr().out
 
 

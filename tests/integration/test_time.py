@@ -153,7 +153,7 @@ def test_facts_command_json_has_the_contract_fields(cli_env, capsys):
     ):
         assert field in row
     assert (row["object"], row["quote"], row["conversation"]) == ("Oslo", "We moved to Oslo in June", "nina-02")
-    assert main(["facts", "nobody-at-all"]) == 1
+    assert main(["facts", "nobody-at-all", "--all-namespaces"]) == 1
     assert "no entity 'nobody-at-all'" in capsys.readouterr().err
 
 

@@ -33,6 +33,8 @@ RANKS: list[set[str]] = [
     {"load"},
     {"query"},
     {"retrieve", "picture", "output"},
+    {"memory"},
+    {"mcp"},
     {"grade", "bench"},
     {"cli"},
     {"__main__"},

@@ -1,0 +1,576 @@
+"""Memory for an assistant: one call adds what was said, one call recalls what is known.
+
+``Memory`` (and ``AsyncMemory``, the same calls for asyncio) sits on the pipeline rather than
+beside it: ``add`` extends a conversation with new messages, asks the model only for the user
+turns that have no recorded extraction yet (through the same extractor and the same
+recorded-file format), then grounds, gates and loads the conversation as ``agefacts load``
+would, replacing its earlier version. The ingest log keeps the conversation as loaded, so the
+next ``add`` extends it and ``export`` writes it out to be loaded elsewhere. Reads return
+typed results: ``datetime`` and ``date`` values, not text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import ledger
+from .db import DEFAULT_GRAPH, AsyncDatabase, Database, Table, resolve_dsn
+from .errors import AgeFactsError, ExtractionError, UsageError
+from .extract import DEFAULT_CONTEXT_TURNS, LLMClient, extract_conversation
+from .load import Loader
+from .models import Conversation, Turn
+from .ontology import Ontology, default_ontology
+from .query import TimeArg, facts, facts_async, history, history_async
+from .retrieve import Answer, Linked, ask, ask_async
+from .temporal import normalise_instant, to_python
+
+__all__ = [
+    "Added",
+    "AsyncMemory",
+    "Citation",
+    "HistoryEntry",
+    "Memory",
+    "MemoryFact",
+    "Message",
+    "Recall",
+    "extended",
+]
+
+Message = Mapping[str, Any] | Turn
+"""A message to add: a :class:`~agefacts.models.Turn`, or a mapping with ``speaker`` (or
+``role``: ``user`` or ``assistant``), ``text`` (or ``content``) and optionally ``at`` (ISO-8601
+text or a ``datetime``; default: when it is added)."""
+
+
+# -- typed results ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Citation:
+    """Where a fact was read: the exact words, in which message, sent when."""
+
+    quote: str
+    conversation: str
+    message: int
+    char_start: int
+    char_end: int
+    at: dt.datetime | None
+
+
+@dataclass(frozen=True)
+class MemoryFact:
+    """A fact as known at a time. ``valid_from`` / ``valid_until`` are dates or datetimes (a
+    year or month given as its first day); ``valid_from_text`` / ``valid_until_text`` keep them
+    as stored, at the precision stated ("2024-06")."""
+
+    namespace: str
+    subject: str
+    predicate: str
+    value: Any
+    object: str | None
+    valid_from: dt.date | None
+    valid_until: dt.date | None
+    recorded_at: dt.datetime | None
+    superseded_at: dt.datetime | None
+    recurrence: str | None
+    citation: Citation
+    statement: str
+    subject_key: str
+    object_key: str | None
+    valid_from_text: str | None
+    valid_until_text: str | None
+    evidence: int
+
+    @classmethod
+    def from_row(cls, r: Mapping[str, Any]) -> MemoryFact:
+        return cls(
+            namespace=r["namespace"],
+            subject=r["subject"],
+            predicate=r["predicate"],
+            value=r["value"],
+            object=r["object"] if r.get("object_key") is not None else None,
+            valid_from=to_python(r["valid_from"]),
+            valid_until=to_python(r["valid_until"]),
+            recorded_at=_instant(r["recorded_at"]),
+            superseded_at=_instant(r["superseded_at"]),
+            recurrence=r["recurrence"],
+            citation=Citation(
+                r["quote"], r["conversation"], r["message"], r["char_start"], r["char_end"], _instant(r["quoted_at"])
+            ),
+            statement=r["statement"],
+            subject_key=r["subject_key"],
+            object_key=r.get("object_key"),
+            valid_from_text=r["valid_from"],
+            valid_until_text=r["valid_until"],
+            evidence=r["evidence"],
+        )
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    """One value of an entity's predicate in its succession over time (``kind`` is
+    ``states``, or ``ends`` for a statement that only ends another)."""
+
+    subject: str
+    predicate: str
+    kind: str
+    value: Any
+    object: str | None
+    valid_from: dt.date | None
+    valid_until: dt.date | None
+    until_inferred: bool
+    recorded_at: dt.datetime | None
+    superseded_at: dt.datetime | None
+    quote: str
+    conversation: str
+    statement: str
+
+    @classmethod
+    def from_row(cls, r: Mapping[str, Any]) -> HistoryEntry:
+        return cls(
+            subject=r["subject"],
+            predicate=r["predicate"],
+            kind=r["kind"],
+            value=r["value"],
+            object=r["object"],
+            valid_from=to_python(r["valid_from"]),
+            valid_until=to_python(r["valid_until"]),
+            until_inferred=bool(r["until_inferred"]),
+            recorded_at=_instant(r["recorded_at"]),
+            superseded_at=_instant(r["superseded_at"]),
+            quote=r["quote"],
+            conversation=r["conversation"],
+            statement=r["statement"],
+        )
+
+
+@dataclass(frozen=True)
+class Recall:
+    """What a question recalls: the entities it names, the facts about them (ranked, at
+    most ``k``), those the ontology does not allow (with the reason), why nothing was found
+    when nothing was, and ``context``: the facts as a prompt-ready block with citations."""
+
+    question: str
+    entities: tuple[Linked, ...]
+    facts: tuple[MemoryFact, ...]
+    rejected: tuple[tuple[MemoryFact, str], ...]
+    reason: str | None
+    context: str
+
+    @classmethod
+    def from_answer(cls, a: Answer) -> Recall:
+        return cls(
+            a.question,
+            tuple(a.entities),
+            tuple(MemoryFact.from_row(f) for f in a.facts),
+            tuple((MemoryFact.from_row(r), r["reason"]) for r in a.rejected),
+            a.reason,
+            a.context(),
+        )
+
+
+@dataclass(frozen=True)
+class Added:
+    """What :meth:`Memory.add` did with one conversation: ``status`` is ``loaded`` or
+    ``skipped`` (nothing new); the user turns sent to the model, those that failed (each
+    keeps its error in the conversation, and the next ``add`` asks again), and what the load
+    wrote."""
+
+    namespace: str
+    conversation: str
+    status: str
+    turns: int
+    extracted: int
+    failed: int
+    errors: tuple[str, ...] = ()
+    counts: Mapping[str, Any] = field(default_factory=dict)
+
+
+def _instant(text: str | None) -> dt.datetime | None:
+    value = to_python(text)
+    assert value is None or isinstance(value, dt.datetime), text
+    return value
+
+
+# -- what add does, without I/O ----------------------------------------------------------------------
+def _turn(m: Message) -> Turn:
+    if isinstance(m, Turn):
+        return m
+    if not isinstance(m, Mapping):
+        raise UsageError(f"a message is a mapping with speaker (or role) and text (or content), not {m!r}")
+    speaker = m.get("speaker", m.get("role"))
+    text = m.get("text", m.get("content"))
+    if speaker not in ("user", "assistant"):
+        raise UsageError(f"a message's speaker (or role) is 'user' or 'assistant', not {speaker!r}")
+    if not isinstance(text, str):
+        raise UsageError(f"a message's text (or content) is a string, not {text!r}")
+    at = m.get("at")
+    if isinstance(at, dt.datetime):
+        at = (at if at.tzinfo else at.replace(tzinfo=dt.UTC)).isoformat()
+    return Turn.model_validate({"speaker": speaker, "text": text, "at": at})
+
+
+def _same(a: Turn, b: Turn) -> bool:
+    return a.speaker == b.speaker and a.text == b.text and (a.at is None or b.at is None or a.at == b.at)
+
+
+def extended(
+    stored: Conversation | None,
+    new: Conversation | Sequence[Message],
+    namespace: str | None,
+    conversation: str | None,
+    title: str | None = None,
+) -> Conversation:
+    """The conversation to load after an ``add``: the stored one with the new messages after
+    its turns. Messages that repeat the stored turns from the start (an assistant that sends
+    its whole history each time) are the history, not new messages; a stored turn's recorded
+    extraction is kept, so it is not paid for again."""
+    now = normalise_instant(dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat())
+    if isinstance(new, Conversation):
+        if namespace is not None and namespace != new.namespace:
+            raise UsageError(f"the conversation is of namespace {new.namespace!r}, not {namespace!r}")
+        if conversation is not None and conversation != new.id:
+            raise UsageError(f"the conversation's id is {new.id!r}, not {conversation!r}")
+        incoming, whole = list(new.turns), True
+        base = new
+    else:
+        if namespace is None or conversation is None:
+            raise UsageError("adding messages needs namespace= (whose memory) and conversation= (which conversation)")
+        incoming, whole = [_turn(m) for m in new], False
+        base = stored or Conversation(id=conversation, namespace=namespace, turns=[], title=title)
+    old = list(stored.turns) if stored is not None else []
+    if not whole and len(incoming) >= len(old) and all(_same(a, b) for a, b in zip(old, incoming, strict=False)):
+        whole = True  # the whole history again, perhaps with more at its end
+    if whole:
+        turns = []
+        for i, b in enumerate(incoming):
+            a = old[i] if i < len(old) else None
+            if a is not None and _same(a, b) and b.recorded is None:
+                b = b.model_copy(update={"recorded": a.recorded, "error": a.error, "at": b.at or a.at})
+            turns.append(b)
+    else:
+        turns = old + incoming
+    if not isinstance(new, Conversation):
+        # A new message without a time was sent now.
+        turns = [
+            t if t.at is not None or i < len(old) else t.model_copy(update={"at": now}) for i, t in enumerate(turns)
+        ]
+    fields = base.model_dump()
+    fields.update(turns=[t.model_dump() for t in turns])
+    if title is not None:
+        fields["title"] = title
+    return Conversation.model_validate(fields)
+
+
+def _pending(conv: Conversation) -> int:
+    return sum(1 for t in conv.turns if t.speaker == "user" and (t.recorded is None or t.error is not None))
+
+
+def _stored(db: Database, namespace: str, conversation: str) -> Conversation | None:
+    docs = ledger.documents(db, namespace, [conversation])
+    return Conversation.model_validate_json(docs[0][1]) if docs and docs[0][1] else None
+
+
+def _load(loader: Loader, conv: Conversation, extracted: int, errors: list[str]) -> Added:
+    out = loader.load(conv, source=f"memory:{conv.namespace}/{conv.id}")
+    if out.status == "failed":
+        raise AgeFactsError(f"conversation {conv.id!r} of namespace {conv.namespace!r} was not loaded: {out.reason}")
+    user_turns = sum(1 for t in conv.turns if t.speaker == "user")
+    return Added(conv.namespace, conv.id, out.status, user_turns, extracted, len(errors), tuple(errors), out.counts)
+
+
+def _no_model(conv: Conversation, n: int) -> ExtractionError:
+    return ExtractionError(
+        f"conversation {conv.id!r} has {n} user turn(s) with no recorded extraction and this memory has no "
+        "model: open it with llm=LLMClient(url, model), or add turns that carry their extraction ('recorded')"
+    )
+
+
+async def _extract(
+    llm: LLMClient | None, conv: Conversation, ontology: Ontology, context_turns: int
+) -> tuple[Conversation, int, list[str]]:
+    n = _pending(conv)
+    if n == 0:
+        return conv, 0, []
+    if llm is None:
+        raise _no_model(conv, n)
+    async with llm:
+        outcome = await extract_conversation(llm, conv, ontology, context_turns=context_turns)
+    return outcome.conversation, n, outcome.errors
+
+
+def _rows(table: Table) -> list[dict[str, Any]]:
+    return table.dicts()
+
+
+# -- the facades ---------------------------------------------------------------------------------------
+class Memory:
+    """An assistant's memory in one graph: ``add`` what was said, ``ask``/``facts``/
+    ``history`` what is known, ``forget`` and ``export`` a namespace's conversations.
+
+    ``dsn`` is a PostgreSQL with AGE (default: ``$AGEFACTS_DSN``, then the embedded engine,
+    started if needed); ``llm`` extracts the user turns that have no recording. Use it as a
+    context manager, or call :meth:`close`."""
+
+    def __init__(
+        self,
+        dsn: str | None = None,
+        graph: str = DEFAULT_GRAPH,
+        *,
+        ontology: Ontology | None = None,
+        llm: LLMClient | None = None,
+        via: str = "bulk",
+        context_turns: int = DEFAULT_CONTEXT_TURNS,
+    ):
+        self.ontology = ontology or default_ontology()
+        self.llm = llm
+        self.context_turns = context_turns
+        self.via = via
+        self.db = Database(resolve_dsn(dsn), graph).connect()
+
+    def __enter__(self) -> Memory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.db.close()
+
+    def add(
+        self,
+        messages: Conversation | Sequence[Message],
+        *,
+        namespace: str | None = None,
+        conversation: str | None = None,
+        title: str | None = None,
+    ) -> Added:
+        """Add a conversation, or new messages of one (``namespace`` and ``conversation``
+        say which), extract the user turns not yet recorded, and load it: in one call."""
+        ns = messages.namespace if isinstance(messages, Conversation) else namespace
+        cid = messages.id if isinstance(messages, Conversation) else conversation
+        stored = _stored(self.db, ns, cid) if ns is not None and cid is not None else None
+        conv = extended(stored, messages, namespace, conversation, title)
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            pass
+        else:
+            raise UsageError("Memory.add was called inside a running event loop; use AsyncMemory there")
+        conv, n, errors = asyncio.run(_extract(self.llm, conv, self.ontology, self.context_turns))
+        return _load(Loader(self.db, self.ontology, via=self.via), conv, n, errors)
+
+    def facts(
+        self,
+        entity: str = "user",
+        *,
+        namespace: str | None = None,
+        all_namespaces: bool = False,
+        valid_at: TimeArg = None,
+        known_at: TimeArg = None,
+    ) -> list[MemoryFact]:
+        """The facts about an entity (default: the namespace's owner), valid at ``valid_at``
+        as known at ``known_at`` (both default to now)."""
+        rows = facts(
+            self.db, entity, namespace=namespace, all_namespaces=all_namespaces, valid_at=valid_at, known_at=known_at
+        )
+        return [MemoryFact.from_row(r) for r in _rows(rows)]
+
+    def history(
+        self, entity: str, predicate: str, *, namespace: str | None = None, all_namespaces: bool = False
+    ) -> list[HistoryEntry]:
+        """An entity's values for one predicate over time, superseded and ended ones included."""
+        rows = history(
+            self.db, entity, predicate, namespace=namespace, all_namespaces=all_namespaces, ontology=self.ontology
+        )
+        return [HistoryEntry.from_row(r) for r in _rows(rows)]
+
+    def ask(
+        self,
+        question: str,
+        *,
+        namespace: str | None = None,
+        all_namespaces: bool = False,
+        k: int = 10,
+        valid_at: TimeArg = None,
+        known_at: TimeArg = None,
+    ) -> Recall:
+        """The facts a question is about, ranked, with citations (see :mod:`agefacts.retrieve`)."""
+        answer = ask(
+            self.db,
+            question,
+            self.ontology,
+            namespace=namespace,
+            all_namespaces=all_namespaces,
+            k=k,
+            valid_at=valid_at,
+            known_at=known_at,
+        )
+        return Recall.from_answer(answer)
+
+    def forget(self, namespace: str, conversations: Iterable[str] | None = None) -> list[str]:
+        """Remove what the namespace's conversations (those named, or all) wrote; returns
+        the ids forgotten."""
+        loader = Loader(self.db, self.ontology, via=self.via)
+        return loader.forget(namespace, list(conversations) if conversations is not None else None)
+
+    def export(self, namespace: str, conversations: Iterable[str] | None = None) -> list[Conversation]:
+        """The namespace's conversations as loaded, with their recordings: loading them into
+        an empty graph gives the same graph."""
+        return ledger.export(self.db, namespace, list(conversations) if conversations is not None else None)
+
+
+class AsyncMemory:
+    """:class:`Memory` for asyncio: ``async with AsyncMemory(...) as memory``. Reads run on
+    psycopg's asynchronous connection and the model is asked through httpx's asynchronous
+    client; the write (the load of a conversation, and forget) runs the loader on a
+    connection of its own in a worker thread, one write at a time, since the load is one
+    transaction of many statements that the loader already overlaps with its own work."""
+
+    def __init__(
+        self,
+        dsn: str | None = None,
+        graph: str = DEFAULT_GRAPH,
+        *,
+        ontology: Ontology | None = None,
+        llm: LLMClient | None = None,
+        via: str = "bulk",
+        context_turns: int = DEFAULT_CONTEXT_TURNS,
+    ):
+        self.ontology = ontology or default_ontology()
+        self.llm = llm
+        self.context_turns = context_turns
+        self._dsn = dsn
+        self._graph = graph
+        self._via = via
+        self._db: Database | None = None
+        self._adb: AsyncDatabase | None = None
+        self._writing = asyncio.Lock()
+
+    async def __aenter__(self) -> AsyncMemory:
+        return await self.open()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def open(self) -> AsyncMemory:
+        """Connect: the writer's connection sets up the graph if it is missing, then the
+        reader's opens."""
+
+        def writer() -> tuple[str, Database]:
+            dsn = resolve_dsn(self._dsn)
+            return dsn, Database(dsn, self._graph).connect()
+
+        dsn, self._db = await asyncio.to_thread(writer)
+        self._adb = await AsyncDatabase(dsn, self._graph).connect()
+        return self
+
+    async def close(self) -> None:
+        if self._adb is not None:
+            await self._adb.close()
+        if self._db is not None:
+            await asyncio.to_thread(self._db.close)
+        self._adb = self._db = None
+
+    def _reader(self) -> AsyncDatabase:
+        if self._adb is None:
+            raise UsageError("the memory is not open: use `async with AsyncMemory(...) as memory`")
+        return self._adb
+
+    def _writer(self) -> tuple[Database, Loader]:
+        # A loader per write: a loader refuses one conversation met twice with other content,
+        # which is what successive adds to one conversation are.
+        if self._db is None:
+            raise UsageError("the memory is not open: use `async with AsyncMemory(...) as memory`")
+        return self._db, Loader(self._db, self.ontology, via=self._via)
+
+    async def add(
+        self,
+        messages: Conversation | Sequence[Message],
+        *,
+        namespace: str | None = None,
+        conversation: str | None = None,
+        title: str | None = None,
+    ) -> Added:
+        """See :meth:`Memory.add`."""
+        db, loader = self._writer()
+        ns = messages.namespace if isinstance(messages, Conversation) else namespace
+        cid = messages.id if isinstance(messages, Conversation) else conversation
+        async with self._writing:
+            stored = await asyncio.to_thread(_stored, db, ns, cid) if ns is not None and cid is not None else None
+            conv = extended(stored, messages, namespace, conversation, title)
+            conv, n, errors = await _extract(self.llm, conv, self.ontology, self.context_turns)
+            return await asyncio.to_thread(_load, loader, conv, n, errors)
+
+    async def facts(
+        self,
+        entity: str = "user",
+        *,
+        namespace: str | None = None,
+        all_namespaces: bool = False,
+        valid_at: TimeArg = None,
+        known_at: TimeArg = None,
+    ) -> list[MemoryFact]:
+        """See :meth:`Memory.facts`."""
+        rows = await facts_async(
+            self._reader(),
+            entity,
+            namespace=namespace,
+            all_namespaces=all_namespaces,
+            valid_at=valid_at,
+            known_at=known_at,
+        )
+        return [MemoryFact.from_row(r) for r in _rows(rows)]
+
+    async def history(
+        self, entity: str, predicate: str, *, namespace: str | None = None, all_namespaces: bool = False
+    ) -> list[HistoryEntry]:
+        """See :meth:`Memory.history`."""
+        rows = await history_async(
+            self._reader(),
+            entity,
+            predicate,
+            namespace=namespace,
+            all_namespaces=all_namespaces,
+            ontology=self.ontology,
+        )
+        return [HistoryEntry.from_row(r) for r in _rows(rows)]
+
+    async def ask(
+        self,
+        question: str,
+        *,
+        namespace: str | None = None,
+        all_namespaces: bool = False,
+        k: int = 10,
+        valid_at: TimeArg = None,
+        known_at: TimeArg = None,
+    ) -> Recall:
+        """See :meth:`Memory.ask`."""
+        answer = await ask_async(
+            self._reader(),
+            question,
+            self.ontology,
+            namespace=namespace,
+            all_namespaces=all_namespaces,
+            k=k,
+            valid_at=valid_at,
+            known_at=known_at,
+        )
+        return Recall.from_answer(answer)
+
+    async def forget(self, namespace: str, conversations: Iterable[str] | None = None) -> list[str]:
+        """See :meth:`Memory.forget`."""
+        _, loader = self._writer()
+        wanted = list(conversations) if conversations is not None else None
+        async with self._writing:
+            return await asyncio.to_thread(loader.forget, namespace, wanted)
+
+    async def export(self, namespace: str, conversations: Iterable[str] | None = None) -> list[Conversation]:
+        """See :meth:`Memory.export`."""
+        db, _ = self._writer()
+        wanted = list(conversations) if conversations is not None else None
+        async with self._writing:
+            return await asyncio.to_thread(ledger.export, db, namespace, wanted)

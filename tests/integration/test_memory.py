@@ -1,0 +1,241 @@
+"""Memory for an assistant: first-person questions, ranking, typed results, one-call add with a
+real local model endpoint, forget and export, and the async facade against the sync one."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import json
+
+import pytest
+
+from agefacts import AsyncMemory, LLMClient, Memory, MemoryFact, QueryError
+from agefacts.cli import main
+from agefacts.errors import ExtractionError
+from agefacts.load import Loader, load_paths
+from agefacts.query import digest, run_named
+from agefacts.retrieve import relevance
+
+from ..helpers import EXAMPLES, ONTO, VIAS
+from ..llm_server import completion
+
+
+@pytest.fixture
+def memory(dsn, graph_name, db):
+    """A Memory on this test's graph (``db`` drops it afterwards), with the examples loaded."""
+    load_paths(db, [EXAMPLES], ONTO)
+    with Memory(dsn, graph_name) as m:
+        yield m
+
+
+# -- first person, ranking, scope ---------------------------------------------------------------------
+def test_where_do_i_live_answers_the_owner_with_its_quote(memory):
+    recall = memory.ask("Where do I live?", namespace="nina", valid_at=dt.date(2024, 10, 1))
+    assert [(e.name, e.surface) for e in recall.entities] == [("user", "i")]
+    first = recall.facts[0]
+    assert (first.predicate, first.object) == ("lives_in", "Oslo")
+    assert first.citation.quote == "We moved to Oslo in June"
+    assert first.citation.conversation == "nina-02"
+    # Typed: times are datetimes and dates, not text; the stored precision is kept beside.
+    assert first.recorded_at == dt.datetime(2024, 7, 2, 9, 0, tzinfo=dt.UTC)
+    assert first.valid_from == dt.date(2024, 6, 1) and first.valid_from_text == "2024-06"
+    assert isinstance(first.citation.at, dt.datetime) and first.citation.at.tzinfo is not None
+    # As known before the move, the same question answers Lyon.
+    before = memory.ask("Where do I live?", namespace="nina", valid_at="2024-10-01", known_at="2024-07-01")
+    assert before.facts[0].object == "Lyon"
+
+
+def test_the_question_s_words_rank_its_predicate_first(memory):
+    # Each owner has two facts, and the one the question names comes first whatever the
+    # facts' own order (by predicate) would put first.
+    for question, namespace, wanted in [
+        ("Am I married?", "omar", "spouse_of"),
+        ("Where do I live?", "omar", "lives_in"),
+        ("Do I have a sister?", "mei", "sibling_of"),
+        ("What am I allergic to?", "mei", "allergic_to"),
+        ("Where do I work?", "dan", "works_at"),
+        ("What is my job title?", "dan", "job_title"),
+    ]:
+        assert len({f.predicate for f in memory.facts("user", namespace=namespace)}) == 2
+        recall = memory.ask(question, namespace=namespace)
+        assert recall.facts[0].predicate == wanted, (question, [f.predicate for f in recall.facts])
+    nina = memory.ask("where do I live", namespace="nina", k=1)
+    assert [f.predicate for f in nina.facts] == ["lives_in"] and nina.facts[0].object == "Bergen"
+    assert relevance("Where do I live?", "lives_in", ONTO) > 0 == relevance("Where do I live?", "works_at", ONTO)
+
+
+def test_my_sister_is_the_sister_and_tell_me_is_not_a_question_about_me(memory):
+    recall = memory.ask("Where does my sister live?", namespace="jose")
+    assert [e.name for e in recall.entities] == ["Begoña"]
+    assert ("lives_in", "Logroño") in [(f.predicate, f.object) for f in recall.facts]
+    assert [e.name for e in memory.ask("Tell me about Oslo", namespace="nina").entities] == ["Oslo"]
+
+
+def test_a_namespace_is_required_unless_all_are_asked_for(memory, cli_env, capsys):
+    with pytest.raises(QueryError, match="give the namespace"):
+        memory.ask("Where does John live?")
+    with pytest.raises(QueryError, match="give the namespace"):
+        memory.facts("user")
+    everyone = memory.facts("user", all_namespaces=True)
+    assert len({f.namespace for f in everyone}) > 5
+    assert main(["ask", "Where does my sister live?"]) == 1
+    assert "--all-namespaces" in capsys.readouterr().err
+
+
+def test_ask_format_context_is_one_citable_line_per_fact(dsn, graph_name, cli_env, capsys):
+    assert main(["load", str(EXAMPLES)]) == 0
+    capsys.readouterr()
+    argv = [
+        "ask",
+        "Where do I live?",
+        "--namespace",
+        "nina",
+        "--valid-at",
+        "2024-10-01",
+        "--format",
+        "context",
+        "-k",
+        "5",
+    ]
+    assert main(argv) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith("[1] user lives_in Oslo (from 2024-06")
+    for part in ['said "We moved to Oslo in June"', "conversation nina-02", "at 2024-07-02T09:00:00Z"]:
+        assert part in lines[0], lines[0]
+
+
+# -- add ------------------------------------------------------------------------------------------------
+LIVES = {
+    "entities": [{"handle": "e1", "type": "Place", "mention": "Porto", "resolution": "resolved", "name": "Porto"}],
+    "statements": [
+        {"subject": "user", "predicate": "lives_in", "object": "e1", "quote": "I live in Porto"}
+        | {"polarity": "asserted", "tense": "current"}
+    ],
+    "followups": [],
+}
+LIKES = {
+    "entities": [],
+    "statements": [
+        {"subject": "user", "predicate": "likes", "value": "fado", "quote": "I love fado"}
+        | {"polarity": "asserted", "tense": "current"}
+    ],
+    "followups": [],
+}
+
+
+def test_add_extracts_only_new_turns_and_loads_them_in_one_call(dsn, graph_name, db, server):
+    url, script = server(
+        {
+            "I live in Porto.": [("json", 200, completion(json.dumps(LIVES)))],
+            "I love fado.": [("json", 200, completion(json.dumps(LIKES)))],
+        }
+    )
+    with Memory(dsn, graph_name, llm=LLMClient(url, "m", backoff=0.01)) as memory:
+        first = memory.add(
+            [
+                {"role": "user", "content": "I live in Porto.", "at": "2026-03-01T10:00:00Z"},
+                {"role": "assistant", "content": "Nice city."},
+            ],
+            namespace="rui",
+            conversation="chat-1",
+        )
+        assert (first.status, first.extracted, first.failed) == ("loaded", 1, 0)
+        assert len(script.requests) == 1
+        # New messages extend the conversation; the recorded turn is not paid for again.
+        second = memory.add(
+            [{"role": "user", "content": "I love fado.", "at": dt.datetime(2026, 3, 2, 10, 0, tzinfo=dt.UTC)}],
+            namespace="rui",
+            conversation="chat-1",
+        )
+        assert (second.status, second.turns, second.extracted) == ("loaded", 2, 1)
+        assert len(script.requests) == 2
+        # The whole history sent again is the same conversation: nothing new to ask or load.
+        again = memory.add(
+            [
+                {"role": "user", "content": "I live in Porto."},
+                {"role": "assistant", "content": "Nice city."},
+                {"role": "user", "content": "I love fado."},
+            ],
+            namespace="rui",
+            conversation="chat-1",
+        )
+        assert (again.status, again.extracted) == ("skipped", 0) and len(script.requests) == 2
+        recall = memory.ask("What do I like, and where do I live?", namespace="rui")
+        assert {(f.predicate, f.object or f.value) for f in recall.facts} == {("lives_in", "Porto"), ("likes", "fado")}
+        assert [f.citation.quote for f in memory.ask("What do I like?", namespace="rui").facts][:1] == ["I love fado"]
+        # What add loaded is the recorded-file format: export and load it elsewhere to replay.
+        (exported,) = memory.export("rui")
+        assert [t.recorded is not None for t in exported.turns if t.speaker == "user"] == [True, True]
+
+
+def test_add_without_a_model_names_what_is_missing(dsn, graph_name, db):
+    with Memory(dsn, graph_name) as memory, pytest.raises(ExtractionError, match="no model"):
+        memory.add([{"role": "user", "content": "I live in Porto."}], namespace="rui", conversation="c")
+    assert run_named(db, "conversations", {"namespace": "rui"}).rows == []
+
+
+# -- forget and export ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("via", VIAS)
+def test_forget_then_the_graph_is_a_load_without_the_forgotten(db, other_graph, via, tmp_path):
+    load_paths(db, [EXAMPLES], ONTO, via=via)
+    gone = Loader(db, ONTO, via=via).forget("nina", ["nina-02"])
+    assert gone == ["nina-02"]
+    without = other_graph("without")
+    load_paths(without, [p for p in sorted(EXAMPLES.glob("*.json")) if p.name != "nina-02.json"], ONTO, via=via)
+    assert digest(db) == digest(without)
+    assert run_named(db, "conversations", {"namespace": "nina"}).dicts()[0]["conversation"] == "nina-01"
+    assert [r[0] for r in db.execute("SELECT DISTINCT conversation FROM agefacts.questions WHERE graph = %s AND namespace = 'nina'", (db.graph,))] != ["nina-02"]  # fmt: skip
+    # Loading it again afterwards is a first load again: the same graph as loading everything.
+    load_paths(db, [EXAMPLES / "nina-02.json"], ONTO, via=via)
+    everything = other_graph("all")
+    load_paths(everything, [EXAMPLES], ONTO, via=via)
+    assert digest(db) == digest(everything)
+    # A whole namespace: nothing of it is left.
+    Loader(db, ONTO, via=via).forget("nina")
+    assert run_named(db, "entities", {"text": "user", "namespace": "nina"}).rows == []
+    assert db.execute("SELECT count(*) FROM agefacts.ingest_log WHERE graph = %s AND namespace = 'nina'", (db.graph,)) == [(0,)]  # fmt: skip
+
+
+def test_forget_an_unknown_conversation_is_refused_by_name(db):
+    load_paths(db, [EXAMPLES / "nina-01.json"], ONTO)
+    with pytest.raises(QueryError, match="no conversation 'nina-09'"):
+        Loader(db, ONTO).forget("nina", ["nina-01", "nina-09"])
+    assert run_named(db, "conversations", {"namespace": "nina"}).dicts()[0]["conversation"] == "nina-01"
+
+
+def test_export_then_load_into_an_empty_graph_gives_the_same_digest(cli_env, db, other_graph, tmp_path, capsys):
+    assert main(["load", str(EXAMPLES)]) == 0
+    out = tmp_path / "nina.jsonl"
+    assert main(["export", "--namespace", "nina", "--out", str(out)]) == 0
+    assert len(out.read_text().splitlines()) == 3
+    only_nina = other_graph("only")
+    load_paths(only_nina, sorted(EXAMPLES.glob("nina-*.json")), ONTO)
+    fresh = other_graph("fresh")
+    load_paths(fresh, [out], ONTO)
+    assert digest(fresh) == digest(only_nina)
+    # forget through the command line, then the graph holds no nina.
+    capsys.readouterr()
+    assert main(["forget", "--namespace", "nina"]) == 0
+    assert "forgot 3 conversation(s)" in capsys.readouterr().out
+    assert main(["export", "--namespace", "nina"]) == 0
+    assert capsys.readouterr().out == ""
+
+
+# -- async ------------------------------------------------------------------------------------------------
+def test_async_and_sync_memories_give_equal_results(memory, dsn, graph_name):
+    questions = [("Where do I live?", "nina"), ("Where does my husband work?", "ann"), ("Who is Tom?", "ann")]
+
+    async def go():
+        async with AsyncMemory(dsn, graph_name) as m:
+            answers = [await m.ask(q, namespace=ns, valid_at="2024-10-01") for q, ns in questions]
+            facts = await m.facts("Tom", namespace="ann", valid_at=dt.date(2026, 12, 1))
+            history = await m.history("user", "lives_in", namespace="nina")
+            return answers, facts, history
+
+    answers, facts, history = asyncio.run(go())
+    assert answers == [memory.ask(q, namespace=ns, valid_at="2024-10-01") for q, ns in questions]
+    assert facts == memory.facts("Tom", namespace="ann", valid_at=dt.date(2026, 12, 1))
+    assert facts and all(isinstance(f, MemoryFact) for f in facts)
+    assert history == memory.history("user", "lives_in", namespace="nina")
+    assert [h.object for h in history] == ["Lyon", "Oslo", "Bergen"]
