@@ -405,6 +405,27 @@ def _cmd_export(args: argparse.Namespace) -> int:
     return _EXIT_OK
 
 
+def _cmd_mcp(args: argparse.Namespace) -> int:
+    from .db import resolve_dsn
+    from .extract import LLMClient, api_key_from_env
+    from .mcp_server import serve
+
+    llm = None
+    if args.llm_url:
+        llm = LLMClient(
+            args.llm_url,
+            args.model,
+            api_key=api_key_from_env(args.api_key_env),
+            timeout=args.timeout,
+            retries=args.retries,
+        )
+    # stdout is the protocol's channel: nothing else may be printed there.
+    serve(
+        resolve_dsn(args.dsn, port=args.port), args.graph, namespace=args.namespace, ontology=_ontology(args), llm=llm
+    )
+    return _EXIT_OK
+
+
 def _cmd_load(args: argparse.Namespace) -> int:
     from .load import LoadInterrupted, load_paths, terminal_progress
 
@@ -613,6 +634,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--conversation", action="append", default=None, help="only this conversation id (repeat for more)")
     p.add_argument("--via", choices=["bulk", "cypher"], default="bulk", help="how to recompute what remains")
     p.set_defaults(func=_cmd_forget)
+
+    p = sub.add_parser("mcp", parents=[dbo, ont], help="serve the memory to an assistant over MCP (stdio)")
+    p.add_argument(
+        "--namespace", default=None, help="the one namespace this server keeps (default: each call names its own)"
+    )
+    p.add_argument(
+        "--llm-url",
+        default=os.environ.get("AGEFACTS_LLM_URL"),
+        help="model endpoint that `remember` extracts facts with (default: $AGEFACTS_LLM_URL; without one, "
+        "remember takes only messages that carry their extraction)",
+    )
+    p.add_argument(
+        "--model",
+        default=os.environ.get("AGEFACTS_LLM_MODEL", "default"),
+        help="model name (default: $AGEFACTS_LLM_MODEL)",
+    )
+    p.add_argument("--api-key-env", default=None, help="environment variable holding the API key")
+    p.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for one reply (default %(default)g)")
+    p.add_argument("--retries", type=int, default=4, help="retries after 429, 5xx and timeouts (default %(default)s)")
+    p.set_defaults(func=_cmd_mcp)
 
     p = sub.add_parser("export", parents=[dbo], help="write a namespace's conversations as loaded, to load elsewhere")
     p.add_argument("--namespace", required=True, help="whose memory")

@@ -33,6 +33,7 @@ __all__ = [
     "graph_content",
     "history",
     "history_async",
+    "merge_undated",
     "named_queries",
     "return_columns",
     "run",
@@ -423,7 +424,51 @@ async def facts_async(
 
 def _joined(tables: list[Table]) -> Table:
     rows = [r for t in tables for r in t.rows]
-    return Table(tables[0].columns if tables else [], _dedupe(rows))
+    columns = tables[0].columns if tables else []
+    merged = merge_undated([dict(zip(columns, r, strict=True)) for r in _dedupe(rows)])
+    return Table(columns, [tuple(d[c] for c in columns) for d in merged])
+
+
+def merge_undated(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Facts rows with each undated statement that says again what a dated one says read as
+    evidence of the dated one. "I work at Acme" (no date) and "I start at Acme on Monday"
+    (valid from that Monday) are one fact when the undated one became known inside the dated
+    one's validity: the dated row stays, with the undated one's evidence counted in. Said
+    before the dated fact began, or after it ended, they conflict and both stay. The graph
+    keeps both statements as said (a statement's key is its own content, so loads stay
+    independent of order); this is how they are read."""
+    from .derive import value_ident
+
+    def same(r: dict[str, Any]) -> tuple[Any, ...]:
+        return (r["subject_key"], r["predicate"], r["object_key"], value_ident(r["value"]))
+
+    dated: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for r in rows:
+        if r["valid_from"] is not None or r["valid_until"] is not None or r["recurrence"] is not None:
+            dated.setdefault(same(r), []).append(r)
+    if not dated:
+        return rows
+    out: list[dict[str, Any]] = []
+    absorbed: dict[str, int] = {}
+    for r in rows:
+        if r["valid_from"] is None and r["valid_until"] is None and r["recurrence"] is None:
+            known = r["recorded_at"]
+            host = next(
+                (
+                    d
+                    for d in sorted(dated.get(same(r), []), key=lambda d: (d["valid_from"] or "", d["statement"]))
+                    if (d["valid_from"] is None or d["valid_from"] <= known)
+                    and (d["valid_until"] is None or known < d["valid_until"])
+                ),
+                None,
+            )
+            if host is not None:
+                absorbed[host["statement"]] = absorbed.get(host["statement"], 0) + r["evidence"]
+                continue
+        out.append(r)
+    return [
+        {**r, "evidence": r["evidence"] + absorbed[r["statement"]]} if r["statement"] in absorbed else r for r in out
+    ]
 
 
 def history(

@@ -138,8 +138,10 @@ def normalise_rrule(text: str) -> str:
 
 
 def now_instant() -> str:
-    """Now, in the instant form (used only for query defaults, never stored on the graph)."""
-    return _fmt(datetime.now(UTC)) + "Z"
+    """Now, in the instant form, to the second (used only for query defaults, never stored on
+    the graph): "10:00:00.5Z" sorts before "10:00:00Z" as text, so a default with a fraction
+    would hide what was learned in the same second."""
+    return _fmt(datetime.now(UTC).replace(microsecond=0)) + "Z"
 
 
 def to_python(text: str | None) -> date | datetime | None:

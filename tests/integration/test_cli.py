@@ -38,20 +38,36 @@ def test_a_bad_query_exits_1_with_the_servers_reason(cli_env, capsys):
     assert "syntax error" in capsys.readouterr().err
 
 
-def test_the_readmes_library_example_runs_as_written(cli_env, graph_name, capsys):
+def test_the_readmes_library_example_runs_as_written(cli_env, graph_name, capsys, server):
     """The README's Python blocks that use the library, run as they are written (on this
-    test's graph rather than "facts"); what they print is what the comments say."""
+    test's graph rather than "facts", and with a local model endpoint that answers the
+    README's message); what they print is what the comments say."""
+    import json
     import re
     from pathlib import Path
+
+    from ..llm_server import completion
+
+    porto = {
+        "entities": [{"handle": "e1", "type": "Place", "mention": "Porto", "resolution": "resolved", "name": "Porto"}],
+        "statements": [
+            {"subject": "user", "predicate": "lives_in", "object": "e1", "quote": "I live in Porto"}
+            | {"polarity": "asserted", "tense": "current"}
+        ],
+        "followups": [],
+    }
+    url, script = server({"I live in Porto.": [("json", 200, completion(json.dumps(porto)))]})
 
     readme = (Path(__file__).parents[2] / "README.md").read_text()
     blocks = [b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if "from agefacts import" in b]
     assert blocks
     for block in blocks:
-        exec(compile(block.replace('"facts")', f'"{graph_name}")'), "README.md", "exec"), {})
+        code = block.replace('"facts")', f'"{graph_name}")').replace('"http://127.0.0.1:8080/v1"', repr(url))
+        exec(compile(code, "README.md", "exec"), {})
         out = capsys.readouterr().out
         for said in re.findall(r"print\(.*\)\s+# (.+)", block):
             assert said.strip() in out, (said, out)
+    assert len(script.requests) == 1
 
 
 def test_reading_a_graph_that_does_not_exist_says_so_and_creates_nothing(cli_env, dsn, capsys):

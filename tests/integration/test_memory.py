@@ -239,3 +239,38 @@ def test_async_and_sync_memories_give_equal_results(memory, dsn, graph_name):
     assert facts and all(isinstance(f, MemoryFact) for f in facts)
     assert history == memory.history("user", "lives_in", namespace="nina")
     assert [h.object for h in history] == ["Lyon", "Oslo", "Bergen"]
+
+
+# -- the same fact with and without a date ------------------------------------------------------------------
+def _acme(cid: str, text: str, at: str, **when) -> object:
+    from ..helpers import claim, conversation, user_turn
+
+    org = {"handle": "e1", "type": "Organization", "mention": "Acme", "resolution": "resolved", "name": "Acme"}
+    quote = text.rstrip(".")
+    return conversation(
+        cid, [user_turn(text, at, entities=[org], statements=[claim("user", "works_at", quote, obj="e1", **when)])]
+    )
+
+
+@pytest.mark.parametrize("via", VIAS)
+def test_an_undated_statement_of_a_dated_fact_is_its_evidence(db, via):
+    from agefacts.load import Loader
+    from agefacts.query import facts
+
+    dated = _acme("c1", "I start at Acme on November 2.", "2026-11-01T09:00:00Z", valid_from="2026-11-02")
+    again = _acme("c2", "I work at Acme.", "2026-11-20T09:00:00Z")
+    early = _acme("c3", "I work at Acme.", "2026-10-01T09:00:00Z")
+    loader = Loader(db, ONTO, via=via)
+    for conv in (again, dated):  # either order
+        assert loader.load(conv).status == "loaded"
+    rows = facts(db, "user", namespace="test", valid_at="2026-12-01").dicts()
+    (one,) = [r for r in rows if r["predicate"] == "works_at"]
+    assert (one["valid_from"], one["evidence"], one["quote"]) == ("2026-11-02", 2, "I start at Acme on November 2")
+    # Before the undated one was said, the dated fact stands alone, as before.
+    (alone,) = facts(db, "user", namespace="test", valid_at="2026-11-10", known_at="2026-11-10").dicts()
+    assert alone["evidence"] == 1
+    # Said first before the dated fact began (the undated statement is now known since
+    # October, with two pieces of evidence), "I work at Acme" conflicts with it: both stay.
+    assert loader.load(early).status == "loaded"
+    rows = facts(db, "user", namespace="test", valid_at="2026-12-01").dicts()
+    assert sorted((r["valid_from"] or "", r["evidence"]) for r in rows) == [("", 2), ("2026-11-02", 1)]

@@ -243,6 +243,7 @@ def test_every_shipped_query_states_its_parameters_and_columns_and_returns_them(
     when = {"valid_at": "2024-10-01", "known_at": "2030-01-01T00:00:00Z"}
     # One call per shipped query: a query file added without a line here fails this test.
     samples = {
+        "conversations": {"namespace": "nina"},
         "current_facts": {},
         "entities": {"text": "Tom", "namespace": "ann"},
         "entity_by_key": {"text": nina, "namespace": "nina"},

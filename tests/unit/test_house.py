@@ -34,7 +34,7 @@ RANKS: list[set[str]] = [
     {"query"},
     {"retrieve", "picture", "output"},
     {"memory"},
-    {"mcp"},
+    {"mcp_server"},
     {"grade", "bench"},
     {"cli"},
     {"__main__"},

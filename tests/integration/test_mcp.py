@@ -1,0 +1,94 @@
+"""``agefacts mcp`` over stdio, driven by the MCP SDK's own client, against the real engine."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+
+from agefacts.load import load_paths
+from agefacts.query import run_named
+
+from ..helpers import EXAMPLES, ONTO
+from ..llm_server import completion
+
+
+def _server(dsn: str, graph: str, *extra: str) -> StdioServerParameters:
+    return StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "agefacts", "mcp", "--dsn", dsn, "--graph", graph, *extra],
+    )
+
+
+def _call(params: StdioServerParameters, calls: list[tuple[str, dict]]) -> tuple[list[str], list]:
+    async def go():
+        async with Client(params) as client:
+            tools = sorted(t.name for t in (await client.list_tools()).tools)
+            return tools, [await client.call_tool(name, args) for name, args in calls]
+
+    return asyncio.run(go())
+
+
+def test_the_sdk_client_recalls_facts_with_their_quotes(db, dsn, graph_name):
+    load_paths(db, [EXAMPLES], ONTO)
+    tools, (recall, other, foreign, missing) = _call(
+        _server(dsn, graph_name, "--namespace", "nina"),
+        [
+            ("recall", {"question": "Where do I live?", "valid_at": "2024-10-01"}),
+            ("facts", {"entity": "user", "valid_at": "2024-10-01", "known_at": "2024-07-01"}),
+            ("recall", {"question": "Where do I live?", "namespace": "ann"}),
+            ("history", {"entity": "nobody-at-all", "predicate": "lives_in"}),
+        ],
+    )
+    assert tools == ["facts", "forget", "history", "recall", "remember"]
+    assert not recall.is_error
+    answer = recall.structured_content
+    first = answer["facts"][0]
+    assert (first["predicate"], first["object"], first["citation"]["quote"]) == (
+        "lives_in",
+        "Oslo",
+        "We moved to Oslo in June",
+    )
+    assert first["recorded_at"] == "2024-07-02T09:00:00Z"
+    assert answer["context"].startswith("[1] user lives_in Oslo")
+    (lyon,) = other.structured_content["result"]
+    assert lyon["object"] == "Lyon"
+    # Scoped to the namespace it was started with; errors are tool errors, in our words.
+    assert foreign.is_error and "namespace 'nina' only" in foreign.content[0].text
+    assert missing.is_error and "no entity 'nobody-at-all'" in missing.content[0].text
+
+
+def test_remember_then_recall_then_forget_through_the_server(db, dsn, graph_name, server):
+    reply = {
+        "entities": [{"handle": "e1", "type": "Place", "mention": "Porto", "resolution": "resolved", "name": "Porto"}],
+        "statements": [
+            {"subject": "user", "predicate": "lives_in", "object": "e1", "quote": "I live in Porto"}
+            | {"polarity": "asserted", "tense": "current"}
+        ],
+        "followups": [],
+    }
+    url, script = server({"I live in Porto.": [("json", 200, completion(json.dumps(reply)))]})
+    _, (unscoped, remembered, recalled, forgotten, after) = _call(
+        _server(dsn, graph_name, "--llm-url", url, "--model", "m"),
+        [
+            ("recall", {"question": "Where do I live?"}),
+            (
+                "remember",
+                {"messages": [{"role": "user", "content": "I live in Porto."}], "conversation": "c1"}
+                | {"namespace": "rui"},
+            ),  # fmt: skip
+            ("recall", {"question": "Where do I live?", "namespace": "rui"}),
+            ("forget", {"namespace": "rui"}),
+            ("recall", {"question": "Where do I live?", "namespace": "rui"}),
+        ],
+    )
+    assert unscoped.is_error and "name the namespace" in unscoped.content[0].text
+    assert not remembered.is_error, remembered.content
+    assert remembered.structured_content["status"] == "loaded" and len(script.requests) == 1
+    assert [f["object"] for f in recalled.structured_content["facts"]] == ["Porto"]
+    assert forgotten.structured_content == {"forgotten": ["c1"]}
+    assert after.structured_content["facts"] == []
+    assert run_named(db, "conversations", {"namespace": "rui"}).rows == []
