@@ -179,15 +179,18 @@ def test_add_without_a_model_names_what_is_missing(dsn, graph_name, db):
 @pytest.mark.parametrize("via", VIAS)
 def test_forget_then_the_graph_is_a_load_without_the_forgotten(db, other_graph, via, tmp_path):
     load_paths(db, [EXAMPLES], ONTO, via=via)
-    gone = Loader(db, ONTO, via=via).forget("nina", ["nina-02"])
-    assert gone == ["nina-02"]
+    questions = "SELECT count(*) FROM agefacts.questions WHERE graph = %s AND namespace = 'lukas' AND conversation = %s"
+    assert db.execute(questions, (db.graph, "lukas-01")) != [(0,)]  # it asked something, to be forgotten
+    assert Loader(db, ONTO, via=via).forget("nina", ["nina-02"]) == ["nina-02"]
+    assert Loader(db, ONTO, via=via).forget("lukas", ["lukas-01"]) == ["lukas-01"]
     without = other_graph("without")
-    load_paths(without, [p for p in sorted(EXAMPLES.glob("*.json")) if p.name != "nina-02.json"], ONTO, via=via)
+    kept = [p for p in sorted(EXAMPLES.glob("*.json")) if p.name not in ("nina-02.json", "lukas-01.json")]
+    load_paths(without, kept, ONTO, via=via)
     assert digest(db) == digest(without)
     assert run_named(db, "conversations", {"namespace": "nina"}).dicts()[0]["conversation"] == "nina-01"
-    assert [r[0] for r in db.execute("SELECT DISTINCT conversation FROM agefacts.questions WHERE graph = %s AND namespace = 'nina'", (db.graph,))] != ["nina-02"]  # fmt: skip
+    assert db.execute(questions, (db.graph, "lukas-01")) == [(0,)]
     # Loading it again afterwards is a first load again: the same graph as loading everything.
-    load_paths(db, [EXAMPLES / "nina-02.json"], ONTO, via=via)
+    load_paths(db, [EXAMPLES / "nina-02.json", EXAMPLES / "lukas-01.json"], ONTO, via=via)
     everything = other_graph("all")
     load_paths(everything, [EXAMPLES], ONTO, via=via)
     assert digest(db) == digest(everything)
