@@ -377,6 +377,23 @@ def _cmd_compile(args: argparse.Namespace) -> int:
     return _EXIT_FAILED if bad else _EXIT_OK
 
 
+def _cmd_setup(args: argparse.Namespace) -> int:
+    from .load import setup
+
+    with _open_db(args, create=True) as db:
+        done, refused = setup(db, _ontology(args), app=args.app or [], reader=args.reader or [])
+    _print(f"graph {args.graph!r} is set up, with a label and key index for every type the ontology names")
+    for statement in done:
+        _print(f"granted: {statement}")
+    if refused:
+        print(
+            "agefacts: this role may not grant these; a superuser can: " + "; ".join(refused),
+            file=sys.stderr,
+        )
+        return _EXIT_FAILED
+    return _EXIT_OK
+
+
 def _cmd_forget(args: argparse.Namespace) -> int:
     from .load import Loader
 
@@ -626,6 +643,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _format_option(p)
     p.set_defaults(func=_cmd_load)
+
+    p = sub.add_parser(
+        "setup", parents=[dbo, ont], help="set a graph up as its owner, and grant roles that load or read it"
+    )
+    p.add_argument("--app", action="append", default=None, help="a role that loads (repeat for more)")
+    p.add_argument("--reader", action="append", default=None, help="a role that only reads (repeat for more)")
+    p.set_defaults(func=_cmd_setup)
 
     p = sub.add_parser(
         "forget", parents=[dbo, ont], help="remove what a namespace's conversations wrote, and their log rows"

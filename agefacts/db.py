@@ -77,13 +77,6 @@ def age_version_supported(version: str) -> bool:
 
 _PG_ENV = ("PGHOST", "PGPORT", "PGDATABASE", "PGUSER", "PGSERVICE")
 
-_LOAD_HINT = (
-    "this role may not LOAD 'age'. Ask an administrator either to add age to "
-    "session_preload_libraries (ALTER DATABASE ... SET session_preload_libraries = 'age'), "
-    "or to link age into $libdir/plugins so that non-superusers can LOAD '$libdir/plugins/age'; "
-    "and to GRANT USAGE ON SCHEMA ag_catalog and CREATE on the database to this role"
-)
-
 
 def check_graph_name(name: str) -> str:
     """A graph name is interpolated into SQL, so only plain identifiers are accepted."""
@@ -280,21 +273,145 @@ class Database:
                     self._run("CREATE EXTENSION IF NOT EXISTS age")
                 self._age_extension_version()
         except psycopg.errors.InsufficientPrivilege:
-            pass  # an administrator may have created it already; LOAD below says if not
+            pass  # an administrator may have created it already; below says if not
         except psycopg.Error as exc:
             raise translate(exc, "creating the age extension") from exc
-        try:
-            self._run("LOAD 'age'")
-        except psycopg.errors.InsufficientPrivilege as exc:
-            raise DatabaseError(f"loading Apache AGE failed: {_LOAD_HINT}", exc.sqlstate) from exc
-        except psycopg.Error as exc:
-            raise translate(exc, "loading Apache AGE (is the age extension installed?)") from exc
+        if self.age_version is None:
+            raise DatabaseError(
+                f"Apache AGE is not installed in database {self.conn.info.dbname!r} and this role may not install "
+                "it: ask a superuser to run CREATE EXTENSION age there (or use a database that has it)"
+            )
+        self._load_age()
         self._check_age_version()
         try:
             self._run('SET search_path = ag_catalog, "$user", public')
+            if not self._run("SELECT rolsuper FROM pg_catalog.pg_roles WHERE rolname = current_user")[0][0]:
+                # Said once, whole, at connect: rather than one refusal now and the next later.
+                if grants := self.missing_privileges(write=self.create):
+                    raise DatabaseError(self._lacking_text(grants), "42501")
             self._apply_sql()
+        except psycopg.errors.InsufficientPrivilege as exc:
+            raise self._lacking(exc) from exc
         except psycopg.Error as exc:
             raise translate(exc, "preparing the session") from exc
+
+    def _load_age(self) -> None:
+        """Load AGE's library into the session, which installs the hooks ``cypher()`` needs.
+        A superuser does it with ``LOAD 'age'``; PostgreSQL refuses LOAD to other roles
+        (even when a preload setting has loaded it already), but any call into the library
+        loads it the same way, so for them the input function of AGE's type does it."""
+        try:
+            self._run("LOAD 'age'")
+            return
+        except psycopg.errors.InsufficientPrivilege:
+            pass
+        except psycopg.Error as exc:
+            raise translate(exc, "loading Apache AGE (is the age extension installed?)") from exc
+        try:
+            self._run("SELECT 'null'::ag_catalog.agtype")
+        except psycopg.errors.InsufficientPrivilege as exc:
+            raise self._lacking(exc) from exc
+        except psycopg.Error as exc:
+            raise translate(exc, "loading Apache AGE (is the age extension installed?)") from exc
+
+    def _lacking(self, exc: psycopg.Error) -> DatabaseError:
+        """A refusal for want of a privilege, as the grants that would allow what this
+        connection is for (loading, or reading)."""
+        try:
+            grants = self.missing_privileges(write=self.create)
+        except psycopg.Error:
+            grants = []
+        if not grants:
+            return translate(exc, f"preparing to {'load into' if self.create else 'read'} graph {self.graph!r}")
+        return DatabaseError(self._lacking_text(grants), exc.sqlstate)
+
+    def _lacking_text(self, grants: list[str]) -> str:
+        doing = "load into" if self.create else "read"
+        return (
+            f"this role may not {doing} graph {self.graph!r}; a role that owns the objects (or a superuser) "
+            f"can grant what it lacks: {'; '.join(grants)}"
+        )
+
+    def missing_privileges(self, *, write: bool, role: str | None = None) -> list[str]:
+        """The GRANT statements ``role`` (default: this connection's) lacks to load into
+        (``write``) or read this graph: USAGE on AGE's catalog and SELECT on its tables, then
+        agefacts' own tables and the graph's label tables and sequences as far as they
+        exist, or CREATE on the database when a writer must make them."""
+        who = role or self._run("SELECT current_user")[0][0]
+        ident = sql.Identifier(who).as_string(self.conn)
+        graph = sql.Identifier(self.graph).as_string(self.conn)
+        dml = "SELECT, INSERT, UPDATE, DELETE" if write else "SELECT"
+        (usage_ag, read_ag, can_create, have_schema, have_graph), *_ = self._run(
+            "SELECT has_schema_privilege(%(r)s, 'ag_catalog', 'USAGE'), "
+            # By oid from the catalog: naming ag_catalog's tables would need USAGE on it.
+            "(SELECT bool_and(has_table_privilege(%(r)s, c.oid, 'SELECT')) FROM pg_catalog.pg_class c "
+            "  JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+            "  WHERE n.nspname = 'ag_catalog' AND c.relname IN ('ag_graph', 'ag_label')), "
+            "has_database_privilege(%(r)s, current_database(), 'CREATE'), "
+            "to_regnamespace('agefacts') IS NOT NULL, to_regnamespace(%(g)s) IS NOT NULL",
+            {"r": who, "g": self.graph},
+        )
+        out: list[str] = []
+        if not usage_ag:
+            out.append(f"GRANT USAGE ON SCHEMA ag_catalog TO {ident}")
+        if not read_ag:
+            out.append(f"GRANT SELECT ON ag_catalog.ag_graph, ag_catalog.ag_label TO {ident}")
+        if write and (not have_schema or not have_graph) and not can_create:
+            database = sql.Identifier(self.conn.info.dbname).as_string(self.conn)
+            out.append(f"GRANT CREATE ON DATABASE {database} TO {ident}")
+        for schema, shown in (("agefacts", "agefacts"), (self.graph, graph)):
+            if not self._run("SELECT to_regnamespace(%s) IS NOT NULL", (schema,))[0][0]:
+                continue
+            if not self._run("SELECT has_schema_privilege(%s, %s, 'USAGE')", (who, schema))[0][0]:
+                out.append(f"GRANT USAGE ON SCHEMA {shown} TO {ident}")
+            wanted = "SELECT" if schema == "agefacts" and not write else dml
+            lacking = self._run(
+                "SELECT count(*) FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+                "WHERE n.nspname = %s AND c.relkind IN ('r', 'p') AND NOT "
+                "  (SELECT bool_and(has_table_privilege(%s, c.oid, p)) FROM unnest(string_to_array(%s, ', ')) p)",
+                (schema, who, wanted),
+            )[0][0]
+            if lacking:
+                out.append(f"GRANT {wanted} ON ALL TABLES IN SCHEMA {shown} TO {ident}")
+            if (
+                write
+                and self._run(
+                    "SELECT count(*) FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+                    "WHERE n.nspname = %s AND CASE WHEN c.relkind = 'S' THEN NOT has_sequence_privilege(%s, c.oid, 'USAGE') END",
+                    (schema, who),
+                )[0][0]
+            ):
+                out.append(f"GRANT USAGE ON ALL SEQUENCES IN SCHEMA {shown} TO {ident}")
+        return out
+
+    def grant(self, role: str, *, write: bool) -> tuple[list[str], list[str]]:
+        """Grant ``role`` what it lacks to load into (``write``) or read this graph, as far as
+        this connection's role may grant it, and the same on the label tables and sequences
+        this role creates later (default privileges). Returns the statements run and those
+        refused (AGE's catalog is usually a superuser's to grant on)."""
+        done: list[str] = []
+        refused: list[str] = []
+        ident = sql.Identifier(role).as_string(self.conn)
+        graph = sql.Identifier(self.graph).as_string(self.conn)
+        later = [
+            f"ALTER DEFAULT PRIVILEGES IN SCHEMA {graph} GRANT "
+            f"{'SELECT, INSERT, UPDATE, DELETE' if write else 'SELECT'} ON TABLES TO {ident}"
+        ]
+        if write:
+            later.append(f"ALTER DEFAULT PRIVILEGES IN SCHEMA {graph} GRANT USAGE ON SEQUENCES TO {ident}")
+        for statement in self.missing_privileges(write=write, role=role) + later:
+            try:
+                with self.conn.transaction():
+                    self._run(statement)
+                done.append(statement)
+            except psycopg.errors.InsufficientPrivilege:
+                refused.append(statement)
+            except psycopg.Error as exc:
+                raise translate(exc, f"granting to role {role!r}") from exc
+        # A GRANT on what this role may not grant is only a warning ("no privileges were
+        # granted"): what is still missing afterwards was refused.
+        still = self.missing_privileges(write=write, role=role)
+        return [s for s in done if s not in still], refused + [s for s in done if s in still]
 
     def _age_extension_version(self) -> str | None:
         """The installed age extension's version (None when it is not installed), kept."""
@@ -323,6 +440,17 @@ class Database:
         version = hashlib.sha256("\0".join(scripts).encode()).hexdigest()[:16]
         if self._schema_version() == version:
             return
+        try:
+            self._set_up(scripts, version)
+        except psycopg.errors.InsufficientPrivilege as exc:
+            raise DatabaseError(
+                "agefacts' own SQL objects in this database (schema agefacts) are missing or from another version "
+                "of agefacts, and this role may not create them: connect once as the role that set the database "
+                "up (or one with CREATE on the database), which updates them",
+                exc.sqlstate,
+            ) from exc
+
+    def _set_up(self, scripts: list[str], version: str) -> None:
         with self.conn.transaction():
             self._run("SELECT pg_advisory_xact_lock(%s)", (_SETUP_LOCK,))
             if self._schema_version() == version:
@@ -362,6 +490,8 @@ class Database:
         ) as exc:
             if not self.graph_exists():  # not another client's create: a real error
                 raise translate(exc, f"creating graph {self.graph!r}") from exc
+        except psycopg.errors.InsufficientPrivilege as exc:
+            raise self._lacking(exc) from exc
         except psycopg.Error as exc:
             raise translate(exc, f"creating graph {self.graph!r}") from exc
 
@@ -541,9 +671,10 @@ class AsyncDatabase:
         rows = await self._run("SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'age'")
         self.age_version = rows[0][0] if rows else None
         try:
-            await self._run("LOAD 'age'")
-        except psycopg.errors.InsufficientPrivilege as exc:
-            raise DatabaseError(f"loading Apache AGE failed: {_LOAD_HINT}", exc.sqlstate) from exc
+            try:
+                await self._run("LOAD 'age'")
+            except psycopg.errors.InsufficientPrivilege:
+                await self._run("SELECT 'null'::ag_catalog.agtype")  # see Database._load_age
         except psycopg.Error as exc:
             raise translate(exc, "loading Apache AGE (is the age extension installed?)") from exc
         await self._run('SET search_path = ag_catalog, "$user", public')

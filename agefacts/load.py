@@ -557,6 +557,25 @@ class Loader:
         return self._writer
 
 
+def setup(
+    db: Database, ontology: Ontology, *, app: Sequence[str] = (), reader: Sequence[str] = ()
+) -> tuple[list[str], list[str]]:
+    """Set a graph up as its owner, for roles that may only load or read: agefacts' SQL
+    objects and the graph (made by connecting), every label the ontology can write with its
+    key index, then the grants each ``app`` role needs to load and each ``reader`` role needs
+    to read. Returns the grants run and those this role could not give."""
+    from .names import CORE_EDGE_LABELS, CORE_VERTEX_LABELS
+
+    db.ensure_labels(vertex=sorted(CORE_VERTEX_LABELS | set(ontology.entity_types)), edge=sorted(CORE_EDGE_LABELS))
+    done: list[str] = []
+    refused: list[str] = []
+    for role, write in [(r, True) for r in app] + [(r, False) for r in reader]:
+        ok, no = db.grant(role, write=write)
+        done += ok
+        refused += no
+    return done, refused
+
+
 def load_paths(
     db: Database,
     paths: Iterable[str | Path],

@@ -10,9 +10,18 @@
 -- - edge labels: AGE itself indexes start_id and end_id, so walking from a vertex to its edges
 --   (statements by subject, evidence by message, mentions by entity) is already an index scan.
 -- - Statement: a btree on the predicate, for statements of one predicate.
+-- An index that exists is left alone before CREATE INDEX is reached: PostgreSQL checks that the
+-- caller owns the table before it looks for the index, and a role that only loads owns none.
 CREATE OR REPLACE FUNCTION agefacts.index_label(graph_name text, label_name text, kind text)
 RETURNS void LANGUAGE plpgsql AS $fn$
 BEGIN
+    IF EXISTS (SELECT 1 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+               WHERE n.nspname = graph_name AND c.relname = 'k_' || md5(label_name))
+       AND (kind <> 'v' OR label_name <> 'Statement' OR EXISTS (
+               SELECT 1 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+               WHERE n.nspname = graph_name AND c.relname = 'Statement_predicate')) THEN
+        RETURN;
+    END IF;
     EXECUTE format(
         'CREATE UNIQUE INDEX IF NOT EXISTS %I ON %I.%I (ag_catalog.agtype_access_operator(properties, %L::ag_catalog.agtype))',
         -- Named by a hash of the label: unique for every label by construction, and never the

@@ -1,0 +1,102 @@
+"""Least privilege: an owner role sets a graph up, an app role loads, a read-only role reads,
+each with only its grants, and a role lacking one is told every grant it lacks."""
+
+from __future__ import annotations
+
+import os
+import uuid
+
+import psycopg
+
+from agefacts.cli import main
+
+from ..helpers import EXAMPLES
+
+SERVER = bool(os.environ.get("AGEFACTS_TEST_DSN"))
+
+
+def _as(dsn: str, **fields: str) -> str:
+    info = psycopg.conninfo.conninfo_to_dict(dsn)
+    info.update(fields)
+    return psycopg.conninfo.make_conninfo(**info)
+
+
+def test_three_roles_each_with_only_its_grants(dsn, capsys):
+    """On a server: the three roles. The embedded engine serves every client as one superuser
+    whatever user it names, so there the test pins that quirk instead (roles cannot be told
+    apart on it; the grants themselves are tested on both engines below)."""
+    if not SERVER:
+        with psycopg.connect(_as(dsn, user="af_someone_else"), autocommit=True) as other:
+            assert other.execute("SELECT current_user, session_user").fetchone() == ("postgres", "postgres")
+        return
+    tag = uuid.uuid4().hex[:8]
+    owner, app, reader, nobody = (f"af_{who}_{tag}" for who in ("owner", "app", "reader", "nobody"))
+    database = f"af_roles_{tag}"
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        for role in (owner, app, reader, nobody):
+            admin.execute(psycopg.sql.SQL("CREATE ROLE {} LOGIN PASSWORD 'pw'").format(psycopg.sql.Identifier(role)))
+        admin.execute(psycopg.sql.SQL("CREATE DATABASE {}").format(psycopg.sql.Identifier(database)))
+    try:
+        with psycopg.connect(_as(dsn, dbname=database), autocommit=True) as admin:
+            # What only a superuser can give: the extension, and AGE's catalog to the roles.
+            admin.execute("CREATE EXTENSION age")
+            for role in (owner, app, reader):
+                ident = psycopg.sql.Identifier(role)
+                admin.execute(psycopg.sql.SQL("GRANT USAGE ON SCHEMA ag_catalog TO {}").format(ident))
+                admin.execute(psycopg.sql.SQL("GRANT SELECT ON ag_catalog.ag_graph, ag_catalog.ag_label TO {}").format(ident))  # fmt: skip
+            admin.execute(
+                psycopg.sql.SQL("GRANT CREATE ON DATABASE {} TO {}").format(
+                    psycopg.sql.Identifier(database), psycopg.sql.Identifier(owner)
+                )
+            )
+        at = {role: _as(dsn, dbname=database, user=role, password="pw") for role in (owner, app, reader, nobody)}
+        graph = ["--graph", "roles_graph"]
+        # The owner sets up and grants; the app loads; the reader reads.
+        assert main(["setup", "--dsn", at[owner], *graph, "--app", app, "--reader", reader]) == 0
+        assert "granted: GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA" in capsys.readouterr().out
+        assert main(["load", str(EXAMPLES), "--dsn", at[app], *graph]) == 0
+        assert capsys.readouterr().out.startswith("conversations: 25 loaded")
+        assert main(["facts", "user", "--namespace", "nina", "--dsn", at[reader], *graph, "--format", "json"]) == 0
+        assert '"Bergen"' in capsys.readouterr().out
+        # The reader may not load; a role with nothing is told all it lacks, in one sentence.
+        assert main(["load", str(EXAMPLES), "--dsn", at[reader], *graph]) == 1
+        err = capsys.readouterr().err
+        assert "may not load into graph 'roles_graph'" in err and "Traceback" not in err
+        assert f'GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "roles_graph" TO "{reader}"' in err
+        assert main(["facts", "user", "--namespace", "nina", "--dsn", at[nobody], *graph]) == 1
+        err = capsys.readouterr().err
+        assert f'GRANT USAGE ON SCHEMA ag_catalog TO "{nobody}"' in err and "Traceback" not in err
+        assert f'GRANT SELECT ON ALL TABLES IN SCHEMA "roles_graph" TO "{nobody}"' in err
+        # No role but the owner ran DDL: the app loaded into the labels the owner made.
+        with psycopg.connect(_as(dsn, dbname=database), autocommit=True) as admin:
+            owners = admin.execute(
+                "SELECT DISTINCT pg_get_userbyid(c.relowner) FROM pg_class c JOIN pg_namespace n "
+                "ON n.oid = c.relnamespace WHERE n.nspname IN ('roles_graph', 'agefacts') AND c.relkind = 'r'"
+            ).fetchall()
+        assert owners == [(owner,)]
+    finally:
+        with psycopg.connect(dsn, autocommit=True) as admin:
+            admin.execute(psycopg.sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(psycopg.sql.Identifier(database)))  # fmt: skip
+            for role in (owner, app, reader, nobody):
+                admin.execute(psycopg.sql.SQL("DROP ROLE IF EXISTS {}").format(psycopg.sql.Identifier(role)))
+
+
+def test_the_grants_a_role_lacks_are_named_and_given(db):
+    """On both engines: a new role lacks AGE's catalog, agefacts' tables and the graph's; the
+    owner's grant gives what it may, and afterwards nothing is missing."""
+    role = f"af_new_{uuid.uuid4().hex[:8]}"
+    db.execute(psycopg.sql.SQL("CREATE ROLE {}").format(psycopg.sql.Identifier(role)))
+    try:
+        db.ensure_labels(vertex=["Person"])
+        missing = db.missing_privileges(write=True, role=role)
+        assert f'GRANT USAGE ON SCHEMA ag_catalog TO "{role}"' in missing
+        assert f'GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "{db.graph}" TO "{role}"' in missing
+        assert f'GRANT USAGE ON ALL SEQUENCES IN SCHEMA "{db.graph}" TO "{role}"' in missing
+        assert db.missing_privileges(write=False, role=role) != missing
+        done, refused = db.grant(role, write=True)  # the test's role is a superuser: it may grant all
+        assert refused == [] and set(missing) <= set(done)
+        assert db.missing_privileges(write=True, role=role) == []
+    finally:
+        with psycopg.connect(db.dsn, autocommit=True) as admin:
+            admin.execute(psycopg.sql.SQL("DROP OWNED BY {}").format(psycopg.sql.Identifier(role)))
+            admin.execute(psycopg.sql.SQL("DROP ROLE {}").format(psycopg.sql.Identifier(role)))
