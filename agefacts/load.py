@@ -43,6 +43,7 @@ __all__ = [
     "VIA",
     "content_hash",
     "load_paths",
+    "setup",
     "terminal_progress",
 ]
 
