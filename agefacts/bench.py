@@ -42,10 +42,12 @@ from .query import digest, facts, run_named
 
 __all__ = [
     "BenchResult",
+    "ExtractBench",
     "edit",
     "engine_pid_for",
     "generate",
     "run_bench",
+    "run_extract_bench",
 ]
 
 _FIRST = [
@@ -460,3 +462,84 @@ def engine_pid_for(dsn_given: bool) -> int | None:
 
     state = Engine().state()
     return state.pid if state else None
+
+
+# -- extraction ---------------------------------------------------------------------------------------
+@dataclass
+class ExtractBench:
+    """Turns per second and the mean number of requests in flight, per concurrency, against
+    a local model endpoint with a fixed latency."""
+
+    latency: float
+    conversations: int
+    turns: int
+    rows: list[dict[str, float]]
+
+    def table(self) -> str:
+        lines = [
+            f"model endpoint: local, {self.latency * 1000:.0f} ms per reply",
+            f"user turns: {self.turns} ({self.conversations} conversations)",
+            "",
+            f"{'concurrency':>11} {'seconds':>9} {'turns/s':>9} {'mean in flight':>15} {'most in flight':>15}",
+        ]
+        for r in self.rows:
+            lines.append(
+                f"{r['concurrency']:>11.0f} {r['seconds']:>9.2f} {r['turns_per_s']:>9.1f} "
+                f"{r['mean_in_flight']:>15.2f} {r['most_in_flight']:>15.0f}"
+            )
+        return "\n".join(lines)
+
+
+def _chatty(conversations: int, turns: int) -> list[Conversation]:
+    out = []
+    for c in range(conversations):
+        items: list[dict[str, Any]] = []
+        for i in range(turns):
+            at = f"2026-01-{1 + c % 28:02d}T{i // 60:02d}:{i % 60:02d}:00Z"
+            items.append({"speaker": "user", "text": f"Message {i} of conversation {c}.", "at": at})
+            items.append({"speaker": "assistant", "text": "I see."})
+        out.append(Conversation.model_validate({"id": f"x{c}", "namespace": "bench", "turns": items}))
+    return out
+
+
+def run_extract_bench(
+    ontology: Ontology,
+    *,
+    conversations: int = 16,
+    turns: int = 5,
+    latency: float = 0.2,
+    concurrencies: tuple[int, ...] = (1, 4, 8),
+    log: Callable[[str], None] = lambda s: None,
+) -> ExtractBench:
+    """Extract generated conversations (``turns`` user turns each) against a local endpoint
+    that answers after ``latency`` seconds, at each concurrency; the endpoint measures the
+    requests it holds at once."""
+    import asyncio
+
+    from .extract import LLMClient, extract_all
+    from .fake_model import FakeModel
+
+    convs = _chatty(conversations, turns)
+    rows: list[dict[str, float]] = []
+    with FakeModel(latency=latency) as model:
+        for n in concurrencies:
+            log(f"concurrency {n}")
+
+            async def run(n: int = n) -> None:
+                async with LLMClient(model.url, "fake-model", concurrency=n) as client:
+                    await extract_all(client, convs, ontology, concurrency=n)
+
+            model.reset()
+            seconds, _ = _timed(lambda: asyncio.run(run()))
+            mean = model.mean_in_flight()
+            total = len(model.requests)
+            rows.append(
+                {
+                    "concurrency": n,
+                    "seconds": seconds,
+                    "turns_per_s": total / seconds,
+                    "mean_in_flight": mean,
+                    "most_in_flight": model.most_in_flight,
+                }
+            )
+    return ExtractBench(latency, conversations, conversations * turns, rows)

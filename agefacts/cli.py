@@ -322,6 +322,26 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     return _EXIT_OK
 
 
+def _cmd_bench_extract(args: argparse.Namespace) -> int:
+    from .bench import run_extract_bench
+
+    for name in ("conversations", "turns"):
+        if getattr(args, name) < 1:
+            raise UsageError(f"--{name} must be at least 1")
+    if args.latency < 0 or any(n < 1 for n in args.concurrency or []):
+        raise UsageError("--latency must be 0 or more and each --concurrency at least 1")
+    result = run_extract_bench(
+        _ontology(args),
+        conversations=args.conversations,
+        turns=args.turns,
+        latency=args.latency,
+        concurrencies=tuple(args.concurrency or (1, 4, 8)),
+        log=(lambda s: print(f"bench-extract: {s}", file=sys.stderr)) if not args.json else (lambda s: None),
+    )
+    _print(json.dumps(result.__dict__, indent=2) if args.json else result.table())
+    return _EXIT_OK
+
+
 def _cmd_digest(args: argparse.Namespace) -> int:
     from . import query
 
@@ -474,7 +494,7 @@ def _cmd_extract(args: argparse.Namespace) -> int:
     import asyncio
     from pathlib import Path
 
-    from .extract import LLMClient, api_key_from_env, extract_to
+    from .extract import LLMClient, Progress, api_key_from_env, extract_to
 
     ontology = _ontology(args)
     good, bad = _one_or_more_conversations(args.conversations)
@@ -490,6 +510,12 @@ def _cmd_extract(args: argparse.Namespace) -> int:
         concurrency=args.concurrency,
     )
 
+    def show(p: Progress) -> None:
+        sys.stderr.write("\r\033[K" + p.line())
+        sys.stderr.flush()
+
+    on_terminal = sys.stderr.isatty()
+
     async def run() -> list[ConversationOutcome]:
         async with client:
             await client.probe()
@@ -501,9 +527,14 @@ def _cmd_extract(args: argparse.Namespace) -> int:
                 args.concurrency,
                 redo=args.redo,
                 context_turns=args.context_turns,
+                progress=show if on_terminal else None,
             )
 
-    outcomes = asyncio.run(run())
+    try:
+        outcomes = asyncio.run(run())
+    finally:
+        if on_terminal:
+            sys.stderr.write("\n")
     failed = bool(bad)
     for oc in outcomes:
         for err in oc.errors:
@@ -621,6 +652,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=_cmd_bench)
+
+    p = sub.add_parser(
+        "bench-extract", parents=[ont], help="time extraction against a local model endpoint, per concurrency"
+    )
+    p.add_argument("--conversations", type=int, default=16, help="conversations (default %(default)s)")
+    p.add_argument("--turns", type=int, default=5, help="user turns per conversation (default %(default)s)")
+    p.add_argument(
+        "--latency", type=float, default=0.2, help="seconds the endpoint takes per reply (default %(default)g)"
+    )
+    p.add_argument(
+        "--concurrency", type=int, action="append", default=None, help="a concurrency to try (repeat; default 1, 4, 8)"
+    )
+    p.add_argument("--json", action="store_true", help="print the results as JSON")
+    p.set_defaults(func=_cmd_bench_extract)
 
     p = sub.add_parser("digest", parents=[dbo], help="print the hash of the graph's logical content")
     p.set_defaults(func=_cmd_digest)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import email.utils
 import hashlib
 import json
@@ -41,12 +42,14 @@ __all__ = [
     "DEFAULT_CONTEXT_TURNS",
     "DEFAULT_KEY_ENV",
     "LLMClient",
+    "Progress",
     "api_key_from_env",
     "build_messages",
     "extract_all",
     "extract_conversation",
     "extract_to",
     "parse_reply",
+    "pending_turns",
     "recording_name",
     "resumed",
     "write_atomically",
@@ -287,6 +290,31 @@ def parse_reply(text: str) -> Proposal:
 
 # -- running -------------------------------------------------------------------------------------
 @dataclass
+class Progress:
+    """How far a run is: user turns sent to the model out of those to send, how many failed,
+    and the rate since the start (for a terminal's progress line)."""
+
+    total: int
+    done: int = 0
+    failed: int = 0
+    started: float = dataclasses.field(default_factory=time.monotonic)
+
+    @property
+    def rate(self) -> float:
+        elapsed = time.monotonic() - self.started
+        return self.done / elapsed if elapsed > 0 else 0.0
+
+    def line(self) -> str:
+        return f"extract: {self.done}/{self.total} turns, {self.failed} failed, {self.rate:.1f} turns/s"
+
+
+def pending_turns(conv: Conversation, redo: bool = False) -> int:
+    """The user turns a run sends to the model: those with no recording or with an error
+    (every user turn with ``redo``)."""
+    return sum(1 for t in conv.turns if t.speaker == "user" and (redo or t.recorded is None or t.error is not None))
+
+
+@dataclass
 class ConversationOutcome:
     conversation: Conversation
     errors: list[str]
@@ -300,8 +328,10 @@ async def extract_conversation(
     *,
     redo: bool = False,
     context_turns: int = DEFAULT_CONTEXT_TURNS,
+    on_turn: Callable[[bool], None] | None = None,
 ) -> ConversationOutcome:
-    """Extract the user turns of ``conv`` in order. A turn that already has a recording (and
+    """Extract the user turns of ``conv`` in order (``on_turn(ok)`` is called after each
+    turn sent). A turn that already has a recording (and
     no error) is kept as it is and not asked for again, unless ``redo``. A turn that fails
     keeps its error in the conversation (``error``) and the next turns go on."""
     turns: list[Turn] = []
@@ -326,7 +356,11 @@ async def extract_conversation(
         except ExtractionError as exc:
             errors.append(f"conversation {conv.id!r} turn {i}: {exc}")
             turns.append(turn.model_copy(update={"recorded": None, "error": str(exc)}))
+            if on_turn is not None:
+                on_turn(False)
             continue
+        if on_turn is not None:
+            on_turn(bool(turn.at) or not proposal.statements)
         if proposal.statements and not turn.at:
             msg = "the turn has statements but no 'at' time, so they could not be given a known time; add 'at' to the turn"
             errors.append(f"conversation {conv.id!r} turn {i}: {msg}")
@@ -349,6 +383,7 @@ async def extract_all(
     folder: Path | None = None,
     redo: bool = False,
     context_turns: int = DEFAULT_CONTEXT_TURNS,
+    progress: Callable[[Progress], None] | None = None,
 ) -> list[ConversationOutcome]:
     """Many conversations at once; one conversation's failure never stops the others. At most
     ``concurrency`` conversations are open, or twice that with a client that bounds its own
@@ -356,15 +391,24 @@ async def extract_all(
     leaves its place to another conversation's turn. With ``folder``, each recording is
     written there as soon as its conversation is done (:func:`write_recording`), and what an
     earlier run wrote there is resumed (:func:`resumed`). Turns recorded already are kept and
-    not asked for again, unless ``redo``."""
+    not asked for again, unless ``redo``. ``progress`` is called after every turn sent."""
     sem = asyncio.Semaphore(max(1, concurrency) * (2 if client.concurrency else 1))
+    if folder is not None and not redo:
+        conversations = [resumed(c, folder) for c in conversations]
+    state = Progress(sum(pending_turns(c, redo) for c in conversations))
+
+    def turned(ok: bool) -> None:
+        state.done += 1
+        state.failed += 0 if ok else 1
+        if progress is not None:
+            progress(state)
 
     async def one(conv: Conversation) -> ConversationOutcome:
-        if folder is not None and not redo:
-            conv = resumed(conv, folder)
         async with sem:
             try:
-                outcome = await extract_conversation(client, conv, ontology, redo=redo, context_turns=context_turns)
+                outcome = await extract_conversation(
+                    client, conv, ontology, redo=redo, context_turns=context_turns, on_turn=turned
+                )
             except (ExtractionError, ValidationError) as exc:
                 return ConversationOutcome(conv, [f"conversation {conv.id!r}: {exc}"])
         if folder is not None:
@@ -450,11 +494,19 @@ async def extract_to(
     *,
     redo: bool = False,
     context_turns: int = DEFAULT_CONTEXT_TURNS,
+    progress: Callable[[Progress], None] | None = None,
 ) -> list[ConversationOutcome]:
     """:func:`extract_all` into ``folder``: each recording written as soon as it is done, so
     what finished before an interruption is kept, and an earlier run's recordings resumed."""
     return await extract_all(
-        client, conversations, ontology, concurrency, folder=folder, redo=redo, context_turns=context_turns
+        client,
+        conversations,
+        ontology,
+        concurrency,
+        folder=folder,
+        redo=redo,
+        context_turns=context_turns,
+        progress=progress,
     )
 
 

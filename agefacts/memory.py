@@ -20,7 +20,7 @@ from typing import Any
 from . import ledger
 from .db import DEFAULT_GRAPH, AsyncDatabase, Database, Table, resolve_dsn
 from .errors import AgeFactsError, ExtractionError, UsageError
-from .extract import DEFAULT_CONTEXT_TURNS, LLMClient, extract_conversation
+from .extract import DEFAULT_CONTEXT_TURNS, LLMClient, extract_conversation, pending_turns
 from .load import Loader
 from .models import Conversation, Turn
 from .ontology import Ontology, default_ontology
@@ -264,10 +264,6 @@ def extended(
     return Conversation.model_validate(fields)
 
 
-def _pending(conv: Conversation) -> int:
-    return sum(1 for t in conv.turns if t.speaker == "user" and (t.recorded is None or t.error is not None))
-
-
 def _stored(db: Database, namespace: str, conversation: str) -> Conversation | None:
     docs = ledger.documents(db, namespace, [conversation])
     return Conversation.model_validate_json(docs[0][1]) if docs and docs[0][1] else None
@@ -291,7 +287,7 @@ def _no_model(conv: Conversation, n: int) -> ExtractionError:
 async def _extract(
     llm: LLMClient | None, conv: Conversation, ontology: Ontology, context_turns: int
 ) -> tuple[Conversation, int, list[str]]:
-    n = _pending(conv)
+    n = pending_turns(conv)
     if n == 0:
         return conv, 0, []
     if llm is None:

@@ -1,14 +1,15 @@
-"""A real local HTTP server that answers like an OpenAI-compatible model endpoint, from a
-script of replies per message text; it records every request it gets."""
+"""The package's local model endpoint (a real HTTP server), answering from a script of replies
+per message text; it records every request it gets."""
 
 from __future__ import annotations
 
 import json
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+
+from agefacts.fake_model import FakeModel
 
 REPLY_LYON = {
     "entities": [{"handle": "e1", "type": "Place", "mention": "Lyon", "resolution": "resolved", "name": "Lyon"}],
@@ -36,15 +37,26 @@ def completion(content: str, model: str = "test-model-1") -> dict:
 
 
 class Script:
-    """What the server answers for each message text: a list of steps, used in order."""
+    """What the server answers for each message text: a list of steps, used in order (the
+    last one again once the others are used). A step is ("json", status, body[, headers]),
+    or ("sleep", seconds): wait, then answer REPLY_LYON."""
 
-    def __init__(self, steps: dict[str, list[tuple]]):
+    def __init__(self, steps: dict[str, list[tuple]], model: FakeModel):
         self.steps = {k: list(v) for k, v in steps.items()}
-        self.requests: list[dict] = []
-        self.headers: list[dict] = []
+        self.model = model
         self.lock = threading.Lock()
-        self.in_flight = 0
-        self.most_in_flight = 0
+
+    @property
+    def requests(self) -> list[dict]:
+        return self.model.requests
+
+    @property
+    def headers(self) -> list[dict]:
+        return self.model.headers
+
+    @property
+    def most_in_flight(self) -> int:
+        return self.model.most_in_flight
 
     def next(self, utterance: str) -> tuple:
         with self.lock:
@@ -53,59 +65,26 @@ class Script:
             ]
             return queue.pop(0) if len(queue) > 1 else queue[0]
 
+    def answer(self, body: dict) -> tuple:
+        utterance = (
+            body["messages"][-1]["content"].split("Message to extract from:\n", 1)[1].rsplit("\n\nReply with", 1)[0]
+        )
+        step = self.next(utterance)
+        if step[0] == "sleep":
+            time.sleep(step[1])
+            step = ("json", 200, completion(json.dumps(REPLY_LYON)))
+        return step[1], step[2], step[3] if len(step) > 3 else {}
+
 
 @pytest.fixture
 def server():
+    """``url, script = server(steps)``: the package's FakeModel, answering from a script."""
     holder: dict = {}
+    with FakeModel(lambda body: holder["script"].answer(body)) as model:
 
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args):  # keep test output quiet
-            pass
+        def use(steps):
+            model.reset()
+            holder["script"] = Script(steps, model)
+            return model.url, holder["script"]
 
-        def do_POST(self):
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            script: Script = holder["script"]
-            with script.lock:
-                script.requests.append(body)
-                script.headers.append(dict(self.headers))
-            utterance = (
-                body["messages"][-1]["content"].split("Message to extract from:\n", 1)[1].rsplit("\n\nReply with", 1)[0]
-            )
-            step = script.next(utterance)
-            kind = step[0]
-            with script.lock:
-                script.in_flight += 1
-                script.most_in_flight = max(script.most_in_flight, script.in_flight)
-            try:
-                if kind == "sleep":
-                    time.sleep(step[1])
-                    step = ("json", 200, completion(json.dumps(REPLY_LYON)))
-            finally:
-                with script.lock:
-                    script.in_flight -= 1
-            status, payload = step[1], step[2]
-            data = payload.encode() if isinstance(payload, str) else json.dumps(payload).encode()
-            try:
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                if len(step) > 3:
-                    for k, v in step[3].items():
-                        self.send_header(k, v)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-            except BrokenPipeError:
-                pass
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    # A short poll interval: shutdown() waits up to one interval (0.5 s by default) per test.
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
-    thread.start()
-
-    def use(steps):
-        holder["script"] = Script(steps)
-        return f"http://127.0.0.1:{httpd.server_address[1]}/v1", holder["script"]
-
-    yield use
-    httpd.shutdown()
-    httpd.server_close()
+        yield use

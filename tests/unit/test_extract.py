@@ -330,3 +330,41 @@ def test_a_killed_run_keeps_every_conversation_it_finished_and_a_rerun_pays_only
     # is written whole, so one cut off mid-way is asked for from its first turn).
     assert len(script.requests) - sent == 2 * (12 - len(done))
     assert len(list(out.glob("*.json"))) == 12
+
+
+def test_progress_counts_the_turns_to_send_those_sent_and_those_that_failed(server, tmp_path):
+    from agefacts.extract import extract_to, write_recording
+
+    lyon = [("json", 200, completion(json.dumps(REPLY_LYON)))]
+    url, script = server({"I live in Lyon.": lyon, "refused": [("json", 400, {"error": "no"})]})
+    done_before = conv("old", "I live in Lyon.")
+    (recorded,) = run(url, [done_before])
+    write_recording(recorded.conversation, tmp_path)  # an earlier run's file: resumed, not sent
+    seen = []
+
+    async def go():
+        async with LLMClient(url, "test-model", backoff=0.01, retries=0) as client:
+            return await extract_to(
+                client,
+                [done_before, conv("a", "I live in Lyon.", "refused", "Hello.")],
+                default_ontology(),
+                tmp_path,
+                progress=lambda p: seen.append((p.done, p.total, p.failed, p.line())),
+            )
+
+    asyncio.run(go())
+    assert len(script.requests) == 1 + 3
+    assert [(d, t, f) for d, t, f, _ in seen] == [(1, 3, 0), (2, 3, 1), (3, 3, 1)]
+    assert seen[-1][3].startswith("extract: 3/3 turns, 1 failed, ")
+
+
+def test_bench_extract_keeps_eight_requests_in_flight_at_concurrency_eight(capsys):
+    """Measured on the endpoint, with 200 ms replies: at concurrency 8 a turn waiting for its
+    reply is the only thing holding a place, so the mean stays near 8 (at least 6)."""
+    from agefacts.bench import run_extract_bench
+
+    (row,) = run_extract_bench(default_ontology(), conversations=16, turns=3, concurrencies=(8,)).rows
+    assert row["most_in_flight"] == 8 and row["mean_in_flight"] >= 6, row
+    assert main(["bench-extract", "--conversations", "4", "--turns", "2", "--latency", "0", "--concurrency", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "user turns: 8 (4 conversations)" in out and out.splitlines()[-1].split()[0] == "2"

@@ -17,7 +17,7 @@ PACKAGE = Path(agefacts.__file__).parent
 # first, then the engine and the database, then the pipeline's stages in their order, then
 # what reads the graph, then the commands that use all of it.
 RANKS: list[set[str]] = [
-    {"_version", "errors", "names", "agtype", "temporal"},
+    {"_version", "errors", "names", "agtype", "temporal", "fake_model"},
     {"cypher"},
     {"typography", "models"},
     {"keys", "ontology"},
