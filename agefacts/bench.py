@@ -515,31 +515,47 @@ def run_extract_bench(
     that answers after ``latency`` seconds, at each concurrency; the endpoint measures the
     requests it holds at once."""
     import asyncio
+    import subprocess
+    import sys
+
+    import httpx
 
     from .extract import LLMClient, extract_all
-    from .fake_model import FakeModel
 
     convs = _chatty(conversations, turns)
     rows: list[dict[str, float]] = []
-    with FakeModel(latency=latency) as model:
+    # The endpoint runs in a process of its own, as a real one does: in this interpreter it
+    # would compete with the client for the interpreter lock and slow both.
+    server = subprocess.Popen(
+        [sys.executable, "-m", "agefacts.fake_model", "--latency", str(latency)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None
+        url = server.stdout.readline().strip()
         for n in concurrencies:
             log(f"concurrency {n}")
 
             async def run(n: int = n) -> None:
-                async with LLMClient(model.url, "fake-model", concurrency=n) as client:
+                async with LLMClient(url, "fake-model", concurrency=n) as client:
                     await extract_all(client, convs, ontology, concurrency=n)
 
-            model.reset()
+            httpx.post(url + "/reset")
             seconds, _ = _timed(lambda: asyncio.run(run()))
-            mean = model.mean_in_flight()
-            total = len(model.requests)
+            stats = httpx.get(url + "/stats").json()
             rows.append(
                 {
                     "concurrency": n,
                     "seconds": seconds,
-                    "turns_per_s": total / seconds,
-                    "mean_in_flight": mean,
-                    "most_in_flight": model.most_in_flight,
+                    "turns_per_s": stats["requests"] / seconds,
+                    "mean_in_flight": stats["mean_in_flight"],
+                    "most_in_flight": stats["most_in_flight"],
                 }
             )
+    finally:
+        if server.stdin is not None:
+            server.stdin.close()  # it serves until its input closes
+        server.wait(timeout=10)
     return ExtractBench(latency, conversations, conversations * turns, rows)

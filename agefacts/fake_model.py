@@ -18,6 +18,7 @@ __all__ = [
     "FakeModel",
     "completion",
     "empty_extraction",
+    "main",
 ]
 
 Answer = tuple[int, Any, dict[str, str]]
@@ -74,9 +75,16 @@ class FakeModel:
                 pass
 
             def do_GET(self) -> None:
+                if self.path.endswith("/stats"):
+                    self._send(200, model.stats(), {})
+                    return
                 self._send(200, {"object": "list", "data": [{"id": "fake-model", "object": "model"}]}, {})
 
             def do_POST(self) -> None:
+                if self.path.endswith("/reset"):
+                    model.reset()
+                    self._send(200, {}, {})
+                    return
                 # In flight from the request's arrival to the end of its answer.
                 model._enter()
                 try:
@@ -127,6 +135,12 @@ class FakeModel:
             self._busy = 0.0
             self._since = self._last = time.monotonic()
 
+    def stats(self) -> dict[str, Any]:
+        """What was asked since the last reset: requests, and the mean and most in flight."""
+        mean = self.mean_in_flight()
+        with self._lock:
+            return {"requests": len(self.requests), "mean_in_flight": mean, "most_in_flight": self.most_in_flight}
+
     def mean_in_flight(self) -> float:
         """The mean number of requests held at once since the last :meth:`reset`."""
         with self._lock:
@@ -149,3 +163,23 @@ class FakeModel:
         with self._lock:
             self._tick()
             self.in_flight -= 1
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m agefacts.fake_model --latency 0.2``: serve in a process of its own (so the
+    client measured does not share an interpreter with it), print the URL, and serve until
+    standard input closes. ``GET .../stats`` and ``POST .../reset`` read and restart its
+    counts."""
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(prog="python -m agefacts.fake_model")
+    parser.add_argument("--latency", type=float, default=0.2)
+    args = parser.parse_args(argv)
+    with FakeModel(latency=args.latency) as model:
+        print(model.url, flush=True)
+        sys.stdin.read()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
