@@ -52,7 +52,8 @@ class FakeModel:
         self.most_in_flight = 0
         self._lock = threading.Lock()
         self._busy = 0.0  # the integral of in_flight over time, in request-seconds
-        self._since = self._last = time.monotonic()
+        self._last = self._end = time.monotonic()
+        self._first: float | None = None
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -133,7 +134,8 @@ class FakeModel:
             self.headers.clear()
             self.most_in_flight = 0
             self._busy = 0.0
-            self._since = self._last = time.monotonic()
+            self._last = self._end = time.monotonic()
+            self._first = None
 
     def stats(self) -> dict[str, Any]:
         """What was asked since the last reset: requests, and the mean and most in flight."""
@@ -142,10 +144,14 @@ class FakeModel:
             return {"requests": len(self.requests), "mean_in_flight": mean, "most_in_flight": self.most_in_flight}
 
     def mean_in_flight(self) -> float:
-        """The mean number of requests held at once since the last :meth:`reset`."""
+        """The mean number of requests held at once since the last :meth:`reset`, over the
+        time from the first request's arrival to the last answer's end (a client's start-up
+        before its first request is not the endpoint's idle time)."""
         with self._lock:
             self._tick()
-            elapsed = time.monotonic() - self._since
+            if self._first is None:
+                return 0.0
+            elapsed = self._end - self._first
             return self._busy / elapsed if elapsed > 0 else 0.0
 
     def _tick(self) -> None:
@@ -156,6 +162,8 @@ class FakeModel:
     def _enter(self) -> None:
         with self._lock:
             self._tick()
+            if self._first is None:
+                self._first = self._last
             self.in_flight += 1
             self.most_in_flight = max(self.most_in_flight, self.in_flight)
 
@@ -163,6 +171,7 @@ class FakeModel:
         with self._lock:
             self._tick()
             self.in_flight -= 1
+            self._end = self._last
 
 
 def main(argv: list[str] | None = None) -> None:

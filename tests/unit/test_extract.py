@@ -363,7 +363,7 @@ def test_bench_extract_keeps_eight_requests_in_flight_at_concurrency_eight(capsy
     reply is the only thing holding a place, so the mean stays near 8 (at least 6)."""
     from agefacts.bench import run_extract_bench
 
-    (row,) = run_extract_bench(default_ontology(), conversations=16, turns=3, concurrencies=(8,)).rows
+    (row,) = run_extract_bench(default_ontology(), conversations=16, turns=5, concurrencies=(8,)).rows
     assert row["most_in_flight"] == 8 and row["mean_in_flight"] >= 6, row
     assert main(["bench-extract", "--conversations", "4", "--turns", "2", "--latency", "0", "--concurrency", "2"]) == 0
     out = capsys.readouterr().out
