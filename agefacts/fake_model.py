@@ -86,7 +86,8 @@ class FakeModel:
                     model.reset()
                     self._send(200, {}, {})
                     return
-                # In flight from the request's arrival to the end of its answer.
+                # In flight from the request's arrival until its answer is ready to send (once
+                # it is sent, the client may send the next before this thread could count).
                 model._enter()
                 try:
                     body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
@@ -96,9 +97,9 @@ class FakeModel:
                     if model.latency:
                         time.sleep(model.latency)
                     status, payload, headers = model.answer(body)
-                    self._send(status, payload, headers)
                 finally:
                     model._leave()
+                self._send(status, payload, headers)
 
             def _send(self, status: int, payload: Any, headers: dict[str, str]) -> None:
                 data = payload.encode() if isinstance(payload, str) else json.dumps(payload).encode()
@@ -145,7 +146,7 @@ class FakeModel:
 
     def mean_in_flight(self) -> float:
         """The mean number of requests held at once since the last :meth:`reset`, over the
-        time from the first request's arrival to the last answer's end (a client's start-up
+        time from the first request's arrival to the last answer (a client's start-up
         before its first request is not the endpoint's idle time)."""
         with self._lock:
             self._tick()
