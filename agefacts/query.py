@@ -27,7 +27,6 @@ __all__ = [
     "digest",
     "facts",
     "facts_async",
-    "facts_query_name",
     "find_entities",
     "find_entities_async",
     "graph_content",
@@ -35,6 +34,7 @@ __all__ = [
     "history_async",
     "merge_undated",
     "named_queries",
+    "ordered_facts",
     "return_columns",
     "run",
     "run_named",
@@ -374,15 +374,6 @@ def _keys_found(found: list[dict[str, Any]], entity: str, namespace: str | None)
     return [e["key"] for e in found]
 
 
-def facts_query_name(age_version: str | None) -> str:
-    """The named query that ``facts`` runs on an engine with this AGE version: ``facts``, or
-    on AGE before 1.7.0 (whose backend crashes on it) ``facts_age16``, which gives the same
-    rows more slowly."""
-    from .db import age_version_at_least
-
-    return "facts" if age_version_at_least(age_version, (1, 7, 0)) else "facts_age16"
-
-
 def facts(
     db: Database,
     entity: str,
@@ -397,9 +388,8 @@ def facts(
     Unless the entity is a key, give a ``namespace`` or ``all_namespaces=True``."""
     check_scope(namespace, all_namespaces, entity)
     valid, known = as_of(valid_at, known_at)
-    name = facts_query_name(db.age_version)
     tables = [
-        run_named(db, name, {"entity": k, "valid_at": valid, "known_at": known})
+        run_named(db, "facts", {"entity": k, "valid_at": valid, "known_at": known})
         for k in _entity_keys(db, entity, namespace)
     ]
     return _joined(tables)
@@ -417,16 +407,33 @@ async def facts_async(
     """:func:`facts` on an asynchronous connection."""
     check_scope(namespace, all_namespaces, entity)
     valid, known = as_of(valid_at, known_at)
-    name = facts_query_name(db.age_version)
     keys = _keys_found(await find_entities_async(db, entity, namespace), entity, namespace)
-    return _joined([await run_named_async(db, name, {"entity": k, "valid_at": valid, "known_at": known}) for k in keys])
+    return _joined(
+        [await run_named_async(db, "facts", {"entity": k, "valid_at": valid, "known_at": known}) for k in keys]
+    )
 
 
 def _joined(tables: list[Table]) -> Table:
     rows = [r for t in tables for r in t.rows]
     columns = tables[0].columns if tables else []
-    merged = merge_undated([dict(zip(columns, r, strict=True)) for r in _dedupe(rows)])
-    return Table(columns, [tuple(d[c] for c in columns) for d in merged])
+    facts = ordered_facts([dict(zip(columns, r, strict=True)) for r in _dedupe(rows)])
+    return Table(columns, [tuple(d[c] for c in columns) for d in merge_undated(facts)])
+
+
+def ordered_facts(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The facts query's rows in their order: by predicate, valid_from, recorded_at (nulls
+    last) and key. The query is two parts joined by UNION ALL, which it cannot order."""
+    return sorted(
+        rows,
+        key=lambda d: (
+            d["predicate"],
+            d["valid_from"] is None,
+            d["valid_from"] or "",
+            d["recorded_at"] is None,
+            d["recorded_at"] or "",
+            d["statement"],
+        ),
+    )
 
 
 def merge_undated(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -109,7 +109,7 @@ def test_every_named_query_runs_on_the_examples_and_returns_what_it_says(loaded,
     assert [
         f["object"]
         for f in run_named(
-            db, "facts_age16", {"entity": nina, "valid_at": "2024-10-01", "known_at": "2030-01-01T00:00:00Z"}
+            db, "facts", {"entity": nina, "valid_at": "2024-10-01", "known_at": "2030-01-01T00:00:00Z"}
         ).dicts()
     ] == ["Oslo"]
 
@@ -250,7 +250,6 @@ def test_every_shipped_query_states_its_parameters_and_columns_and_returns_them(
         "entity_keys": {},
         "entity_names": {"namespace": "ann"},
         "facts": {"entity": nina, **when},
-        "facts_age16": {"entity": nina, **when},
         "graph_edges": {},
         "graph_vertices": {},
         "history": {"entity": nina, "predicate": "lives_in"},
