@@ -359,11 +359,13 @@ def test_progress_counts_the_turns_to_send_those_sent_and_those_that_failed(serv
 
 
 def test_bench_extract_keeps_eight_requests_in_flight_at_concurrency_eight(capsys):
-    """Measured on the endpoint, with 200 ms replies: at concurrency 8 a turn waiting for its
-    reply is the only thing holding a place, so the mean stays near 8 (at least 6)."""
+    """Measured on the endpoint: at concurrency 8 a turn waiting for its reply is the only
+    thing holding a place, so the mean stays near 8 (at least 6). Replies take 500 ms here
+    (the README's run, 200 ms): the client's own work between a reply and the next request is
+    what lowers the mean, and beside a busy test worker on two cores it takes longer."""
     from agefacts.bench import run_extract_bench
 
-    (row,) = run_extract_bench(default_ontology(), conversations=16, turns=5, concurrencies=(8,)).rows
+    (row,) = run_extract_bench(default_ontology(), conversations=16, turns=3, latency=0.5, concurrencies=(8,)).rows
     assert row["most_in_flight"] == 8 and row["mean_in_flight"] >= 6, row
     assert main(["bench-extract", "--conversations", "4", "--turns", "2", "--latency", "0", "--concurrency", "2"]) == 0
     out = capsys.readouterr().out
