@@ -10,7 +10,7 @@ import functools
 import hashlib
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -341,14 +341,21 @@ def find_entities(db: Database, text: str, namespace: str | None = None) -> list
     return run_named(db, "entities", {"text": text, "namespace": namespace}).dicts()
 
 
-def check_scope(namespace: str | None, all_namespaces: bool, entity: str | None = None) -> None:
-    """A question about someone's memory names whose: a namespace, or all of them on purpose.
-    An entity key needs neither, since it holds its namespace."""
-    if namespace is not None or all_namespaces or (entity is not None and entity.startswith("ent:")):
+def check_scope(namespace: str | None, all_namespaces: bool, found: Iterable[str], what: str) -> None:
+    """A question about someone's memory says whose when it could mean more than one: what it
+    names (``found``: the namespaces of the entities it matched) lies in one namespace, or a
+    namespace is given, or all of them are asked for on purpose. "user" is every namespace's
+    owner; "John" may be three people's John."""
+    if namespace is not None or all_namespaces:
         return
+    spaces = sorted(set(found))
+    if len(spaces) <= 1:
+        return
+    shown = ", ".join(spaces[:5]) + (f" and {len(spaces) - 5} more" if len(spaces) > 5 else "")
     raise QueryError(
-        "give the namespace whose memory to read (--namespace N; namespace= in the library), "
-        "or read every namespace on purpose (--all-namespaces; all_namespaces=True)"
+        f"{what} is in the memory of {len(spaces)} namespaces ({shown}): give the namespace whose memory to "
+        "read (--namespace N; namespace= in the library), or read them all on purpose (--all-namespaces; "
+        "all_namespaces=True)"
     )
 
 
@@ -361,16 +368,17 @@ async def find_entities_async(db: AsyncDatabase, text: str, namespace: str | Non
     return (await run_named_async(db, "entities", {"text": text, "namespace": namespace})).dicts()
 
 
-def _entity_keys(db: Database, entity: str, namespace: str | None) -> list[str]:
-    return _keys_found(find_entities(db, entity, namespace), entity, namespace)
+def _entity_keys(db: Database, entity: str, namespace: str | None, all_namespaces: bool) -> list[str]:
+    return _keys_found(find_entities(db, entity, namespace), entity, namespace, all_namespaces)
 
 
-def _keys_found(found: list[dict[str, Any]], entity: str, namespace: str | None) -> list[str]:
+def _keys_found(found: list[dict[str, Any]], entity: str, namespace: str | None, all_namespaces: bool) -> list[str]:
     if not found:
         where = f" in namespace {namespace!r}" if namespace else ""
         raise QueryError(
             f"no entity {entity!r}{where}: give a key, a name or a mention (`agefacts query --name entities`)"
         )
+    check_scope(namespace, all_namespaces, (e["namespace"] for e in found), repr(entity))
     return [e["key"] for e in found]
 
 
@@ -385,12 +393,12 @@ def facts(
 ) -> Table:
     """The facts about an entity valid at ``valid_at`` as known at ``known_at`` (both default
     to now; text, ``date`` or ``datetime``), one row per statement with its earliest quote.
-    Unless the entity is a key, give a ``namespace`` or ``all_namespaces=True``."""
-    check_scope(namespace, all_namespaces, entity)
+    When the entity is found in more than one namespace, give a ``namespace`` or
+    ``all_namespaces=True``."""
     valid, known = as_of(valid_at, known_at)
     tables = [
         run_named(db, "facts", {"entity": k, "valid_at": valid, "known_at": known})
-        for k in _entity_keys(db, entity, namespace)
+        for k in _entity_keys(db, entity, namespace, all_namespaces)
     ]
     return _joined(tables)
 
@@ -405,9 +413,8 @@ async def facts_async(
     known_at: TimeArg = None,
 ) -> Table:
     """:func:`facts` on an asynchronous connection."""
-    check_scope(namespace, all_namespaces, entity)
     valid, known = as_of(valid_at, known_at)
-    keys = _keys_found(await find_entities_async(db, entity, namespace), entity, namespace)
+    keys = _keys_found(await find_entities_async(db, entity, namespace), entity, namespace, all_namespaces)
     return _joined(
         [await run_named_async(db, "facts", {"entity": k, "valid_at": valid, "known_at": known}) for k in keys]
     )
@@ -489,9 +496,10 @@ def history(
 ) -> Table:
     """One entity's values for one predicate over time; with ``ontology``, a predicate it
     does not know is an error that names the nearest ones it does."""
-    _check_history(namespace, all_namespaces, entity, predicate, ontology)
+    _check_history(predicate, ontology)
     tables = [
-        run_named(db, "history", {"entity": k, "predicate": predicate}) for k in _entity_keys(db, entity, namespace)
+        run_named(db, "history", {"entity": k, "predicate": predicate})
+        for k in _entity_keys(db, entity, namespace, all_namespaces)
     ]
     return Table(tables[0].columns, [r for t in tables for r in t.rows])
 
@@ -506,15 +514,13 @@ async def history_async(
     ontology: Ontology | None = None,
 ) -> Table:
     """:func:`history` on an asynchronous connection."""
-    _check_history(namespace, all_namespaces, entity, predicate, ontology)
-    keys = _keys_found(await find_entities_async(db, entity, namespace), entity, namespace)
+    _check_history(predicate, ontology)
+    keys = _keys_found(await find_entities_async(db, entity, namespace), entity, namespace, all_namespaces)
     tables = [await run_named_async(db, "history", {"entity": k, "predicate": predicate}) for k in keys]
     return Table(tables[0].columns, [r for t in tables for r in t.rows])
 
 
-def _check_history(
-    namespace: str | None, all_namespaces: bool, entity: str, predicate: str, ontology: Ontology | None
-) -> None:
+def _check_history(predicate: str, ontology: Ontology | None) -> None:
     if ontology is not None and ontology.predicate(predicate) is None:
         import difflib
 
@@ -522,7 +528,6 @@ def _check_history(
         near = difflib.get_close_matches(predicate, known, n=3)
         hint = f"did you mean {', '.join(near)}?" if near else f"the ontology's predicates: {', '.join(known)}"
         raise QueryError(f"predicate {predicate!r} is not in the ontology; {hint}")
-    check_scope(namespace, all_namespaces, entity)
 
 
 def _dedupe(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:

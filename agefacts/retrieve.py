@@ -160,10 +160,14 @@ def link_rows(question: str, rows: list[dict[str, Any]], namespace: str | None) 
     out: list[Linked] = []
     seen: set[str] = set()
     inventory = sorted(_surfaces(rows), key=lambda item: (-len(item[0]), -len(" ".join(item[0])), item[1]["key"]))
+    spans: set[tuple[int, int]] = set()
     for toks, ent in inventory:
         n = len(toks)
         for i in range(len(q) - n + 1):
-            if q[i : i + n] == toks and not any(claimed[i : i + n]):
+            # A span already matched links again only by the very same words: every entity
+            # that "my husband" names (in several namespaces, say) is linked, none chosen.
+            if q[i : i + n] == toks and ((i, n) in spans or not any(claimed[i : i + n])):
+                spans.add((i, n))
                 for j in range(i, i + n):
                     claimed[j] = True
                 if ent["key"] not in seen:
@@ -287,10 +291,11 @@ def ask(
     known_at: TimeArg = None,
 ) -> Answer:
     """Facts about the entities a question names (the owner too, when it speaks in the first
-    person), ranked by the question's words, each with its quote and source message. Give a
-    ``namespace``, or ``all_namespaces=True`` to look in every one."""
-    check_scope(namespace, all_namespaces)
+    person), ranked by the question's words, each with its quote and source message. When
+    what it names lies in more than one namespace, give a ``namespace`` (or
+    ``all_namespaces=True`` to look in every one); first-person words need a namespace."""
     entities = link(db, question, namespace)
+    check_scope(namespace, all_namespaces, (e.namespace for e in entities), "what the question names")
     rows = [facts_of(db, e.key, valid_at=valid_at, known_at=known_at).dicts() for e in entities]
     return answer_from(question, ontology, entities, rows, k)
 
@@ -307,8 +312,8 @@ async def ask_async(
     known_at: TimeArg = None,
 ) -> Answer:
     """:func:`ask` on an asynchronous connection."""
-    check_scope(namespace, all_namespaces)
     names = await run_named_async(db, "entity_names", {"namespace": namespace})
     entities = link_rows(question, names.dicts(), namespace)
+    check_scope(namespace, all_namespaces, (e.namespace for e in entities), "what the question names")
     rows = [(await facts_async(db, e.key, valid_at=valid_at, known_at=known_at)).dicts() for e in entities]
     return answer_from(question, ontology, entities, rows, k)

@@ -71,15 +71,22 @@ def test_my_sister_is_the_sister_and_tell_me_is_not_a_question_about_me(memory):
     assert [e.name for e in memory.ask("Tell me about Oslo", namespace="nina").entities] == ["Oslo"]
 
 
-def test_a_namespace_is_required_unless_all_are_asked_for(memory, cli_env, capsys):
-    with pytest.raises(QueryError, match="give the namespace"):
-        memory.ask("Where does John live?")
-    with pytest.raises(QueryError, match="give the namespace"):
+def test_a_namespace_is_required_when_what_is_asked_lies_in_several(memory, cli_env, capsys):
+    with pytest.raises(
+        QueryError, match=r"'user' is in the memory of 15 namespaces \(ann, dan, hana, jose, kemal and 10 more\)"
+    ):
         memory.facts("user")
+    with pytest.raises(QueryError, match="what the question names is in the memory of 2 namespaces"):
+        memory.ask("Where does my husband work?")
     everyone = memory.facts("user", all_namespaces=True)
     assert len({f.namespace for f in everyone}) > 5
-    assert main(["ask", "Where does my sister live?"]) == 1
+    # Named in one memory only, it needs no namespace: the contract `facts ENTITY` keeps.
+    assert {f.namespace for f in memory.facts("Begoña")} == {"jose"}
+    assert [e.name for e in memory.ask("Where does Begoña live?").entities] == ["Begoña"]
+    assert main(["ask", "Where does my husband work?"]) == 1
     assert "--all-namespaces" in capsys.readouterr().err
+    assert main(["facts", "user", "--all-namespaces", "--format", "json"]) == 0
+    assert {r["namespace"] for r in json.loads(capsys.readouterr().out)} >= {"ann", "nina"}
 
 
 def test_ask_format_context_is_one_citable_line_per_fact(dsn, graph_name, cli_env, capsys):

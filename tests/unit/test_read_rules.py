@@ -89,3 +89,17 @@ def test_ranking_puts_the_named_predicate_first_then_the_latest():
         ("job_title", None),
     ]
     assert rank("What is my job title?", facts, ONTO)[0]["predicate"] == "job_title"
+
+
+def test_the_same_words_naming_several_entities_link_them_all():
+    names = [
+        {"key": "t", "namespace": "ann", "name": "Tom", "mentions": [], "attrs": {"rel": "spouse_of:user"}, "role": None},
+        {"key": "r", "namespace": "omar", "name": "Rania", "mentions": [], "attrs": {"rel": "spouse_of:user"}, "role": None},
+        {"key": "j1", "namespace": "a", "name": "John", "mentions": [], "attrs": None, "role": None},
+        {"key": "j2", "namespace": "b", "name": "John", "mentions": [], "attrs": None, "role": None},
+    ]  # fmt: skip
+    assert sorted(e.key for e in link_rows("Where does my husband work?", names, None)) == ["r", "t"]
+    assert sorted(e.key for e in link_rows("Where does John live?", names, None)) == ["j1", "j2"]
+    # (With a namespace, the inventory holds only its entities: the entity_names query's filter.)
+    only_ann = [n for n in names if n["namespace"] == "ann"]
+    assert [e.key for e in link_rows("Where does my husband work?", only_ann, "ann")] == ["t"]
