@@ -15,6 +15,7 @@ from .errors import InputError
 from .models import Conversation, describe
 
 __all__ = [
+    "input_size",
     "parse_conversation",
     "read_conversations",
 ]
@@ -49,6 +50,11 @@ def _files(paths: Iterable[str | Path]) -> Iterator[Path]:
             yield from sorted(q for q in p.rglob("*") if q.suffix in (".json", ".jsonl") and q.is_file())
         else:
             yield p
+
+
+def input_size(paths: Iterable[str | Path]) -> int:
+    """The bytes of the files ``read_conversations`` would read (those that exist)."""
+    return sum(f.stat().st_size for f in _files(paths) if f.is_file())
 
 
 def read_conversations(paths: Iterable[str | Path]) -> Iterator[tuple[str, Conversation | InputError]]:

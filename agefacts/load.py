@@ -28,7 +28,7 @@ from .compile import EXTRACTOR, Plan, entity_recompute, executable, plan, statem
 from .consolidate import result_of
 from .db import Database
 from .errors import AgeFactsError, DatabaseError, InputError, QueryError
-from .inputs import read_conversations
+from .inputs import input_size, read_conversations
 from .keys import conversation_key, user_key
 from .models import Conversation
 from .ontology import Ontology
@@ -586,7 +586,12 @@ def load_paths(
     via: str = "bulk",
     progress: Callable[[int, str], None] | None = None,
 ) -> Summary:
-    """Load every conversation found under ``paths``; see :class:`Loader`."""
+    """Load every conversation found under ``paths``; see :class:`Loader`. On the embedded
+    engine, a load its data folder has no room for is refused first (:func:`agefacts.engine.check_room`)."""
+    from .engine import check_room
+
+    paths = list(paths)
+    check_room(db.dsn, input_size(paths))
     loader = Loader(db, ontology, force=force, via=via)
     summary = Summary()
 

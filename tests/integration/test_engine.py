@@ -204,3 +204,24 @@ def test_a_damaged_data_folder_is_explained_not_shown_as_a_stack(own_engine, tmp
     assert f"could not open its data folder {data.resolve()}" in said and "Move the folder aside" in said
     assert "at " not in said.split("log is")[0] and "Error:" not in said  # no JavaScript stack
     assert own_engine.state() is None
+
+
+def test_a_load_the_data_folder_has_no_room_for_is_refused_before_anything_is_written(
+    own_engine, tmp_path, monkeypatch, capsys
+):
+    """A disk that fills during a load leaves the embedded engine waiting forever (measured on
+    a 60 MB disk: no output, then a PANIC when the client gave up; it started again only once
+    space was freed, with nothing of the batch it was writing). So the room is asked for
+    first. The fault is injected by asking for more spare room than any disk has."""
+    from ..helpers import EXAMPLES
+
+    state, _ = own_engine.start(data=tmp_path / "data", port=free_port())
+    monkeypatch.setenv("AGEFACTS_HOME", str(own_engine.home))
+    monkeypatch.setenv("AGEFACTS_MIN_FREE_MB", str(10**12))
+    argv = ["load", str(EXAMPLES), "--dsn", state.dsn, "--graph", "roomy"]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert f"data folder {state.data} has" in err and "nothing was loaded" in err and "Traceback" not in err
+    monkeypatch.setenv("AGEFACTS_MIN_FREE_MB", "0")
+    assert main(argv) == 0
+    assert capsys.readouterr().out.startswith("conversations: 25 loaded, 0 skipped")
