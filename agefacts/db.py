@@ -14,6 +14,7 @@ Engine facts this module relies on, each pinned by a test:
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import json
@@ -651,6 +652,7 @@ class AsyncDatabase:
         self.connect_timeout = connect_timeout
         self._conn: psycopg.AsyncConnection | None = None
         self.age_version: str | None = None
+        self._one_at_a_time = asyncio.Lock()
 
     async def __aenter__(self) -> AsyncDatabase:
         return await self.connect()
@@ -711,11 +713,13 @@ class AsyncDatabase:
         return Table(names, [tuple(r) for r in rows])
 
     async def _run(self, stmt: Any, args: Any = None, names: list[str] | None = None) -> list[tuple[Any, ...]]:
-        # Each statement in a transaction of its own, for the reason Database._run gives.
+        # Each statement in a transaction of its own, for the reason Database._run gives, and
+        # one at a time: tasks sharing the connection (an MCP server's concurrent calls) would
+        # otherwise nest their transactions into each other's.
         if self._conn is None or self._conn.closed:
             await self.connect()
         assert self._conn is not None
-        async with self._conn.transaction():
+        async with self._one_at_a_time, self._conn.transaction():
             cur = await self._conn.execute(stmt, args)
             if names is not None and cur.description:
                 names.extend(d.name for d in cur.description)

@@ -238,13 +238,14 @@ def test_async_and_sync_memories_give_equal_results(memory, dsn, graph_name):
 
     async def go():
         async with AsyncMemory(dsn, graph_name) as m:
-            answers = [await m.ask(q, namespace=ns, valid_at="2024-10-01") for q, ns in questions]
+            # At once, on one connection: the calls an MCP server may get together.
+            answers = await asyncio.gather(*(m.ask(q, namespace=ns, valid_at="2024-10-01") for q, ns in questions))
             facts = await m.facts("Tom", namespace="ann", valid_at=dt.date(2026, 12, 1))
             history = await m.history("user", "lives_in", namespace="nina")
             return answers, facts, history
 
     answers, facts, history = asyncio.run(go())
-    assert answers == [memory.ask(q, namespace=ns, valid_at="2024-10-01") for q, ns in questions]
+    assert list(answers) == [memory.ask(q, namespace=ns, valid_at="2024-10-01") for q, ns in questions]
     assert facts == memory.facts("Tom", namespace="ann", valid_at=dt.date(2026, 12, 1))
     assert facts and all(isinstance(f, MemoryFact) for f in facts)
     assert history == memory.history("user", "lives_in", namespace="nina")
