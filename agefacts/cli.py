@@ -7,10 +7,11 @@ which); 2 for usage errors.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -463,14 +464,41 @@ def _cmd_mcp(args: argparse.Namespace) -> int:
     return _EXIT_OK
 
 
+@contextlib.contextmanager
+def _first_interrupt_finishes_the_batch() -> Iterator[Any]:
+    """While loading, a first Ctrl-C lets the batch being written finish (a second interrupts
+    at once). Interrupting a statement makes the database client ask the engine to cancel it
+    and wait for an answer, which the embedded engine never gives: 5 s of silence, measured."""
+    import signal
+    import threading
+
+    asked = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield asked
+        return
+
+    def on_interrupt(signum: int, frame: Any) -> None:
+        asked.set()
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        print("\nagefacts: stopping after the batch being written (Ctrl-C again to stop at once)", file=sys.stderr)
+
+    before = signal.signal(signal.SIGINT, on_interrupt)
+    try:
+        yield asked
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
 def _cmd_load(args: argparse.Namespace) -> int:
     from .load import LoadInterrupted, load_paths, terminal_progress
 
     ontology = _ontology(args)
     progress = terminal_progress() if args.format == "table" else None
     try:
-        with _open_db(args, create=True) as db:
-            summary = load_paths(db, args.paths, ontology, force=args.force, via=args.via, progress=progress)
+        with _first_interrupt_finishes_the_batch() as asked, _open_db(args, create=True) as db:
+            summary = load_paths(
+                db, args.paths, ontology, force=args.force, via=args.via, progress=progress, stop=asked.is_set
+            )
     except LoadInterrupted as stop:
         if progress:
             sys.stderr.write("\r\033[K")

@@ -302,15 +302,21 @@ class Loader:
         (out,) = list(self.load_many([(source, conv)]))
         return out
 
-    def load_many(self, items: Iterable[tuple[str, Conversation | InputError]]) -> Iterator[Outcome]:
+    def load_many(
+        self, items: Iterable[tuple[str, Conversation | InputError]], stop: Callable[[], bool] | None = None
+    ) -> Iterator[Outcome]:
         """Load conversations as they come, in batches; yields one outcome per item, in order.
 
         While one batch is written, the next is ground, gated and compiled in a worker
-        thread, so the database's work and Python's overlap instead of adding up."""
+        thread, so the database's work and Python's overlap instead of adding up. When
+        ``stop()`` turns true, the batch being written is finished and the load ends there
+        with ``KeyboardInterrupt``."""
         run_seen: set[tuple[str, str]] = set()
         previous = None
         with _worker() as pool:
             for batch, pending in self._batches(items):
+                if stop is not None and stop():
+                    break
                 idents = {(c.namespace, c.id) for _, c in batch}
                 if previous is not None and idents & run_seen:
                     # A conversation of an earlier batch again: that batch must land first, so
@@ -326,6 +332,8 @@ class Loader:
                 previous = (future, pending)
             if previous is not None:
                 yield from self._finish(*previous)
+            if stop is not None and stop():
+                raise KeyboardInterrupt
 
     # -- batches ------------------------------------------------------------------------------
     def _batches(
@@ -585,6 +593,7 @@ def load_paths(
     force: bool = False,
     via: str = "bulk",
     progress: Callable[[int, str], None] | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> Summary:
     """Load every conversation found under ``paths``; see :class:`Loader`. On the embedded
     engine, a load its data folder has no room for is refused first (:func:`agefacts.engine.check_room`)."""
@@ -602,7 +611,7 @@ def load_paths(
             yield source, item
 
     try:
-        for outcome in loader.load_many(items()):
+        for outcome in loader.load_many(items(), stop):
             summary.outcomes.append(outcome)
     except KeyboardInterrupt:
         raise LoadInterrupted(summary) from None
