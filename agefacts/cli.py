@@ -591,16 +591,11 @@ def _cmd_grade(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from importlib import resources
-
     from . import output, query
-    from .load import load_paths
 
-    examples = resources.files("agefacts.examples")
-    with resources.as_file(examples) as folder, _open_db(args, create=True) as db:
-        summary = load_paths(db, [folder], _ontology(args))
-        _print(summary.text())
-        table = query.run_named(db, "current_facts")
+    with _open_db(args, create=True) as db:
+        summary, table = query.demo(db, _ontology(args))
+    _print(summary.text())
     _print("\nSome facts, with the words they were read from:")
     _print(output.render(table.columns, table.rows, "table"))
     return _EXIT_FAILED if summary.failed else _EXIT_OK

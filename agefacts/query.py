@@ -12,16 +12,20 @@ import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .db import AsyncDatabase, Database, Table
 from .errors import QueryError
 from .ontology import Ontology
 
+if TYPE_CHECKING:
+    from .load import Summary
+
 __all__ = [
     "NamedQuery",
     "TimeArg",
     "as_of",
+    "demo",
     "bind_named",
     "check_scope",
     "digest",
@@ -539,3 +543,15 @@ def _dedupe(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
             seen.add(key)
             out.append(r)
     return out
+
+
+def demo(db: Database, ontology: Ontology) -> tuple[Summary, Table]:
+    """Load the shipped example conversations and read some current facts with their quotes
+    (what ``agefacts demo`` prints)."""
+    from importlib import resources
+
+    from .load import load_paths
+
+    with resources.as_file(resources.files("agefacts.examples")) as folder:
+        summary = load_paths(db, [folder], ontology)
+    return summary, run_named(db, "current_facts")
