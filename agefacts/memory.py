@@ -17,12 +17,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import ValidationError
+
 from . import ledger
 from .db import DEFAULT_GRAPH, AsyncDatabase, Database, Table, resolve_dsn
-from .errors import AgeFactsError, ExtractionError, UsageError
+from .errors import AgeFactsError, ExtractionError, InputError, UsageError
 from .extract import DEFAULT_CONTEXT_TURNS, LLMClient, extract_conversation, pending_turns
 from .load import Loader
-from .models import Conversation, Turn
+from .models import Conversation, Turn, describe
 from .ontology import Ontology, default_ontology
 from .query import TimeArg, facts, facts_async, history, history_async
 from .retrieve import Answer, Linked, ask, ask_async
@@ -209,7 +211,10 @@ def _turn(m: Message) -> Turn:
     at = m.get("at")
     if isinstance(at, dt.datetime):
         at = (at if at.tzinfo else at.replace(tzinfo=dt.UTC)).isoformat()
-    return Turn.model_validate({"speaker": speaker, "text": text, "at": at})
+    try:
+        return Turn.model_validate({"speaker": speaker, "text": text, "at": at})
+    except ValidationError as exc:
+        raise InputError(f"message {text[:40]!r}: {describe(exc)}") from None
 
 
 def _same(a: Turn, b: Turn) -> bool:
@@ -234,12 +239,14 @@ def extended(
         if conversation is not None and conversation != new.id:
             raise UsageError(f"the conversation's id is {new.id!r}, not {conversation!r}")
         incoming, whole = list(new.turns), True
-        base = new
+        fields = new.model_dump()
     else:
         if namespace is None or conversation is None:
             raise UsageError("adding messages needs namespace= (whose memory) and conversation= (which conversation)")
+        if isinstance(new, str | bytes | Mapping):
+            raise UsageError("messages are a list of messages (each with role and content), not one text or mapping")
         incoming, whole = [_turn(m) for m in new], False
-        base = stored or Conversation(id=conversation, namespace=namespace, turns=[], title=title)
+        fields = stored.model_dump() if stored else {"id": conversation, "namespace": namespace, "title": title}
     old = list(stored.turns) if stored is not None else []
     if not whole and len(incoming) >= len(old) and all(_same(a, b) for a, b in zip(old, incoming, strict=False)):
         whole = True  # the whole history again, perhaps with more at its end
@@ -257,11 +264,15 @@ def extended(
         turns = [
             t if t.at is not None or i < len(old) else t.model_copy(update={"at": now}) for i, t in enumerate(turns)
         ]
-    fields = base.model_dump()
     fields.update(turns=[t.model_dump() for t in turns])
     if title is not None:
         fields["title"] = title
-    return Conversation.model_validate(fields)
+    try:
+        return Conversation.model_validate(fields)
+    except ValidationError as exc:
+        raise InputError(
+            f"conversation {fields['id']!r} of namespace {fields['namespace']!r}: {describe(exc)}"
+        ) from None
 
 
 def _stored(db: Database, namespace: str, conversation: str) -> Conversation | None:
