@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .db import Database
     from .errors import InputError
-    from .extract import ConversationOutcome
+    from .extract import ConversationOutcome, LLMClient
     from .models import Conversation
     from .ontology import Ontology
 
@@ -61,6 +61,36 @@ def _all_namespaces_option(p: argparse.ArgumentParser) -> None:
         "--all-namespaces",
         action="store_true",
         help="read every namespace's memory (otherwise --namespace is required, unless the entity is a key)",
+    )
+
+
+def _llm_options(p: argparse.ArgumentParser, url: str | None, url_help: str) -> None:
+    """The model endpoint's options (extract, mcp); :func:`_llm_client` reads them."""
+    p.add_argument("--llm-url", default=url, help=url_help)
+    p.add_argument(
+        "--model",
+        default=os.environ.get("AGEFACTS_LLM_MODEL", "default"),
+        help="model name to ask for (default: $AGEFACTS_LLM_MODEL)",
+    )
+    p.add_argument(
+        "--api-key-env",
+        default=None,
+        help="environment variable holding the API key (default: AGEFACTS_LLM_API_KEY, then OPENAI_API_KEY)",
+    )
+    p.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for one reply (default %(default)g)")
+    p.add_argument("--retries", type=int, default=4, help="retries after 429, 5xx and timeouts (default %(default)s)")
+
+
+def _llm_client(args: argparse.Namespace, concurrency: int | None = None) -> LLMClient:
+    from .extract import LLMClient, api_key_from_env
+
+    return LLMClient(
+        args.llm_url,
+        args.model,
+        api_key=api_key_from_env(args.api_key_env),
+        timeout=args.timeout,
+        retries=args.retries,
+        concurrency=concurrency,
     )
 
 
@@ -445,18 +475,9 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
 def _cmd_mcp(args: argparse.Namespace) -> int:
     from .db import resolve_dsn
-    from .extract import LLMClient, api_key_from_env
     from .mcp_server import serve
 
-    llm = None
-    if args.llm_url:
-        llm = LLMClient(
-            args.llm_url,
-            args.model,
-            api_key=api_key_from_env(args.api_key_env),
-            timeout=args.timeout,
-            retries=args.retries,
-        )
+    llm = _llm_client(args) if args.llm_url else None
     # stdout is the protocol's channel: nothing else may be printed there.
     serve(
         resolve_dsn(args.dsn, port=args.port), args.graph, namespace=args.namespace, ontology=_ontology(args), llm=llm
@@ -522,21 +543,14 @@ def _cmd_extract(args: argparse.Namespace) -> int:
     import asyncio
     from pathlib import Path
 
-    from .extract import LLMClient, Progress, api_key_from_env, extract_to
+    from .extract import Progress, extract_to
 
     ontology = _ontology(args)
     good, bad = _one_or_more_conversations(args.conversations)
     for _, exc in bad:
         print(f"agefacts: error: {exc}", file=sys.stderr)
     out = Path(args.out)
-    client = LLMClient(
-        args.llm_url,
-        args.model,
-        api_key=api_key_from_env(args.api_key_env),
-        timeout=args.timeout,
-        retries=args.retries,
-        concurrency=args.concurrency,
-    )
+    client = _llm_client(args, args.concurrency)
 
     def show(p: Progress) -> None:
         sys.stderr.write("\r\033[K" + p.line())
@@ -731,20 +745,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--namespace", default=None, help="the one namespace this server keeps (default: each call names its own)"
     )
-    p.add_argument(
-        "--llm-url",
-        default=os.environ.get("AGEFACTS_LLM_URL"),
-        help="model endpoint that `remember` extracts facts with (default: $AGEFACTS_LLM_URL; without one, "
+    _llm_options(
+        p,
+        os.environ.get("AGEFACTS_LLM_URL"),
+        "model endpoint that `remember` extracts facts with (default: $AGEFACTS_LLM_URL; without one, "
         "remember takes only messages that carry their extraction)",
     )
-    p.add_argument(
-        "--model",
-        default=os.environ.get("AGEFACTS_LLM_MODEL", "default"),
-        help="model name (default: $AGEFACTS_LLM_MODEL)",
-    )
-    p.add_argument("--api-key-env", default=None, help="environment variable holding the API key")
-    p.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for one reply (default %(default)g)")
-    p.add_argument("--retries", type=int, default=4, help="retries after 429, 5xx and timeouts (default %(default)s)")
     p.set_defaults(func=_cmd_mcp)
 
     p = sub.add_parser("export", parents=[dbo], help="write a namespace's conversations as loaded, to load elsewhere")
@@ -757,20 +763,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("extract", parents=[ont], help="record extractions from an OpenAI-compatible model")
     p.add_argument("conversations", nargs="+", help="conversation files (JSON or JSONL)")
     p.add_argument("--out", required=True, help="folder for the recorded conversations")
-    p.add_argument(
-        "--llm-url",
-        default=os.environ.get("AGEFACTS_LLM_URL", "http://127.0.0.1:8080/v1"),
-        help="the endpoint's base URL (default: $AGEFACTS_LLM_URL, here %(default)s)",
-    )
-    p.add_argument(
-        "--model",
-        default=os.environ.get("AGEFACTS_LLM_MODEL", "default"),
-        help="model name to ask for (default: $AGEFACTS_LLM_MODEL)",
-    )
-    p.add_argument(
-        "--api-key-env",
-        default=None,
-        help="environment variable holding the API key (default: AGEFACTS_LLM_API_KEY, then OPENAI_API_KEY)",
+    _llm_options(
+        p,
+        os.environ.get("AGEFACTS_LLM_URL", "http://127.0.0.1:8080/v1"),
+        "the endpoint's base URL (default: $AGEFACTS_LLM_URL, here %(default)s)",
     )
     p.add_argument(
         "--concurrency", type=int, default=4, help="requests in flight at once (default 4); a backoff holds none"
@@ -787,8 +783,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="ask again for turns already recorded (by default they are kept, and only turns without "
         "a recording, or with an error, are sent)",
     )
-    p.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for one reply (default %(default)g)")
-    p.add_argument("--retries", type=int, default=4, help="retries after 429, 5xx and timeouts (default %(default)s)")
     p.set_defaults(func=_cmd_extract)
 
     p = sub.add_parser("grade", parents=[ont], help="compare recorded extractions with gold")

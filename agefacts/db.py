@@ -8,7 +8,7 @@ be parameters (the graph, labels, column names) are checked against a strict pat
 Engine facts this module relies on, each pinned by a test:
 - The embedded engine serves every client from ONE backend session, so named prepared
   statements would collide (``prepare_threshold=None``) and ``SET`` leaks between clients.
-- Every connection needs ``LOAD 'age'`` and the ``ag_catalog`` search path.
+- Every connection needs AGE's library loaded (``LOAD 'age'``, or a call into it) and the ``ag_catalog`` search path.
 - ``cypher()`` takes its graph name only as a constant, never as a parameter.
 """
 
@@ -75,6 +75,11 @@ def age_version_supported(version: str) -> bool:
     """Whether an ``extversion`` of age is one agefacts supports (``1.6.0``, ``1.7.0-rc0``)."""
     return age_version_at_least(version, MIN_AGE)
 
+
+# How a session gets AGE: LOAD (a superuser's), or a call into its library (anyone's).
+_LOAD_AGE = "LOAD 'age'"
+_LOAD_AGE_BY_CALL = "SELECT 'null'::ag_catalog.agtype"
+_SEARCH_PATH = 'SET search_path = ag_catalog, "$user", public'
 
 _PG_ENV = ("PGHOST", "PGPORT", "PGDATABASE", "PGUSER", "PGSERVICE")
 
@@ -285,7 +290,7 @@ class Database:
         self._load_age()
         self._check_age_version()
         try:
-            self._run('SET search_path = ag_catalog, "$user", public')
+            self._run(_SEARCH_PATH)
             if not self._run("SELECT rolsuper FROM pg_catalog.pg_roles WHERE rolname = current_user")[0][0]:
                 # Said once, whole, at connect: rather than one refusal now and the next later.
                 if grants := self.missing_privileges(write=self.create):
@@ -302,14 +307,14 @@ class Database:
         (even when a preload setting has loaded it already), but any call into the library
         loads it the same way, so for them the input function of AGE's type does it."""
         try:
-            self._run("LOAD 'age'")
+            self._run(_LOAD_AGE)
             return
         except psycopg.errors.InsufficientPrivilege:
             pass
         except psycopg.Error as exc:
             raise translate(exc, "loading Apache AGE (is the age extension installed?)") from exc
         try:
-            self._run("SELECT 'null'::ag_catalog.agtype")
+            self._run(_LOAD_AGE_BY_CALL)
         except psycopg.errors.InsufficientPrivilege as exc:
             raise self._lacking(exc) from exc
         except psycopg.Error as exc:
@@ -674,12 +679,12 @@ class AsyncDatabase:
         self.age_version = rows[0][0] if rows else None
         try:
             try:
-                await self._run("LOAD 'age'")
+                await self._run(_LOAD_AGE)
             except psycopg.errors.InsufficientPrivilege:
-                await self._run("SELECT 'null'::ag_catalog.agtype")  # see Database._load_age
+                await self._run(_LOAD_AGE_BY_CALL)  # see Database._load_age
         except psycopg.Error as exc:
             raise translate(exc, "loading Apache AGE (is the age extension installed?)") from exc
-        await self._run('SET search_path = ag_catalog, "$user", public')
+        await self._run(_SEARCH_PATH)
         return self
 
     async def close(self) -> None:

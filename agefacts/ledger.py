@@ -34,6 +34,7 @@ class Loaded:
     content_hash: str
     plan: Plan
     source: str
+    document: str  # its JSON as hashed, kept for export and Memory.add
 
 
 def prior_hashes(db: Database, idents: Sequence[tuple[str, str]]) -> dict[tuple[str, str], str]:
@@ -86,7 +87,7 @@ def record(db: Database, loaded: Sequence[Loaded]) -> None:
                         "h": x.content_hash,
                         "counts": x.plan.counts,
                         "src": x.source,
-                        "doc": x.conv.model_dump_json(),
+                        "doc": x.document,
                     }
                     for x in loaded
                 ]

@@ -112,11 +112,14 @@ class Summary:
         return "\n".join(lines)
 
 
-def content_hash(conv: Conversation, ontology: Ontology, fingerprint: str | None = None) -> str:
+def content_hash(
+    conv: Conversation, ontology: Ontology, fingerprint: str | None = None, document: str | None = None
+) -> str:
     """What decides "already loaded unchanged": the conversation (its JSON as pydantic
-    writes it, fields in declared order), the ontology that gates it, and the compiler's
-    version. Pass the ontology's ``fingerprint()`` when hashing many conversations."""
-    h = hashlib.sha256(conv.model_dump_json().encode("utf-8"))
+    writes it, fields in declared order: ``document``, when already made), the ontology that
+    gates it, and the compiler's version. Pass the ontology's ``fingerprint()`` when hashing
+    many conversations."""
+    h = hashlib.sha256((document or conv.model_dump_json()).encode("utf-8"))
     h.update(b"\0" + (fingerprint or ontology.fingerprint()).encode() + b"\0" + EXTRACTOR.encode())
     return h.hexdigest()
 
@@ -129,13 +132,14 @@ _log = logging.getLogger("agefacts.load")
 @dataclass(frozen=True)
 class Prepared:
     """A conversation ready to write: its content hash, the hash it was last loaded with
-    (``prior``, None when never), and its plan."""
+    (``prior``, None when never), its plan, and its JSON (hashed, and kept in the ledger)."""
 
     source: str
     conv: Conversation
     content_hash: str
     prior: str | None
     plan: Plan
+    document: str
 
     @property
     def ident(self) -> tuple[str, str]:
@@ -171,9 +175,11 @@ def _prepare_one(
     prior: dict[tuple[str, str], str],
     earlier: Seen | None = None,
     h: str | None = None,
+    document: str | None = None,
 ) -> Outcome | Prepared:
     try:
-        h = h or content_hash(conv, ontology)
+        document = document or conv.model_dump_json()
+        h = h or content_hash(conv, ontology, document=document)
         if earlier is not None:
             # The same conversation twice in one run: the same content is nothing new, other
             # content is refused, since which one should win is not ours to guess.
@@ -190,7 +196,7 @@ def _prepare_one(
         old = prior.get((conv.namespace, conv.id))
         if old == h and not force:
             return Outcome(source, conv.id, conv.namespace, "skipped")
-        return Prepared(source, conv, h, old, plan(conv, result_of(conv, ontology), ontology))
+        return Prepared(source, conv, h, old, plan(conv, result_of(conv, ontology), ontology), document)
     except AgeFactsError as exc:
         return Outcome(source, conv.id, conv.namespace, "failed", str(exc))
 
@@ -208,7 +214,11 @@ def _prepare(
     outcomes or prepared conversations, the assembled batch, and every content hash."""
     fingerprint = ontology.fingerprint()
     earlier = earlier or {}
-    hashes = {(c.namespace, c.id): content_hash(c, ontology, fingerprint) for _, c in batch}
+    # Each conversation's JSON is made once, here in the worker: hashed now, kept in the ledger.
+    documents = {(c.namespace, c.id): c.model_dump_json() for _, c in batch}
+    hashes = {
+        (c.namespace, c.id): content_hash(c, ontology, fingerprint, documents[(c.namespace, c.id)]) for _, c in batch
+    }
     out = [
         _prepare_one(
             ontology,
@@ -218,6 +228,7 @@ def _prepare(
             prior,
             earlier.get((conv.namespace, conv.id)),
             hashes[(conv.namespace, conv.id)],
+            documents[(conv.namespace, conv.id)],
         )
         for source, conv in batch
     ]
@@ -433,7 +444,7 @@ class Loader:
                     writer = self._writer_for()
                     stale = writer.retract([conversation_key(*e.ident) for e in entries if e.replaces])
                     writer.write_batch(assembled, stale, self._single_valued, regroup=self.force)
-                    self._record([ledger.Loaded(e.conv, e.content_hash, e.plan, e.source) for e in entries])
+                    self._record([ledger.Loaded(e.conv, e.content_hash, e.plan, e.source, e.document) for e in entries])
 
             try:
                 self._attempt(batch)
@@ -501,7 +512,7 @@ class Loader:
                     self.db.cypher_raw(line)
                 if stale:
                     self._recompute_cypher(writer.settle(stale))
-            self._record([ledger.Loaded(e.conv, e.content_hash, p, e.source)])
+            self._record([ledger.Loaded(e.conv, e.content_hash, p, e.source, e.document)])
 
     def _recompute_cypher(self, left: Any) -> None:
         """The Cypher path's recomputation of what a replaced conversation touched: the

@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from . import ledger
-from .db import DEFAULT_GRAPH, AsyncDatabase, Database, Table, resolve_dsn
+from .db import DEFAULT_GRAPH, AsyncDatabase, Database, resolve_dsn
 from .errors import AgeFactsError, ExtractionError, InputError, UsageError
 from .extract import DEFAULT_CONTEXT_TURNS, LLMClient, extract_conversation, pending_turns
 from .load import Loader
@@ -308,10 +308,6 @@ async def _extract(
     return outcome.conversation, n, outcome.errors
 
 
-def _rows(table: Table) -> list[dict[str, Any]]:
-    return table.dicts()
-
-
 # -- the facades ---------------------------------------------------------------------------------------
 class Memory:
     """An assistant's memory in one graph: ``add`` what was said, ``ask``/``facts``/
@@ -383,7 +379,7 @@ class Memory:
         rows = facts(
             self.db, entity, namespace=namespace, all_namespaces=all_namespaces, valid_at=valid_at, known_at=known_at
         )
-        return [MemoryFact.from_row(r) for r in _rows(rows)]
+        return [MemoryFact.from_row(r) for r in rows.dicts()]
 
     def history(
         self, entity: str, predicate: str, *, namespace: str | None = None, all_namespaces: bool = False
@@ -392,7 +388,7 @@ class Memory:
         rows = history(
             self.db, entity, predicate, namespace=namespace, all_namespaces=all_namespaces, ontology=self.ontology
         )
-        return [HistoryEntry.from_row(r) for r in _rows(rows)]
+        return [HistoryEntry.from_row(r) for r in rows.dicts()]
 
     def ask(
         self,
@@ -529,7 +525,7 @@ class AsyncMemory:
             valid_at=valid_at,
             known_at=known_at,
         )
-        return [MemoryFact.from_row(r) for r in _rows(rows)]
+        return [MemoryFact.from_row(r) for r in rows.dicts()]
 
     async def history(
         self, entity: str, predicate: str, *, namespace: str | None = None, all_namespaces: bool = False
@@ -543,7 +539,7 @@ class AsyncMemory:
             all_namespaces=all_namespaces,
             ontology=self.ontology,
         )
-        return [HistoryEntry.from_row(r) for r in _rows(rows)]
+        return [HistoryEntry.from_row(r) for r in rows.dicts()]
 
     async def ask(
         self,

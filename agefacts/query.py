@@ -31,6 +31,8 @@ __all__ = [
     "digest",
     "facts",
     "facts_async",
+    "facts_of_keys",
+    "facts_of_keys_async",
     "find_entities",
     "find_entities_async",
     "graph_content",
@@ -399,12 +401,13 @@ def facts(
     to now; text, ``date`` or ``datetime``), one row per statement with its earliest quote.
     When the entity is found in more than one namespace, give a ``namespace`` or
     ``all_namespaces=True``."""
+    return facts_of_keys(db, _entity_keys(db, entity, namespace, all_namespaces), valid_at, known_at)
+
+
+def facts_of_keys(db: Database, keys: Sequence[str], valid_at: TimeArg = None, known_at: TimeArg = None) -> Table:
+    """The facts about entities already found (by key), as :func:`facts` gives them."""
     valid, known = as_of(valid_at, known_at)
-    tables = [
-        run_named(db, "facts", {"entity": k, "valid_at": valid, "known_at": known})
-        for k in _entity_keys(db, entity, namespace, all_namespaces)
-    ]
-    return _joined(tables)
+    return _joined([run_named(db, "facts", {"entity": k, "valid_at": valid, "known_at": known}) for k in keys])
 
 
 async def facts_async(
@@ -417,8 +420,15 @@ async def facts_async(
     known_at: TimeArg = None,
 ) -> Table:
     """:func:`facts` on an asynchronous connection."""
-    valid, known = as_of(valid_at, known_at)
     keys = _keys_found(await find_entities_async(db, entity, namespace), entity, namespace, all_namespaces)
+    return await facts_of_keys_async(db, keys, valid_at, known_at)
+
+
+async def facts_of_keys_async(
+    db: AsyncDatabase, keys: Sequence[str], valid_at: TimeArg = None, known_at: TimeArg = None
+) -> Table:
+    """:func:`facts_of_keys` on an asynchronous connection."""
+    valid, known = as_of(valid_at, known_at)
     return _joined(
         [await run_named_async(db, "facts", {"entity": k, "valid_at": valid, "known_at": known}) for k in keys]
     )

@@ -28,8 +28,7 @@ from typing import Any
 
 from .db import AsyncDatabase, Database
 from .ontology import Ontology
-from .query import TimeArg, check_scope, facts_async, run_named, run_named_async
-from .query import facts as facts_of
+from .query import TimeArg, check_scope, facts_of_keys, facts_of_keys_async, run_named, run_named_async
 
 __all__ = [
     "Answer",
@@ -296,7 +295,8 @@ def ask(
     ``all_namespaces=True`` to look in every one); first-person words need a namespace."""
     entities = link(db, question, namespace)
     check_scope(namespace, all_namespaces, (e.namespace for e in entities), "what the question names")
-    rows = [facts_of(db, e.key, valid_at=valid_at, known_at=known_at).dicts() for e in entities]
+    # Linked entities are known by key: no second lookup of each one.
+    rows = [facts_of_keys(db, [e.key], valid_at, known_at).dicts() for e in entities]
     return answer_from(question, ontology, entities, rows, k)
 
 
@@ -315,5 +315,5 @@ async def ask_async(
     names = await run_named_async(db, "entity_names", {"namespace": namespace})
     entities = link_rows(question, names.dicts(), namespace)
     check_scope(namespace, all_namespaces, (e.namespace for e in entities), "what the question names")
-    rows = [(await facts_async(db, e.key, valid_at=valid_at, known_at=known_at)).dicts() for e in entities]
+    rows = [(await facts_of_keys_async(db, [e.key], valid_at, known_at)).dicts() for e in entities]
     return answer_from(question, ontology, entities, rows, k)
