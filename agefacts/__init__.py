@@ -34,8 +34,9 @@ if TYPE_CHECKING:
     from .engine import Engine
     from .extract import LLMClient, extract_all, extract_conversation
     from .inputs import parse_conversation, read_conversations
+    from .keyphrases import StatisticalExtractor
     from .load import Loader, Outcome, Summary, load_paths
-    from .memory import Added, AsyncMemory, Citation, HistoryEntry, Memory, MemoryFact, Recall
+    from .memory import Added, AsyncMemory, Citation, HistoryEntry, Memory, MemoryFact, Recall, TopicMessage
     from .models import Conversation, ConversationResult
     from .ontology import Ontology, default_ontology, load_ontology
     from .query import digest, facts, find_entities, history, run, run_named
@@ -51,6 +52,8 @@ _LAZY = {
     "Memory": "memory",
     "MemoryFact": "memory",
     "Recall": "memory",
+    "TopicMessage": "memory",
+    "StatisticalExtractor": "keyphrases",
     "Answer": "retrieve",
     "Conversation": "models",
     "ConversationResult": "models",
@@ -122,8 +125,10 @@ __all__ = [
     "Outcome",
     "QueryError",
     "Recall",
+    "StatisticalExtractor",
     "Summary",
     "Table",
+    "TopicMessage",
     "UsageError",
     "__version__",
     "ask",

@@ -23,6 +23,7 @@ Absolute times depend on the machine; the ratios are what to compare.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import random
@@ -43,11 +44,13 @@ from .query import digest, facts, run_named
 __all__ = [
     "BenchResult",
     "ExtractBench",
+    "STATISTICAL_CAP",
     "edit",
     "engine_pid_for",
     "generate",
     "run_bench",
     "run_extract_bench",
+    "statistical_rate",
 ]
 
 _FIRST = [
@@ -244,6 +247,12 @@ class BenchResult:
         for k, v in d["ratios"].items():
             lines.append(f"{k:<28} {v:>8.2f}")
         lines.append(f"facts p50/p95 (ms)      {d['facts_ms']['p50']:.1f} / {d['facts_ms']['p95']:.1f}")
+        if d.get("statistical"):
+            st = d["statistical"]
+            lines.append(
+                f"statistical extractor: {st['messages_per_s']:.0f} messages/s on one core "
+                f"({st['messages']} messages, {st['keyphrases']} keyphrases)"
+            )
         lines.append(f"bulk and reference digests equal: {'yes' if d['digest_equal'] else 'NO'}")
         lines.append(
             f"after replace, digest equals a fresh load of the final versions: {'yes' if d['replace_digest_equal'] else 'NO'}"
@@ -256,6 +265,46 @@ class BenchResult:
         if d.get("notes"):
             lines += ["", *d["notes"]]
         return "\n".join(lines)
+
+
+STATISTICAL_CAP = 5000
+
+
+def statistical_rate(convs: list[Conversation], cap: int = STATISTICAL_CAP) -> dict[str, Any] | None:
+    """The statistical extractor's rate over the user messages of ``convs`` (the first
+    ``cap``), run as ``agefacts extract --extractor statistical`` runs it, conversation by
+    conversation, in this process: messages per second of this process's CPU time, which is
+    one core's, so that a busy machine does not count against it. None without ``yake``."""
+    from .errors import ExtractionError
+    from .keyphrases import StatisticalExtractor
+
+    try:
+        extractor = StatisticalExtractor()
+    except ExtractionError:
+        return None
+    chosen, n = [], 0
+    for c in convs:
+        if n >= cap:
+            break
+        chosen.append(c)
+        n += extractor.pending(c)
+    cpu = time.process_time()
+    wall = time.perf_counter()
+
+    async def run() -> list[Conversation]:
+        return [(await extractor.conversation(c)).conversation for c in chosen]
+
+    done = asyncio.run(run())
+    cpu = time.process_time() - cpu
+    wall = time.perf_counter() - wall
+    found = sum(len(t.keyphrases or ()) for c in done for t in c.turns)
+    return {
+        "messages": n,
+        "keyphrases": found,
+        "cpu_seconds": cpu,
+        "seconds": wall,
+        "messages_per_s": n / cpu if cpu else float("inf"),
+    }
 
 
 def _rss_mb(pid: int | None) -> tuple[float | None, float | None]:
@@ -305,6 +354,11 @@ def run_bench(
         bad = [o for o in outs if o.status == "failed"]
         if bad:
             raise RuntimeError(f"benchmark load failed: {bad[0].reason}")
+
+    log(f"statistical extractor: keyphrases of up to {STATISTICAL_CAP} user messages")
+    statistical = statistical_rate(convs)
+    if statistical is None:
+        notes.append("The statistical extractor was not measured: pip install 'agefacts[statistical]'.")
 
     rss_before, _ = _rss_mb(engine_pid)
     paths: dict[str, dict[str, Any]] = {}
@@ -423,6 +477,7 @@ def run_bench(
         "facts_ms": facts_ms,
         "engine_rss_mb": {"before": rss_before, "after": rss_after, "peak": peak},
         "notes": notes,
+        "statistical": statistical,
         "digest_equal": digests_equal,
         "replace_digest_equal": replace_digest_equal,
     }

@@ -91,12 +91,13 @@ class Stale:
     entities: set[tuple[str, str]] = field(default_factory=set)
     member_of: dict[str, tuple[str, str, str]] = field(default_factory=dict)  # statement -> its group
     gone: set[str] = field(default_factory=set)
+    keyphrases: set[int] = field(default_factory=set)  # ids of keyphrases that lost an APPEARS_IN edge
     # Per statement or entity key, what its removed evidence or mention edges gave its rule
     # (:func:`agefacts.derive.inputs_of`).
     removed: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
 
     def __bool__(self) -> bool:
-        return bool(self.statements or self.groups or self.entities)
+        return bool(self.statements or self.groups or self.entities or self.keyphrases)
 
 
 class BulkWriter:
@@ -324,14 +325,24 @@ class BulkWriter:
                 "d3 AS (DELETE FROM {po} e WHERE e.end_id = ANY(ARRAY(SELECT id FROM c)) RETURNING 1), "
                 "d4 AS (DELETE FROM {msg} v WHERE v.id = ANY(ARRAY(SELECT id FROM m)) RETURNING 1), "
                 # The conversation vertex too: its title is the version's, not its key's.
-                "d5 AS (DELETE FROM {cv} v WHERE v.id = ANY(ARRAY(SELECT id FROM c)) RETURNING 1) "
+                "d5 AS (DELETE FROM {cv} v WHERE v.id = ANY(ARRAY(SELECT id FROM c)) RETURNING 1), "
+                # Keyphrases: where they appear, and the co-occurrences these conversations
+                # counted (each CO_OCCURS edge names the conversation that counted it).
+                "d6 AS (DELETE FROM {ap} e WHERE e.end_id = ANY(ARRAY(SELECT id FROM m)) RETURNING e.start_id), "
+                "d7 AS (DELETE FROM {co} e WHERE e.start_id = ANY(ARRAY(SELECT start_id FROM d6)) "
+                "  AND ag_catalog.agtype_access_operator(e.properties, '\"conversation_k\"'::" + _AG + ") "
+                "  = ANY(ARRAY(SELECT " + _as_agtype_key("u.k") + " FROM unnest(%s::text[]) AS u(k))) RETURNING 1) "
                 "SELECT 'e', start_id::text, properties::text FROM d1 UNION ALL "
                 "SELECT 'm', start_id::text, properties::text FROM d2 UNION ALL "
-                "SELECT 'n', NULL, ((SELECT count(*) FROM d3) + (SELECT count(*) FROM d4) + (SELECT count(*) FROM d5))::text"
+                "SELECT DISTINCT 'k', start_id::text, NULL FROM d6 UNION ALL "
+                "SELECT 'n', NULL, ((SELECT count(*) FROM d3) + (SELECT count(*) FROM d4) + (SELECT count(*) FROM d5) "
+                "  + (SELECT count(*) FROM d7))::text"
             ).format(**fmt),
-            (list(conversation_keys),),
+            (list(conversation_keys), list(conversation_keys)),
         ):
-            if kind != "n" and int(vid) in key_of:
+            if kind == "k":
+                stale.keyphrases.add(int(vid))
+            elif kind != "n" and int(vid) in key_of:
                 fields = derive.EVIDENCE_INPUTS if kind == "e" else derive.MENTION_INPUTS
                 stale.removed[key_of[int(vid)]].append(derive.inputs_of(_props(props), fields))
         return stale
@@ -397,6 +408,20 @@ class BulkWriter:
                 (keys,),
             ):
                 dropped.add((label, k))
+        if stale.keyphrases:
+            # A keyphrase no message says any more goes (its co-occurrences went with the
+            # conversations that counted them).
+            self.db.execute(
+                sql.SQL(
+                    "WITH o AS (SELECT v.id FROM {kp} v WHERE v.id = ANY(ARRAY(SELECT ag_catalog._graphid(u.a, u.b) "
+                    "  FROM jsonb_to_recordset(%s::jsonb) AS u(a int, b bigint))) "
+                    "  AND NOT EXISTS (SELECT 1 FROM {ap} e WHERE e.start_id = v.id)), "
+                    "d1 AS (DELETE FROM {co} e WHERE e.start_id = ANY(ARRAY(SELECT id FROM o)) "
+                    "  OR e.end_id = ANY(ARRAY(SELECT id FROM o)) RETURNING 1) "
+                    "DELETE FROM {kp} v WHERE v.id = ANY(ARRAY(SELECT id FROM o))"
+                ).format(**fmt),
+                (dumps([{"a": n >> 48, "b": n & _ENTRY} for n in sorted(stale.keyphrases)]),),
+            )
         return Stale(
             statements=stale.statements - gone,
             groups={g for g in stale.groups if (g[0], g[1]) not in dropped},
@@ -423,6 +448,9 @@ class BulkWriter:
             "so": self._table("SUBJECT_OF"),
             "ab": self._table("ABOUT"),
             "sup": self._table("SUPERSEDES"),
+            "kp": self._table("Keyphrase"),
+            "ap": self._table("APPEARS_IN"),
+            "co": self._table("CO_OCCURS"),
         }
 
     # -- recomputing what several conversations contribute to ---------------------------------

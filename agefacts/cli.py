@@ -293,15 +293,31 @@ def _cmd_ask(args: argparse.Namespace) -> int:
     if args.format == "context":
         _print(answer.context())
         return _EXIT_OK
-    if not answer.entities:
-        _print("The question names no known entity.")
+    if not answer.entities and not answer.messages:
+        _print("The question names no known entity or topic.")
         return _EXIT_OK
-    _print("Linked: " + ", ".join(f"{e.name or e.key} ({e.surface!r})" for e in answer.entities))
-    cols = ["namespace"] if args.namespace is None else []
-    cols += ["subject", "predicate", "value", "object", "valid_from", "valid_until", "quote", "conversation", "message"]
-    _print(output.render(cols, [[f[c] for c in cols] for f in answer.facts], "table"))
-    for r in answer.rejected:
-        _print(f"not served: {r['subject']} {r['predicate']} {r['object'] or r['value']}: {r['reason']}")
+    ns = ["namespace"] if args.namespace is None else []
+    if answer.entities:
+        _print("Linked: " + ", ".join(f"{e.name or e.key} ({e.surface!r})" for e in answer.entities))
+        cols = ns + [
+            "subject",
+            "predicate",
+            "value",
+            "object",
+            "valid_from",
+            "valid_until",
+            "quote",
+            "conversation",
+            "message",
+        ]
+        _print(output.render(cols, [[f[c] for c in cols] for f in answer.facts], "table"))
+        for r in answer.rejected:
+            _print(f"not served: {r['subject']} {r['predicate']} {r['object'] or r['value']}: {r['reason']}")
+    if answer.messages:
+        _print("Said about the topic:")
+        cols = ns + ["conversation", "message", "at", "about", "text"]
+        rows = [{**m, "about": ", ".join(sorted({h["text"] for h in m["keyphrases"]}))} for m in answer.messages]
+        _print(output.render(cols, [[m[c] for c in cols] for m in rows], "table"))
     return _EXIT_OK
 
 
@@ -543,9 +559,16 @@ def _cmd_extract(args: argparse.Namespace) -> int:
     import asyncio
     from pathlib import Path
 
-    from .extract import Progress, extract_to
+    from .extract import Progress, extract_to, extract_with
 
     ontology = _ontology(args)
+    statistical = None
+    if args.extractor == "statistical":
+        from .keyphrases import StatisticalExtractor
+
+        if args.top < 1 or args.max_words < 1:
+            raise UsageError(f"--top ({args.top}) and --max-words ({args.max_words}) must be at least 1")
+        statistical = StatisticalExtractor(top=args.top, max_words=args.max_words, language=args.language)
     good, bad = _one_or_more_conversations(args.conversations)
     for _, exc in bad:
         print(f"agefacts: error: {exc}", file=sys.stderr)
@@ -559,6 +582,14 @@ def _cmd_extract(args: argparse.Namespace) -> int:
     on_terminal = sys.stderr.isatty()
 
     async def run() -> list[ConversationOutcome]:
+        if statistical is not None:  # no network: nothing to probe
+            return await extract_with(
+                statistical,
+                [c for _, c in good],
+                folder=out,
+                redo=args.redo,
+                progress=show if on_terminal else None,
+            )
         async with client:
             await client.probe()
             return await extract_to(
@@ -760,9 +791,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default=None, help="write to this file (default: standard output)")
     p.set_defaults(func=_cmd_export)
 
-    p = sub.add_parser("extract", parents=[ont], help="record extractions from an OpenAI-compatible model")
+    p = sub.add_parser(
+        "extract",
+        parents=[ont],
+        help="record extractions from an OpenAI-compatible model, or keyphrases with no model (--extractor statistical)",
+    )
     p.add_argument("conversations", nargs="+", help="conversation files (JSON or JSONL)")
     p.add_argument("--out", required=True, help="folder for the recorded conversations")
+    p.add_argument(
+        "--extractor",
+        choices=["llm", "statistical"],
+        default="llm",
+        help="llm (default): entities, statements and follow-ups from the model endpoint; statistical: "
+        "keyphrases of each user turn by YAKE, offline and deterministic (pip install 'agefacts[statistical]')",
+    )
+    p.add_argument("--top", type=int, default=5, help="statistical: keyphrases per message at most (default 5)")
+    p.add_argument("--max-words", type=int, default=3, help="statistical: words per keyphrase at most (default 3)")
+    p.add_argument("--language", default="en", help="statistical: the messages' language, for stop words (default en)")
     _llm_options(
         p,
         os.environ.get("AGEFACTS_LLM_URL", "http://127.0.0.1:8080/v1"),

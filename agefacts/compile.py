@@ -20,20 +20,35 @@ How the text is written:
   statement's known time and confidence, supersession) are recomputed from all the evidence in
   the graph after the writes, so the graph does not depend on the order of loading.
 - Follow-ups are trailing comments: they are the caller's questions, not facts.
+- Keyphrases live beside the facts: a ``Keyphrase`` vertex per namespace and text, an
+  ``APPEARS_IN`` edge to each message that says it (with the span), and ``CO_OCCURS`` edges
+  between the keyphrases of one conversation, whose count and PMI are the conversation's own:
+  nothing another conversation loads can change them, so they need no recomputing.
 """
 
 from __future__ import annotations
 
-from collections import Counter
+import math
+from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from itertools import combinations
 from typing import Any
 
 from . import cypher as cy
 from ._version import __version__
 from .errors import CompileError
-from .keys import SUPERSEDES_PREFIX, conversation_key, edge_key, entity_key, message_key, statement_key, user_key
-from .models import USER, Conversation, ConversationResult, Entity
+from .keys import (
+    SUPERSEDES_PREFIX,
+    conversation_key,
+    edge_key,
+    entity_key,
+    keyphrase_key,
+    message_key,
+    statement_key,
+    user_key,
+)
+from .models import USER, Conversation, ConversationResult, Entity, KeyphraseHit, llm_provenance
 from .names import CORE_EDGE_LABELS, CORE_VERTEX_LABELS
 from .ontology import Ontology
 
@@ -44,6 +59,7 @@ __all__ = [
     "Plan",
     "Vertex",
     "compile_conversation",
+    "cooccurrence",
     "edge_cypher",
     "entity_recompute",
     "executable",
@@ -159,6 +175,37 @@ def plan(conv: Conversation, result: ConversationResult, ontology: Ontology) -> 
         )
         add_edge("PART_OF", "Message", mk, "Conversation", ck, {})
 
+    for hit in result.keyphrases:
+        kk = keyphrase_key(ns, hit.text)
+        add_vertex(Vertex("Keyphrase", kk, {"k": kk, "namespace": ns, "text": hit.text}))
+        add_edge(
+            "APPEARS_IN",
+            "Keyphrase",
+            kk,
+            "Message",
+            msg_keys[hit.turn],
+            {
+                "mention": hit.mention,
+                "char_start": hit.char_start,
+                "char_end": hit.char_end,
+                "byte_start": hit.byte_start,
+                "byte_end": hit.byte_end,
+                "tier": hit.match,
+                "score": hit.score,
+                "extractor": hit.extractor,
+            },
+        )
+    for (a, b), (count, pmi) in cooccurrence(ns, result.keyphrases).items():
+        add_edge(
+            "CO_OCCURS",
+            "Keyphrase",
+            a,
+            "Keyphrase",
+            b,
+            {"conversation": cid, "conversation_k": ck, "messages": count, "pmi": pmi},
+            ck,
+        )
+
     # Entities: the user always; others by key, several handles may share one key.
     uk = user_key(ns)
     ut = ontology.user_type
@@ -249,7 +296,7 @@ def plan(conv: Conversation, result: ConversationResult, ontology: Ontology) -> 
                     "at": _instant(ev.at) if ev.at else None,
                     "confidence": ev.confidence,
                     "model": conv.model,
-                    "extractor": EXTRACTOR,
+                    "extractor": llm_provenance(conv.model),
                     "schema_ref": ontology.ref,
                 },
                 ev.char_start,
@@ -286,13 +333,40 @@ def plan(conv: Conversation, result: ConversationResult, ontology: Ontology) -> 
         "evidence": evidence_count,
         "rejected": len(result.rejected),
         "followups": len(p.followups),
+        "keyphrases": len(result.keyphrases),
         "rejected_reasons": dict(sorted(Counter(r.reason for r in result.rejected).items())),
     }
     return p
 
 
-_VORDER = {"Conversation": 0, "Message": 1, "Statement": 3}
-_EORDER = {"PART_OF": 0, "MENTIONED_IN": 1, "SUBJECT_OF": 2, "ABOUT": 3, "EVIDENCED_BY": 4}
+_VORDER = {"Conversation": 0, "Message": 1, "Statement": 3, "Keyphrase": 4}
+_EORDER = {
+    "PART_OF": 0,
+    "MENTIONED_IN": 1,
+    "SUBJECT_OF": 2,
+    "ABOUT": 3,
+    "EVIDENCED_BY": 4,
+    "APPEARS_IN": 5,
+    "CO_OCCURS": 6,
+}
+
+
+def cooccurrence(namespace: str, hits: Iterable[KeyphraseHit]) -> dict[tuple[str, str], tuple[int, float]]:
+    """The keyphrases of one conversation said in the same message, by pair of keys (the
+    lesser first): in how many messages (``messages``: ``count`` is a Cypher keyword, so
+    ``r.count`` would not parse), and their pointwise mutual information
+    over the conversation's messages that have a keyphrase, ``ln(count * N / (n_a * n_b))``
+    (natural log, rounded to 6 places so that every engine stores the same number)."""
+    by_turn: dict[int, set[str]] = defaultdict(set)
+    for hit in hits:
+        by_turn[hit.turn].add(keyphrase_key(namespace, hit.text))
+    n = len(by_turn)
+    alone = Counter(k for keys in by_turn.values() for k in keys)
+    pairs = Counter(pair for keys in by_turn.values() for pair in combinations(sorted(keys), 2))
+    return {
+        pair: (count, round(math.log(count * n / (alone[pair[0]] * alone[pair[1]])), 6) + 0.0)
+        for pair, count in sorted(pairs.items())
+    }
 
 
 def _instant(at: str) -> str:

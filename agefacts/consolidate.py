@@ -42,7 +42,9 @@ def consolidate(conversation: str, namespace: str, turns: Iterable[TurnResult]) 
     followups: dict[str, Followup] = {}
     rejected = []
     mentions: dict[str, list[str]] = {}
+    keyphrases = []
     for tr in sorted(turns, key=lambda t: t.turn):
+        keyphrases.extend(tr.keyphrases)
         for ent in tr.entities:
             if ent.mention and ent.mention not in mentions.setdefault(ent.handle, []):
                 mentions[ent.handle].append(ent.mention)
@@ -72,6 +74,7 @@ def consolidate(conversation: str, namespace: str, turns: Iterable[TurnResult]) 
         followups=sorted(kept, key=lambda f: f.gap),
         rejected=rejected,
         mentions={h: m for h, m in sorted(mentions.items()) if h in entities},
+        keyphrases=keyphrases,
     )
 
 
@@ -80,7 +83,7 @@ def result_of(conv: Conversation, ontology: Ontology) -> ConversationResult:
 
     Each turn is gated knowing the entities of the turns before it, so a statement may refer
     to a handle introduced earlier. A turn whose extraction failed is kept as a rejection."""
-    from .gate import gate_turn
+    from .gate import gate_keyphrases, gate_turn
     from .models import Rejection
 
     known: dict[str, Entity] = {}
@@ -92,6 +95,9 @@ def result_of(conv: Conversation, ontology: Ontology) -> ConversationResult:
                     turn=i, rejected=[Rejection(turn=i, kind="turn", reason="extraction_failed", detail=turn.error)]
                 )
             )
+        if turn.keyphrases:
+            hits, refused = gate_keyphrases(i, turn.text, turn.keyphrases)
+            results.append(TurnResult(turn=i, keyphrases=hits, rejected=refused))
         if turn.speaker != "user" or turn.recorded is None:
             continue
         tr = gate_turn(i, turn.text, turn.at, turn.recorded, ontology, known)

@@ -28,26 +28,40 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import httpx
 from pydantic import ValidationError
 
 from .errors import AgeFactsError, ExtractionError
-from .models import Claim, Conversation, Entity, Followup, InvalidItem, Proposal, Turn, check_text, describe
+from .models import (
+    Claim,
+    Conversation,
+    Entity,
+    Followup,
+    InvalidItem,
+    Proposal,
+    Turn,
+    check_text,
+    describe,
+    llm_provenance,
+)
 from .ontology import Ontology
 
 __all__ = [
     "ConversationOutcome",
     "DEFAULT_CONTEXT_TURNS",
     "DEFAULT_KEY_ENV",
+    "Extractor",
     "LLMClient",
+    "LLMExtractor",
     "Progress",
     "api_key_from_env",
     "build_messages",
     "extract_all",
     "extract_conversation",
     "extract_to",
+    "extract_with",
     "parse_reply",
     "pending_turns",
     "recording_name",
@@ -321,6 +335,50 @@ class ConversationOutcome:
     kept: int = 0  # user turns whose earlier recording was kept, not asked for again
 
 
+class Extractor(Protocol):
+    """What every extractor does: add its work to a conversation's user turns, keeping what
+    an earlier run recorded unless ``redo``, and say who made it (``provenance``:
+    ``llm:<model id>``, ``statistical:<name>-<version>``). :func:`extract_with` runs any of them
+    over many conversations, resumably, into a folder of recordings."""
+
+    @property
+    def provenance(self) -> str: ...
+
+    def pending(self, conv: Conversation, redo: bool = False) -> int:
+        """The user turns a run would work on."""
+        ...
+
+    async def conversation(
+        self, conv: Conversation, *, redo: bool = False, on_turn: Callable[[bool], None] | None = None
+    ) -> ConversationOutcome:
+        """``conv`` with this extractor's work on its turns (``on_turn(ok)`` after each turn
+        worked on); a turn that fails keeps its error and the next turns go on."""
+        ...
+
+
+@dataclass
+class LLMExtractor:
+    """The model extractor (:func:`extract_conversation`) as an :class:`Extractor`."""
+
+    client: LLMClient
+    ontology: Ontology
+    context_turns: int = DEFAULT_CONTEXT_TURNS
+
+    @property
+    def provenance(self) -> str:
+        return llm_provenance(self.client.model)
+
+    def pending(self, conv: Conversation, redo: bool = False) -> int:
+        return pending_turns(conv, redo)
+
+    async def conversation(
+        self, conv: Conversation, *, redo: bool = False, on_turn: Callable[[bool], None] | None = None
+    ) -> ConversationOutcome:
+        return await extract_conversation(
+            self.client, conv, self.ontology, redo=redo, context_turns=self.context_turns, on_turn=on_turn
+        )
+
+
 async def extract_conversation(
     client: LLMClient,
     conv: Conversation,
@@ -392,10 +450,32 @@ async def extract_all(
     written there as soon as its conversation is done (:func:`write_recording`), and what an
     earlier run wrote there is resumed (:func:`resumed`). Turns recorded already are kept and
     not asked for again, unless ``redo``. ``progress`` is called after every turn sent."""
-    sem = asyncio.Semaphore(max(1, concurrency) * (2 if client.concurrency else 1))
+    return await extract_with(
+        LLMExtractor(client, ontology, context_turns),
+        conversations,
+        max(1, concurrency) * (2 if client.concurrency else 1),
+        folder=folder,
+        redo=redo,
+        progress=progress,
+    )
+
+
+async def extract_with(
+    extractor: Extractor,
+    conversations: Sequence[Conversation],
+    concurrency: int = 4,
+    *,
+    folder: Path | None = None,
+    redo: bool = False,
+    progress: Callable[[Progress], None] | None = None,
+) -> list[ConversationOutcome]:
+    """Run ``extractor`` over many conversations, ``concurrency`` open at once; one
+    conversation's failure never stops the others. With ``folder``, each recording is written
+    there as soon as its conversation is done, and an earlier run's recordings are resumed."""
+    sem = asyncio.Semaphore(max(1, concurrency))
     if folder is not None and not redo:
         conversations = [resumed(c, folder) for c in conversations]
-    state = Progress(sum(pending_turns(c, redo) for c in conversations))
+    state = Progress(sum(extractor.pending(c, redo) for c in conversations))
 
     def turned(ok: bool) -> None:
         state.done += 1
@@ -406,9 +486,7 @@ async def extract_all(
     async def one(conv: Conversation) -> ConversationOutcome:
         async with sem:
             try:
-                outcome = await extract_conversation(
-                    client, conv, ontology, redo=redo, context_turns=context_turns, on_turn=turned
-                )
+                outcome = await extractor.conversation(conv, redo=redo, on_turn=turned)
             except (ExtractionError, ValidationError) as exc:
                 return ConversationOutcome(conv, [f"conversation {conv.id!r}: {exc}"])
         if folder is not None:
@@ -481,7 +559,9 @@ def resumed(conv: Conversation, folder: Path) -> Conversation:
         old = earlier.turns[i]
         same = (old.speaker, old.text, old.at) == (turn.speaker, turn.text, turn.at)
         if same and turn.recorded is None and old.recorded is not None and old.error is None:
-            turns[i] = old
+            turns[i] = turns[i].model_copy(update={"recorded": old.recorded, "error": None})
+        if same and turn.keyphrases is None and old.keyphrases is not None:
+            turns[i] = turns[i].model_copy(update={"keyphrases": old.keyphrases})
     return conv.model_copy(update={"turns": turns, "model": conv.model or earlier.model})
 
 

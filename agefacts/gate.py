@@ -16,6 +16,10 @@ Reasons, in the order they are checked:
 - ``polarity`` / ``tense``: the policy does not admit it (past and future are admitted when the
   ontology's ``dated_tenses`` allows it and the statement carries its own validity)
 - ``not_in_message``: the quote cannot be found in the message
+
+Keyphrases (:func:`gate_keyphrases`) are grounded by the same search as quotes and refused as
+``not_in_message`` when their words are not in the message, or ``no_words`` when they hold no
+word at all; one phrase said twice in a message is one keyphrase, with its best score.
 """
 
 from __future__ import annotations
@@ -24,12 +28,27 @@ import math
 from collections.abc import Mapping
 
 from .ground import locate
-from .models import USER, Claim, Entity, Evidence, Fact, Followup, Proposal, Rejection, TurnResult
+from .keys import keyphrase_text
+from .models import (
+    AUTHORED,
+    USER,
+    Claim,
+    Entity,
+    Evidence,
+    Fact,
+    Followup,
+    Keyphrase,
+    KeyphraseHit,
+    Proposal,
+    Rejection,
+    TurnResult,
+)
 from .names import is_identifier
 from .ontology import Ontology
 from .temporal import TimeError, normalise_instant, normalise_rrule, normalise_valid
 
 __all__ = [
+    "gate_keyphrases",
     "gate_turn",
     "normalise_value",
 ]
@@ -122,6 +141,35 @@ def gate_turn(
         followups.append(f)
 
     return TurnResult(turn=turn, entities=entities, statements=facts, followups=followups, rejected=rejected)
+
+
+def gate_keyphrases(turn: int, text: str, keyphrases: list[Keyphrase]) -> tuple[list[KeyphraseHit], list[Rejection]]:
+    """Ground one message's keyphrases: each is found in ``text`` (the first place its words
+    are, as a quote is), keyed by its words; of one phrase proposed twice the higher score is
+    kept (the first, when the scores tie)."""
+    hits: dict[str, KeyphraseHit] = {}
+    rejected: list[Rejection] = []
+    for kp in keyphrases:
+        words = keyphrase_text(kp.mention)
+        if not words:
+            rejected.append(_rej(turn, "keyphrase", "no_words", f"{kp.mention!r} holds no word", kp))
+            continue
+        span = locate(text, kp.mention)
+        if span is None:
+            rejected.append(_rej(turn, "keyphrase", "not_in_message", f"{kp.mention!r} is not in the message", kp))
+            continue
+        old = hits.get(words)
+        if old is not None and old.score >= kp.score:
+            continue
+        hits[words] = KeyphraseHit(
+            turn=turn,
+            text=words,
+            mention=span.quote,
+            **span.offsets(),
+            score=kp.score,
+            extractor=kp.extractor or AUTHORED,
+        )
+    return sorted(hits.values(), key=lambda h: h.text), rejected
 
 
 def _rej(turn: int, kind: str, reason: str, detail: str, item: object) -> Rejection:
@@ -226,11 +274,7 @@ def _gate_claim(
     evidence = Evidence.model_construct(
         turn=turn,
         quote=span.quote,
-        char_start=span.char_start,
-        char_end=span.char_end,
-        byte_start=span.byte_start,
-        byte_end=span.byte_end,
-        match=span.match,
+        **span.offsets(),
         at=at,
         confidence=confidence,
     )

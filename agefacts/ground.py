@@ -20,6 +20,7 @@ used.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from .models import MatchTier
 from .typography import ELLIPSIS, fold
@@ -39,6 +40,17 @@ class Span:
     match: MatchTier
     quote: str
     """The text of the message at the span: what is stored, whatever the model typed."""
+
+    def offsets(self) -> dict[str, Any]:
+        """Where the span is and how it was found, as the fields evidence and keyphrases
+        store (``char_start``, ``char_end``, ``byte_start``, ``byte_end``, ``match``)."""
+        return {
+            "char_start": self.char_start,
+            "char_end": self.char_end,
+            "byte_start": self.byte_start,
+            "byte_end": self.byte_end,
+            "match": self.match,
+        }
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,8 @@ namespaces, because the namespace is always one of the fields.
   in place when a later turn names it).
 - statement: namespace, subject key, predicate, object key or normalised value, valid_from,
   valid_until, recurrence (and whether it ends a fact rather than states one).
+- keyphrase: namespace, its text (:func:`keyphrase_text`: the words, case-folded, one space
+  between them), so "Sourdough starter" and "sourdough  starter" are one vertex.
 - edge: label, start key, end key (and, for evidence, the span); a ``SUPERSEDES`` edge is
   ``sup:<older key>><newer key>``.
 """
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import unicodedata
 from collections.abc import Callable
 from typing import Any
@@ -36,6 +39,8 @@ __all__ = [
     "conversation_key",
     "edge_key",
     "entity_key",
+    "keyphrase_key",
+    "keyphrase_text",
     "make_key",
     "message_key",
     "normalise_name",
@@ -77,6 +82,20 @@ def make_key(kind: str, *fields: Any) -> str:
 def normalise_name(name: str) -> str:
     """NFC, typographic quotes and apostrophes as ASCII, case-folded, whitespace collapsed."""
     return " ".join(fold_quotes(unicodedata.normalize("NFC", name)).casefold().split())
+
+
+_WORD = re.compile(r"\w+")
+
+
+def keyphrase_text(mention: str) -> str:
+    """A keyphrase's words as they key it: NFC, typographic quotes folded, case-folded, the
+    word characters only, one space between words ("Co-op's  Bread" -> "co op s bread"). A
+    question's words are cut the same way, so a phrase is found by the words that ask for it."""
+    return " ".join(_WORD.findall(fold_quotes(unicodedata.normalize("NFC", mention)).casefold()))
+
+
+def keyphrase_key(namespace: str, text: str) -> str:
+    return make_key("kp", namespace, text)
 
 
 def conversation_key(namespace: str, conversation: str) -> str:

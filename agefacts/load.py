@@ -70,7 +70,7 @@ class Summary:
         return [o for o in self.outcomes if o.status == "failed"]
 
     def totals(self) -> dict[str, int]:
-        out = {"entities": 0, "statements": 0, "evidence": 0, "rejected": 0, "followups": 0}
+        out = {"entities": 0, "statements": 0, "evidence": 0, "rejected": 0, "followups": 0, "keyphrases": 0}
         for o in self.outcomes:
             if o.status == "loaded":
                 for k in out:
@@ -92,7 +92,8 @@ class Summary:
             f"conversations: {self.count('loaded')} loaded, {self.count('skipped')} skipped (unchanged), "
             f"{self.count('failed')} failed",
             f"written: {t['entities']} entities, {t['statements']} statements, {t['evidence']} evidence, "
-            f"{t['rejected']} rejected claims, {t['followups']} follow-ups",
+            f"{t['rejected']} rejected claims, {t['followups']} follow-ups"
+            + (f", {t['keyphrases']} keyphrases" if t["keyphrases"] else ""),
         ]
         # A reason shared by many conversations (the connection was lost) is said once.
         shared = Counter(o.reason for o in self.failed)

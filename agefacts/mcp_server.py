@@ -113,8 +113,10 @@ def build_server(
         known_at: str | None = None,
     ) -> dict[str, Any]:
         """Facts that answer a question about the person ("Where do I live?", "my sister"),
-        ranked, each with its quote, conversation and message time; `context` is them as one
-        citable line each. Nothing is returned when the question names no one known."""
+        ranked, each with its quote, conversation and message time, and the messages that say
+        the question's topic ("what did I say about sourdough?", when keyphrases were
+        extracted); `context` is them as one citable line each. Nothing is returned when the
+        question names no one and nothing known."""
         ns = scope(namespace)
         answer = await run(lambda m: m.ask(question, namespace=ns, k=k, valid_at=valid_at, known_at=known_at))
         result: dict[str, Any] = answer

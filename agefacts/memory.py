@@ -39,6 +39,7 @@ __all__ = [
     "MemoryFact",
     "Message",
     "Recall",
+    "TopicMessage",
     "extended",
 ]
 
@@ -152,7 +153,8 @@ class HistoryEntry:
 class Recall:
     """What a question recalls: the entities it names, the facts about them (ranked, at
     most ``k``), those the ontology does not allow (with the reason), why nothing was found
-    when nothing was, and ``context``: the facts as a prompt-ready block with citations."""
+    when nothing was, ``context``: the facts (and topic messages) as a prompt-ready block
+    with citations, and the messages that say the question's topic."""
 
     question: str
     entities: tuple[Linked, ...]
@@ -160,6 +162,8 @@ class Recall:
     rejected: tuple[tuple[MemoryFact, str], ...]
     reason: str | None
     context: str
+    messages: tuple[TopicMessage, ...] = ()
+    """The messages that say the question's topic, when it names one (keyphrases)."""
 
     @classmethod
     def from_answer(cls, a: Answer) -> Recall:
@@ -170,6 +174,34 @@ class Recall:
             tuple((MemoryFact.from_row(r), r["reason"]) for r in a.rejected),
             a.reason,
             a.context(),
+            tuple(TopicMessage.from_row(m) for m in a.messages),
+        )
+
+
+@dataclass(frozen=True)
+class TopicMessage:
+    """A message that says the question's topic (found by its keyphrases), with where it
+    says each one: ``spans`` are (keyphrase text, mention, char start, char end), and
+    ``text[start:end] == mention``."""
+
+    namespace: str
+    conversation: str
+    message: int
+    speaker: str
+    at: dt.datetime | None
+    text: str
+    spans: tuple[tuple[str, str, int, int], ...]
+
+    @classmethod
+    def from_row(cls, m: Mapping[str, Any]) -> TopicMessage:
+        return cls(
+            m["namespace"],
+            m["conversation"],
+            m["message"],
+            m["speaker"],
+            _instant(m["at"]),
+            m["text"],
+            tuple((h["text"], h["mention"], h["char_start"], h["char_end"]) for h in m["keyphrases"]),
         )
 
 

@@ -19,6 +19,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator, model_validator
 
 __all__ = [
+    "AUTHORED",
     "Claim",
     "Conversation",
     "ConversationResult",
@@ -29,6 +30,8 @@ __all__ = [
     "Ident",
     "Input",
     "InvalidItem",
+    "Keyphrase",
+    "KeyphraseHit",
     "MatchTier",
     "Model",
     "NonEmpty",
@@ -44,10 +47,21 @@ __all__ = [
     "USER",
     "check_text",
     "describe",
+    "llm_provenance",
 ]
 
 USER = "user"
 """The handle that always means the namespace's owner; it needs no entity entry."""
+
+AUTHORED = "authored"
+"""The provenance of what a person wrote rather than an extractor produced."""
+
+
+def llm_provenance(model: str | None) -> str:
+    """The ``extractor`` of what a conversation's model recorded: ``llm:<model id>``, or
+    ``authored`` when no model is named (a recording a person wrote)."""
+    return f"llm:{model}" if model else AUTHORED
+
 
 Polarity = Literal["asserted", "negated", "hedged", "hypothetical", "reported"]
 Tense = Literal["current", "past", "future"]
@@ -205,12 +219,27 @@ class Proposal(Model):
     invalid: list[InvalidItem] = Field(default_factory=list)
 
 
+class Keyphrase(Model):
+    """A phrase a message is about ("sourdough starter"), as an extractor proposes it: the
+    words (a search term, like a claim's quote: grounding finds them in the message), a score
+    in [0, 1] (higher is more telling) and who proposed it (``statistical:<name>-<version>``,
+    ``llm:<model id>``; absent means a person wrote it: ``authored``). Not a fact about the
+    world: keyphrases live beside the ontology's facts, to find messages by topic."""
+
+    mention: NonEmpty
+    score: float = Field(ge=0.0, le=1.0)
+    extractor: str | None = None
+
+
 class Turn(Model):
     speaker: Literal["user", "assistant"]
     text: str
     at: str | None = None
     recorded: Proposal | None = None
     error: str | None = None
+    keyphrases: list[Keyphrase] | None = None
+    """What a keyphrase extractor found in this message, kept apart from ``recorded`` so
+    that the two extractors never mistake each other's work for their own."""
 
 
 class Conversation(Input):
@@ -289,12 +318,28 @@ class Fact(Model):
         )
 
 
+class KeyphraseHit(Model):
+    """A keyphrase found in its message: ``text`` is its words as they key it (one
+    ``Keyphrase`` vertex per namespace and text), ``mention`` what the message says there."""
+
+    turn: int
+    text: str
+    mention: str
+    char_start: int
+    char_end: int
+    byte_start: int
+    byte_end: int
+    match: MatchTier
+    score: float
+    extractor: str
+
+
 class Rejection(Model):
     """A claim, entity or follow-up that did not become data, and why. ``reason`` is a short
     code (``not_in_message``, ``unknown_predicate``...); ``detail`` says it in words."""
 
     turn: int
-    kind: Literal["entity", "statement", "followup", "turn"]
+    kind: Literal["entity", "statement", "followup", "turn", "keyphrase"]
     reason: str
     detail: str
     item: Any = None
@@ -306,6 +351,7 @@ class TurnResult(Model):
     statements: list[Fact] = Field(default_factory=list)
     followups: list[Followup] = Field(default_factory=list)
     rejected: list[Rejection] = Field(default_factory=list)
+    keyphrases: list[KeyphraseHit] = Field(default_factory=list)
 
 
 class ConversationResult(Model):
@@ -319,6 +365,7 @@ class ConversationResult(Model):
     rejected: list[Rejection] = Field(default_factory=list)
     mentions: dict[str, list[str]] = Field(default_factory=dict)
     """Every way each handle was mentioned, across turns."""
+    keyphrases: list[KeyphraseHit] = Field(default_factory=list)
 
     @field_validator("entities")
     @classmethod

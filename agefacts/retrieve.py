@@ -12,6 +12,12 @@ Facts are ranked by the question: those whose predicate its words name (the pred
 name and the ``words`` the ontology gives it: "live", "home", "moved" for ``lives_in``)
 first, then the most recent on the valid-time axis; ``k`` bounds the answer.
 
+When the question's other words name a topic, the messages that say it are returned too: each
+run of one to six words that is not all question words ("what did I say about") is looked up
+as a keyphrase (by key, in the namespace asked about), and the messages that say the most of
+them come first, each with the spans where it says them. This is how a conversation is found
+by topic when no entity links ("what did I say about sourdough?").
+
 A fact is served only when its predicate is in the ontology, its subject and object types fit
 the predicate's signature, and it has the right kind of object (entity or value). The rest is
 listed under ``rejected`` with the reason, so a store written by an older or careless loader
@@ -27,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .db import AsyncDatabase, Database
+from .keys import keyphrase_key, keyphrase_text
 from .ontology import Ontology
 from .query import TimeArg, check_scope, facts_of_keys, facts_of_keys_async, run_named, run_named_async
 
@@ -40,10 +47,13 @@ __all__ = [
     "ask_async",
     "check",
     "context_line",
+    "message_line",
     "link",
     "link_rows",
     "rank",
     "relevance",
+    "topic_texts",
+    "topics_from",
 ]
 
 _TOKEN = re.compile(r"\w+", re.UNICODE)
@@ -84,6 +94,9 @@ class Answer:
     facts: list[dict[str, Any]] = field(default_factory=list)
     rejected: list[dict[str, Any]] = field(default_factory=list)
     reason: str | None = None  # why nothing is served, when nothing is
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    """Messages that say the question's topic: namespace, conversation, message (ordinal),
+    speaker, at, text, and ``keyphrases`` (each with its text, mention, spans and score)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -91,16 +104,19 @@ class Answer:
             "entities": [e.__dict__ for e in self.entities],
             "facts": self.facts,
             "rejected": self.rejected,
+            "messages": self.messages,
             "reason": self.reason,
         }
 
     def context(self) -> str:
         """A prompt-ready block: one line per fact with what it says, when it was true, and
         the words it was read from (conversation, message and the time it was sent), so an
-        assistant can cite it."""
-        if not self.facts:
+        assistant can cite it; then one line per message found by topic."""
+        if not self.facts and not self.messages:
             return f"(no facts: {self.reason or 'nothing found'})"
-        return "\n".join(context_line(i, f) for i, f in enumerate(self.facts, 1))
+        lines = [context_line(i, f) for i, f in enumerate(self.facts, 1)]
+        lines += [message_line(i, m) for i, m in enumerate(self.messages, len(lines) + 1)]
+        return "\n".join(lines)
 
 
 def context_line(n: int, f: dict[str, Any]) -> str:
@@ -114,6 +130,15 @@ def context_line(n: int, f: dict[str, Any]) -> str:
     return (
         f"[{n}] {f['subject']} {f['predicate']} {what} ({valid}; known since {f['recorded_at']}) "
         f"- said {said} in conversation {f['conversation']} message {f['message']} at {f.get('quoted_at')}"
+    )
+
+
+def message_line(n: int, m: dict[str, Any]) -> str:
+    """One message found by topic as one line of a prompt-ready block."""
+    about = ", ".join(sorted({h["text"] for h in m["keyphrases"]}))
+    said = json.dumps(m["text"], ensure_ascii=False)
+    return (
+        f"[{n}] said {said} in conversation {m['conversation']} message {m['message']} at {m.get('at')} (about {about})"
     )
 
 
@@ -248,16 +273,116 @@ def check(fact: dict[str, Any], ontology: Ontology) -> str | None:
     return None
 
 
+# Words that ask rather than name a topic: a run of only these is not looked up.
+_QUESTION_WORDS = frozenset(
+    """a about after again all also am an and any anything are as at be been before but by can
+    could did do does done ever for from had has have how i if in into is it its just know last
+    me mention mentioned more most my of on or our remind s said say says should so some
+    something talk talked tell than that the their them then there these they this those to told
+    us was we were what when where which who whom why will with would you your""".split()
+)
+# YAKE phrases have at most three words, but "co-op's bread" is four once cut into words.
+_MAX_TOPIC_WORDS = 6
+
+
+def topic_texts(question: str) -> list[str]:
+    """The keyphrase texts a question could be asking about: every run of one to six of its
+    words (cut as keyphrases are, :func:`agefacts.keys.keyphrase_text`) that is not all
+    question words, longest first."""
+    words = keyphrase_text(question).split()
+    out: dict[str, None] = {}
+    for n in range(_MAX_TOPIC_WORDS, 0, -1):
+        for i in range(len(words) - n + 1):
+            run = words[i : i + n]
+            if not all(w in _QUESTION_WORDS for w in run):
+                out[" ".join(run)] = None
+    return list(out)
+
+
+def topics_from(rows: list[dict[str, Any]], k: int) -> list[dict[str, Any]]:
+    """The messages of the ``topic_messages`` rows, one each with its keyphrases: those that
+    say the most of the question's phrases first (then the longer phrases, the higher scores,
+    the latest), cut to ``k``."""
+    by_message: dict[tuple[str, str, int], dict[str, Any]] = {}
+    for r in rows:
+        ident = (r["namespace"], r["conversation"], r["message"])
+        m = by_message.setdefault(
+            ident,
+            {
+                "namespace": r["namespace"],
+                "conversation": r["conversation"],
+                "message": r["message"],
+                "speaker": r["speaker"],
+                "at": r["at"],
+                "text": r["message_text"],
+                "keyphrases": [],
+            },
+        )
+        m["keyphrases"].append(
+            {
+                f: r[s]
+                for f, s in (
+                    ("text", "keyphrase"),
+                    ("mention", "mention"),
+                    ("char_start", "char_start"),
+                    ("char_end", "char_end"),
+                    ("byte_start", "byte_start"),
+                    ("byte_end", "byte_end"),
+                    ("score", "score"),
+                    ("extractor", "extractor"),
+                )
+            }
+        )
+    for m in by_message.values():
+        m["keyphrases"].sort(key=lambda h: (h["char_start"], h["text"]))
+
+    def order(m: dict[str, Any]) -> tuple[Any, ...]:
+        hits = m["keyphrases"]
+        return (
+            -len(hits),
+            -sum(len(h["text"].split()) for h in hits),
+            -max(float(h["score"] or 0) for h in hits),
+        )
+
+    latest_first = sorted(
+        by_message.values(),
+        key=lambda m: (str(m["at"] or ""), m["namespace"], m["conversation"], m["message"]),
+        reverse=True,
+    )
+    return sorted(latest_first, key=order)[: max(0, k)]
+
+
+def _topic_rows(db: Database, question: str, namespace: str | None) -> list[dict[str, Any]]:
+    texts = topic_texts(question)
+    if not texts:
+        return []
+    if namespace is None:
+        return run_named(db, "topic_messages_by_text", {"texts": texts}).dicts()
+    return run_named(db, "topic_messages", {"keys": [keyphrase_key(namespace, t) for t in texts]}).dicts()
+
+
+async def _topic_rows_async(db: AsyncDatabase, question: str, namespace: str | None) -> list[dict[str, Any]]:
+    texts = topic_texts(question)
+    if not texts:
+        return []
+    if namespace is None:
+        return (await run_named_async(db, "topic_messages_by_text", {"texts": texts})).dicts()
+    keys = [keyphrase_key(namespace, t) for t in texts]
+    return (await run_named_async(db, "topic_messages", {"keys": keys})).dicts()
+
+
 def answer_from(
     question: str,
     ontology: Ontology,
     entities: list[Linked],
     rows: list[list[dict[str, Any]]],
     k: int,
+    topics: list[dict[str, Any]] | None = None,
 ) -> Answer:
     """The answer from the linked entities and each one's facts (``rows[i]`` are the facts
-    of ``entities[i]``): served facts ranked and cut to ``k``, the rest with their reason."""
-    answer = Answer(question, list(entities))
+    of ``entities[i]``): served facts ranked and cut to ``k``, the rest with their reason;
+    and the messages of the question's topic (the ``topic_messages`` rows), cut to ``k``."""
+    answer = Answer(question, list(entities), messages=topics_from(topics or [], k))
     seen: set[str] = set()
     served: list[dict[str, Any]] = []
     for facts in rows:
@@ -271,9 +396,9 @@ def answer_from(
             else:
                 answer.rejected.append({**row, "reason": why})
     answer.facts = rank(question, served, ontology)[: max(0, k)]
-    if not entities:
-        answer.reason = "the question names no known entity"
-    elif not answer.facts:
+    if not entities and not answer.messages:
+        answer.reason = "the question names no known entity or topic"
+    elif entities and not answer.facts:
         answer.reason = "no fact about " + ", ".join(e.name or e.key for e in entities) + " is valid at that time"
     return answer
 
@@ -297,7 +422,7 @@ def ask(
     check_scope(namespace, all_namespaces, (e.namespace for e in entities), "what the question names")
     # Linked entities are known by key: no second lookup of each one.
     rows = [facts_of_keys(db, [e.key], valid_at, known_at).dicts() for e in entities]
-    return answer_from(question, ontology, entities, rows, k)
+    return answer_from(question, ontology, entities, rows, k, _topic_rows(db, question, namespace))
 
 
 async def ask_async(
@@ -316,4 +441,4 @@ async def ask_async(
     entities = link_rows(question, names.dicts(), namespace)
     check_scope(namespace, all_namespaces, (e.namespace for e in entities), "what the question names")
     rows = [(await facts_of_keys_async(db, [e.key], valid_at, known_at)).dicts() for e in entities]
-    return answer_from(question, ontology, entities, rows, k)
+    return answer_from(question, ontology, entities, rows, k, await _topic_rows_async(db, question, namespace))

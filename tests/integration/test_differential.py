@@ -29,6 +29,8 @@ VALUES = st.one_of(
     st.booleans(),
 )
 DATES = st.sampled_from(["2023", "2024-06", "2024-06-01", "2024-06-01T09:00:00Z", "2024-06-15", "2025", "2025-03-01"])
+TOPICS = ["first", "again", "edited", "Rye bread", "rye  bread", "sourdough", "Zoë's café"]
+SCORES = st.sampled_from([0.0, 0.25, 0.5, 1.0, 0.3333])
 SINGLE = ["lives_in", "works_at", "job_title"]
 MULTI = ["likes", "speaks", "from_place"]
 
@@ -63,9 +65,21 @@ def version(draw, cid: str, month: int) -> Conversation:
             statements.append(claim("user", pred, sentence, obj=handle, polarity=polarity, **kw))
         else:
             statements.append(claim("user", pred, sentence, value=draw(VALUES), polarity=polarity, **kw))
-    turns = [
-        user_turn(" ".join(sentences), f"2024-{month:02d}-0{draw(st.integers(1, 9))}T10:00:00Z", entities, statements)
-    ]
+    text = " ".join(sentences)
+    turns = [user_turn(text, f"2024-{month:02d}-0{draw(st.integers(1, 9))}T10:00:00Z", entities, statements)]
+    # Keyphrases: words of the message (some said by several conversations, some in two of
+    # this one's messages, so co-occurrence has something to count), and one it does not say.
+    topics = st.lists(st.sampled_from(TOPICS), max_size=4)
+    turns[0]["keyphrases"] = [{"mention": t, "score": draw(SCORES)} for t in draw(topics) if t in text]
+    turns[0]["text"] += " " + " ".join(draw(topics))
+    turns[0]["keyphrases"] += [{"mention": t, "score": draw(SCORES)} for t in draw(topics) if t in turns[0]["text"]]
+    if draw(st.booleans()):
+        more = draw(topics)
+        said = " and ".join(more) or "nothing"
+        phrases = [{"mention": t, "score": draw(SCORES)} for t in more + ["absent topic"]]
+        turns.append(
+            {"speaker": "user", "text": f"also {said}", "at": f"2024-{month:02d}-09T11:00:00Z", "keyphrases": phrases}
+        )
     if draw(st.booleans()):
         turns.append({"speaker": "assistant", "text": "Noted.", "at": f"2024-{month:02d}-10T10:00:00Z"})
     return Conversation.model_validate(

@@ -12,11 +12,12 @@ import pytest
 from agefacts.agtype import Edge, Vertex, decode
 from agefacts.agtype import Path as AgPath
 from agefacts.cli import main
-from agefacts.load import load_paths
+from agefacts.keys import keyphrase_key
+from agefacts.load import Loader, load_paths
 from agefacts.query import named_queries, return_columns, run, run_named
 from agefacts.retrieve import ask, link
 
-from ..helpers import EXAMPLES, ONTO
+from ..helpers import EXAMPLES, ONTO, conversation
 
 
 @pytest.fixture
@@ -148,8 +149,8 @@ def test_longest_name_links_first_and_claims_its_words(db):
 def test_a_question_naming_nobody_returns_nothing(loaded):
     answer = ask(loaded, "What should we cook tonight?", ONTO, all_namespaces=True)
     assert answer.entities == [] and answer.facts == [] and answer.rejected == []
-    assert answer.reason == "the question names no known entity"
-    assert answer.context() == "(no facts: the question names no known entity)"
+    assert answer.reason == "the question names no known entity or topic"
+    assert answer.context() == "(no facts: the question names no known entity or topic)"
     # "I" names the owner only when a namespace says whose.
     assert ask(loaded, "Where do I live?", ONTO, all_namespaces=True).entities == []
 
@@ -241,6 +242,8 @@ def test_every_shipped_query_states_its_parameters_and_columns_and_returns_them(
     db = loaded
     nina = run_named(db, "entities", {"text": "user", "namespace": "nina"}).dicts()[0]["key"]
     when = {"valid_at": "2024-10-01", "known_at": "2030-01-01T00:00:00Z"}
+    said = [{"speaker": "user", "text": "I bake sourdough", "keyphrases": [{"mention": "sourdough", "score": 0.9}]}]
+    Loader(db, ONTO).load(conversation("bread", said, namespace="baker"))
     # One call per shipped query: a query file added without a line here fails this test.
     samples = {
         "conversations": {"namespace": "nina"},
@@ -258,6 +261,8 @@ def test_every_shipped_query_states_its_parameters_and_columns_and_returns_them(
         "questions": {"namespace": None, "include_resolved": True},
         "relations": {"entity": run_named(db, "entities", {"text": "user", "namespace": "ann"}).dicts()[0]["key"]},
         "rejections": {"namespace": None},
+        "topic_messages": {"keys": [keyphrase_key("baker", "sourdough")]},
+        "topic_messages_by_text": {"texts": ["sourdough"]},
     }
     queries = named_queries()
     assert sorted(samples) == sorted(queries)

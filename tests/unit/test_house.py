@@ -26,6 +26,7 @@ RANKS: list[set[str]] = [
     {"db"},
     {"extract"},
     {"ground"},
+    {"keyphrases"},
     {"gate"},
     {"consolidate"},
     {"compile"},
