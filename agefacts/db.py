@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import hashlib
 import json
+import logging
 import os
 import re
 import time
@@ -60,6 +61,8 @@ _GRAPH_LOCK = 0x61676566
 # differently; 62 of 234 tests failed there.
 MIN_AGE = (1, 6, 0)
 TESTED_AGE = "1.6.0 on PostgreSQL 15 and 17; 1.7.0 on PostgreSQL 17 and the embedded engine"
+
+_log = logging.getLogger(__name__)
 
 
 def age_version_at_least(version: str | None, wanted: tuple[int, int, int]) -> bool:
@@ -514,6 +517,39 @@ class Database:
         except psycopg.Error as exc:
             raise translate(exc, f"dropping graph {self.graph!r}") from exc
         self._labels.clear()
+
+    def refresh_statistics(self) -> list[str]:
+        """Where no autovacuum runs (the embedded engine has no autovacuum launcher, a quirk a
+        test pins), ANALYZE the graph's label tables that changed by more than autovacuum's
+        default threshold since they were last analyzed (50 rows and a tenth of the table), as
+        autovacuum would; returns the labels analyzed. Without statistics the planner guesses
+        a key lookup finds hundreds of rows and hash-joins whole edge tables: ``facts`` at
+        100k statements took 30 ms at the median before and 18 ms after. Statistics are an
+        optimisation: a role that may not analyze a table (it warns) or any failure here
+        leaves the data as it is and is not an error."""
+        try:
+            (launchers,) = self._run(
+                "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'autovacuum launcher'"
+            )[0]
+            if launchers:
+                return []
+            # A backend sends its counts at most once a second; the load's own are wanted now.
+            self._run("SELECT pg_stat_force_next_flush()")
+            with self.conn.transaction():
+                stale = [
+                    name
+                    for (name,) in self._run(
+                        "SELECT relname FROM pg_stat_user_tables WHERE schemaname = %s "
+                        "AND n_mod_since_analyze > 50 + 0.1 * n_live_tup ORDER BY relname",
+                        (self.graph,),
+                    )
+                ]
+                for name in stale:
+                    self._run(sql.SQL("ANALYZE {}.{}").format(sql.Identifier(self.graph), sql.Identifier(name)))
+            return stale
+        except psycopg.Error as exc:
+            _log.info("statistics of graph %r not refreshed: %s", self.graph, exc)
+            return []
 
     def labels(self) -> dict[str, str]:
         """The graph's labels and their kinds ('v' or 'e'), AGE's internal defaults excluded."""

@@ -346,6 +346,8 @@ class Loader:
                 yield from self._finish(*previous)
             if stop is not None and stop():
                 raise KeyboardInterrupt
+        if not self._lost:
+            self.db.refresh_statistics()
 
     # -- batches ------------------------------------------------------------------------------
     def _batches(
@@ -564,6 +566,7 @@ class Loader:
                     )
 
         self._attempt(work)
+        self.db.refresh_statistics()
         return list(ids)
 
     def _record(self, loaded: list[ledger.Loaded]) -> None:

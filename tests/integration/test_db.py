@@ -212,3 +212,31 @@ def test_every_label_gets_its_own_key_index_whatever_its_name(db):
     db.cypher(f"CREATE (:{long_a} {{k: 'x'}}), (:{long_b} {{k: 'x'}})")
     with pytest.raises(DatabaseError):
         db.cypher(f"CREATE (:{long_b} {{k: 'x'}})")
+
+
+def test_where_no_autovacuum_runs_a_load_leaves_the_planner_statistics(db):
+    """The embedded engine runs no autovacuum launcher (pinned here), so nothing would ever
+    ANALYZE its tables and the planner would guess; a load does what autovacuum would. On a
+    server, autovacuum's launcher is there and the load leaves statistics to it."""
+    from agefacts.bench import generate
+    from agefacts.load import Loader
+    from agefacts.models import Conversation
+
+    from ..helpers import ONTO
+
+    (launchers,) = db.execute("SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'autovacuum launcher'")[0]
+    embedded = "pglite" in db.execute("SELECT version()")[0][0].lower()
+    if embedded:
+        assert launchers == 0
+    # More rows than autovacuum's threshold (50 and a tenth of the table) in every main table.
+    convs = [Conversation.model_validate(c) for c in generate(600)]
+    assert all(o.status == "loaded" for o in Loader(db, ONTO).load_many((c.id, c) for c in convs))
+    analyzed = db.execute(
+        "SELECT relname FROM pg_stat_user_tables WHERE schemaname = %s AND last_analyze IS NOT NULL ORDER BY relname",
+        (db.graph,),
+    )
+    if launchers:
+        assert db.refresh_statistics() == []
+    else:
+        assert {"EVIDENCED_BY", "Message", "Statement", "SUBJECT_OF"} <= {name for (name,) in analyzed}
+        assert db.refresh_statistics() == []  # nothing changed since

@@ -272,3 +272,21 @@ def test_every_shipped_query_states_its_parameters_and_columns_and_returns_them(
         table = run_named(db, name, samples[name])
         assert table.columns == q.columns, name
         assert table.rows, f"{name} found nothing on the examples"
+
+
+def test_facts_by_key_answer_as_facts_by_name_do(loaded):
+    """A key is read without looking the entity up first when it has facts; the look-up still
+    decides an entity with no facts at that time (empty), a key of no entity, and a key of
+    another namespace (both refused)."""
+    from agefacts.errors import QueryError
+    from agefacts.query import facts
+
+    db = loaded
+    nina = run_named(db, "entities", {"text": "user", "namespace": "nina"}).dicts()[0]["key"]
+    by_name = facts(db, "user", namespace="nina", valid_at="2024-10-01").dicts()
+    assert by_name and facts(db, nina, valid_at="2024-10-01").dicts() == by_name
+    assert facts(db, nina, namespace="nina", valid_at="2024-10-01").dicts() == by_name
+    assert facts(db, nina, known_at="2000-01-01T00:00:00Z").dicts() == []  # nothing known yet
+    for key, ns in ((nina, "ann"), ("ent:00000000000000000000000000000000", None)):
+        with pytest.raises(QueryError, match="no entity"):
+            facts(db, key, namespace=ns, valid_at="2024-10-01")
