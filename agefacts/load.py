@@ -642,8 +642,10 @@ class LoadInterrupted(KeyboardInterrupt):
         self.summary = summary
 
 
-def terminal_progress(stream: TextIO = sys.stderr) -> Callable[[int, str], None] | None:
-    """A one-line progress display when ``stream`` is a terminal, else None."""
+def terminal_progress(stream: TextIO | None = None) -> Callable[[int, str], None] | None:
+    """A one-line progress display when ``stream`` (standard error when not given: the one
+    in use at the call, not at import) is a terminal, else None."""
+    stream = stream if stream is not None else sys.stderr
     if not stream.isatty():
         return None
 

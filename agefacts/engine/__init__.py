@@ -150,6 +150,12 @@ def _lock_data_folder(folder: Path) -> int:
     return fd
 
 
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 def default_port() -> int:
     """The embedded engine's port when none is given: ``AGEFACTS_PORT``, or 54329."""
     raw = os.environ.get("AGEFACTS_PORT")
@@ -352,19 +358,11 @@ class Engine:
                     "start; choose another with `agefacts db start --port N`, or use that server "
                     "with --dsn if it has Apache AGE"
                 )
-            node = self.node()
             self.ensure_installed()
             held = None if data_arg == MEMORY else _lock_data_folder(Path(data_arg))
-            cmd = [
-                node,
-                "--max-old-space-size=8192",
-                str(self.server_script()),
-                f"--db={'memory://' if data_arg == MEMORY else data_arg}",
-                f"--port={port}",
-                "--host=127.0.0.1",
-                "--extensions=@electric-sql/pglite-age:age",
-                f"--max-connections={MAX_CONNECTIONS}",
-            ]
+            if held is not None:
+                self._seed(Path(data_arg))
+            cmd = self._command("memory://" if data_arg == MEMORY else data_arg, port)
             log = open(self.log_file, "ab")
             since = log.tell()  # what this start writes to the log, not earlier runs
             proc = subprocess.Popen(
@@ -391,6 +389,75 @@ class Engine:
                 self.state_file.unlink(missing_ok=True)
                 raise
             return state, True
+
+    def _command(self, db: str, port: int) -> list[str]:
+        return [
+            self.node(),
+            "--max-old-space-size=8192",
+            str(self.server_script()),
+            f"--db={db}",
+            f"--port={port}",
+            "--host=127.0.0.1",
+            "--extensions=@electric-sql/pglite-age:age",
+            f"--max-connections={MAX_CONNECTIONS}",
+        ]
+
+    def template(self, timeout: float = 120.0) -> Path:
+        """A data folder as the engine first makes it, kept beside the installed engine: the
+        engine makes a new folder by running initdb in WebAssembly (5 s here), and opens an
+        existing one in about 1 s, so a new folder starts as a copy of this one. Made once per
+        installed engine (the first start of a new folder pays for it), by an engine process
+        of its own, stopped cleanly so that the folder is complete."""
+        tpl = self.install_dir() / "template"
+        if (tpl / "PG_VERSION").exists():
+            return tpl
+        with open(self.install_dir() / ".template.lock", "w") as lockf:
+            fcntl.flock(lockf, fcntl.LOCK_EX)
+            if (tpl / "PG_VERSION").exists():
+                return tpl
+            part = self.install_dir() / "template.part"
+            shutil.rmtree(part, ignore_errors=True)
+            part.mkdir()
+            port = _free_port()
+            proc = subprocess.Popen(
+                self._command(str(part), port),
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                stdin=subprocess.DEVNULL,
+                cwd=self.install_dir(),
+                start_new_session=True,
+            )
+            try:
+                deadline = time.monotonic() + timeout
+                while not _answers_postgres("127.0.0.1", port, timeout=1.0):
+                    if proc.poll() is not None or time.monotonic() > deadline:
+                        raise EngineError("the engine could not make its template data folder")
+                    time.sleep(0.1)
+            finally:
+                # SIGINT: pglite-server closes the database cleanly, writing the folder out.
+                proc.send_signal(signal.SIGINT)
+                try:
+                    proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+            os.rename(part, tpl)
+        return tpl
+
+    def _seed(self, folder: Path) -> None:
+        """A new data folder (nothing in it but its lock) starts as a copy of the template.
+        Anything else is left to the engine, and so is a new folder when the template cannot
+        be made or copied (the engine then makes the folder itself, as it always could)."""
+        if any(p.name != DATA_LOCK for p in folder.iterdir()):
+            return
+        try:
+            shutil.copytree(self.template(), folder, dirs_exist_ok=True, ignore=shutil.ignore_patterns(DATA_LOCK))
+        except (OSError, EngineError):
+            for p in folder.iterdir():
+                if p.is_dir():
+                    shutil.rmtree(p, ignore_errors=True)
+                elif p.name != DATA_LOCK:
+                    p.unlink(missing_ok=True)
 
     def _data_arg(self, data: str | os.PathLike[str] | None) -> str:
         if data is None:

@@ -49,21 +49,21 @@ def test_start_status_url_stop(own_engine, tmp_path, monkeypatch, capsys):
 
 def test_start_twice_is_harmless(own_engine, tmp_path):
     port = free_port()
-    first, started = own_engine.start(data="memory", port=port)
-    second, started_again = own_engine.start(data="memory", port=port)
+    first, started = own_engine.start(data=tmp_path / "data", port=port)
+    second, started_again = own_engine.start(data=tmp_path / "data", port=port)
     assert started and not started_again
     assert second.pid == first.pid
     with pytest.raises(EngineError, match="already running"):
         own_engine.start(data=tmp_path / "other", port=port)
 
 
-def test_stale_pid_is_detected_and_cleared(own_engine):
+def test_stale_pid_is_detected_and_cleared(own_engine, tmp_path):
     own_engine.home.mkdir(parents=True)
     # A pid that cannot be running: beyond the kernel's pid limit.
     own_engine.state_file.write_text(json.dumps({"pid": 2**22 + 17, "port": 1, "data": "memory"}))
     assert own_engine.status() == {"running": False}
     assert not own_engine.state_file.exists()
-    state, started = own_engine.start(data="memory", port=free_port())
+    state, started = own_engine.start(data=tmp_path / "data", port=free_port())
     assert started and own_engine.status()["pid"] == state.pid
 
 
@@ -104,13 +104,13 @@ def test_data_persists_and_clients_reconnect_after_restart(own_engine, tmp_path)
     db.close()
 
 
-def test_copy_from_stdin_breaks_the_embedded_engine(own_engine):
+def test_copy_from_stdin_breaks_the_embedded_engine(own_engine, tmp_path):
     """Why agefacts never sends COPY to the embedded engine (rows travel as one JSON array
     parameter instead): the client gets a reply it cannot read, and the server stops
     accepting connections. Fails the day pglite-server handles COPY."""
     import psycopg
 
-    state, _ = own_engine.start(data="memory", port=free_port())
+    state, _ = own_engine.start(data=tmp_path / "data", port=free_port())
     conn = psycopg.connect(state.dsn, autocommit=True, prepare_threshold=None)
     conn.execute("CREATE TABLE copy_probe (a int)")
     # The engine's answer is not the protocol psycopg expects: the client fails reading it.
@@ -225,3 +225,30 @@ def test_a_load_the_data_folder_has_no_room_for_is_refused_before_anything_is_wr
     monkeypatch.setenv("AGEFACTS_MIN_FREE_MB", "0")
     assert main(argv) == 0
     assert capsys.readouterr().out.startswith("conversations: 25 loaded, 0 skipped")
+
+
+def test_a_new_data_folder_starts_as_a_copy_of_the_engines_template(own_engine, tmp_path):
+    """The engine makes a new folder by running initdb in WebAssembly (5 s) and opens an
+    existing one in about 1 s: a new, empty folder is seeded from a template the installed
+    engine made once. A folder holding anything else is left to the engine."""
+    template = own_engine.template()
+    assert (template / "PG_VERSION").exists() and own_engine.template() == template
+
+    def files() -> dict[str, tuple[int, int]]:
+        return {str(p): (p.stat().st_size, p.stat().st_mtime_ns) for p in template.rglob("*") if p.is_file()}
+
+    before = files()
+    data = tmp_path / "new"
+    state, _ = own_engine.start(data=data, port=free_port())
+    assert (data / "PG_VERSION").read_text() == (template / "PG_VERSION").read_text()
+    db = Database(state.dsn, "seeded").connect()
+    db.cypher("CREATE (:Person {k: 'p1'})")
+    assert db.cypher("MATCH (p:Person) RETURN p.k").rows == [("p1",)]
+    db.close()
+    own_engine.stop()
+    assert files() == before  # the template is never written to
+    odd = tmp_path / "odd"
+    odd.mkdir()
+    (odd / "notes.txt").write_text("mine")
+    own_engine._seed(odd)
+    assert sorted(p.name for p in odd.iterdir()) == ["notes.txt"]
