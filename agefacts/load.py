@@ -304,7 +304,9 @@ class Loader:
         self.batch_conversations = batch_conversations
         self.retries = retries
         self._writer: Any = None
-        self._lost: str | None = None  # why the connection is gone for good, once it is
+        # Why no more can be loaded in this run, once that is so: the connection is gone for
+        # good, or the disk that holds the database is full (every later write would fail).
+        self._lost: str | None = None
         self._seen: dict[tuple[str, str], Seen] = {}
         self.fallbacks: list[str] = []  # why a batch was written one conversation at a time
 
@@ -396,13 +398,18 @@ class Loader:
             try:
                 return work()
             except DatabaseError as exc:
+                if exc.sqlstate == _DISK_FULL:
+                    self._lost = (
+                        f"the disk that holds the database is full ({str(exc).splitlines()[0]}); free space there, then"
+                    )
+                    raise
                 if attempt >= self.retries or not (exc.retryable or exc.connection_lost):
                     raise
                 if exc.connection_lost:
                     try:
                         self.db.reconnect(retries=self.retries)
                     except DatabaseError as gone:
-                        self._lost = str(gone)
+                        self._lost = f"the database connection was lost ({gone});"
                         raise
                     self._writer = None
                 else:
@@ -415,8 +422,7 @@ class Loader:
             conv.id,
             conv.namespace,
             "failed",
-            f"not loaded: the database connection was lost ({self._lost}); run the same command "
-            "again to load the rest (what was loaded is skipped)",
+            f"not loaded: {self._lost} run the same command again to load the rest (what was loaded is skipped)",
         )
 
     def _prior_hashes(self, idents: list[tuple[str, str]]) -> dict[tuple[str, str], str]:
@@ -640,6 +646,9 @@ class LoadInterrupted(KeyboardInterrupt):
     def __init__(self, summary: Summary):
         super().__init__("interrupted")
         self.summary = summary
+
+
+_DISK_FULL = "53100"  # PostgreSQL's disk_full: "could not extend file ... No space left on device"
 
 
 def terminal_progress(stream: TextIO | None = None) -> Callable[[int, str], None] | None:

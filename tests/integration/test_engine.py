@@ -252,3 +252,50 @@ def test_a_new_data_folder_starts_as_a_copy_of_the_engines_template(own_engine, 
     (odd / "notes.txt").write_text("mine")
     own_engine._seed(odd)
     assert sorted(p.name for p in odd.iterdir()) == ["notes.txt"]
+
+
+def test_a_disk_that_fills_during_a_load_ends_the_run_with_its_reason_and_nothing_partial(
+    own_engine, tmp_path, monkeypatch
+):
+    """The fault is injected into the engine's own file writes: a Node preload
+    (tests/enospc.js) fails every write under the data folder with ENOSPC once a flag file
+    exists. PostgreSQL then refuses each write with SQLSTATE 53100 and the engine keeps
+    serving; the load stops at the first such refusal (every later write would fail too),
+    keeps what it committed, and names the full disk for the rest."""
+    from pathlib import Path
+
+    from agefacts.bench import generate
+    from agefacts.load import Loader, Summary
+    from agefacts.models import Conversation
+    from agefacts.query import digest
+
+    from ..helpers import ONTO
+
+    flag, data = tmp_path / "disk-is-full", tmp_path / "data"
+    monkeypatch.setenv("NODE_OPTIONS", f"--require {Path(__file__).parents[1] / 'enospc.js'}")
+    monkeypatch.setenv("AGEFACTS_TEST_ENOSPC_FLAG", str(flag))
+    monkeypatch.setenv("AGEFACTS_TEST_ENOSPC_DIR", str(data))
+    state, _ = own_engine.start(data=data, port=free_port())
+    convs = [Conversation.model_validate(c) for c in generate(2_000)]
+    db = Database(state.dsn, "filling").connect()
+    outcomes = []
+    for o in Loader(db, ONTO, batch_conversations=40).load_many((c.id, c) for c in convs):
+        outcomes.append(o)
+        flag.touch()  # after the first batch has committed
+    loaded = {o.conversation for o in outcomes if o.status == "loaded"}
+    failed = [o for o in outcomes if o.status == "failed"]
+    assert loaded and failed and len(loaded) + len(failed) == len(convs)
+    assert all("the disk that holds the database is full" in o.reason for o in failed), failed[0].reason
+    assert all("run the same command again" in o.reason for o in failed)
+    said = Summary(outcomes).text()
+    assert said.count("FAILED") == 1 and "Traceback" not in said
+    flag.unlink()
+    # Nothing partial: the graph is a load of exactly the conversations that loaded.
+    fresh = Database(state.dsn, "fresh").connect()
+    list(Loader(fresh, ONTO).load_many((c.id, c) for c in convs if c.id in loaded))
+    assert digest(db) == digest(fresh)
+    # With room again, the same command loads the rest.
+    again = list(Loader(db, ONTO).load_many((c.id, c) for c in convs))
+    assert {o.conversation for o in again if o.status == "loaded"} == {c.id for c in convs} - loaded
+    db.close()
+    fresh.close()
