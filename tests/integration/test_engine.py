@@ -299,3 +299,43 @@ def test_a_disk_that_fills_during_a_load_ends_the_run_with_its_reason_and_nothin
     assert {o.conversation for o in again if o.status == "loaded"} == {c.id for c in convs} - loaded
     db.close()
     fresh.close()
+
+
+def test_a_disk_that_fills_under_the_write_ahead_log_hangs_the_engine_and_a_restart_recovers(
+    own_engine, tmp_path, monkeypatch
+):
+    """Pinned, not fixed: when the engine cannot write its write-ahead log (ENOSPC injected into
+    pg_wal writes only, as on a disk that fills at a segment boundary), the statement never
+    answers and the load waits (this fails the day the engine reports it). What the README
+    says to do works: stop the engine, free space, start it, load again; nothing partial."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from agefacts.query import digest
+
+    from ..helpers import EXAMPLES
+
+    flag, data = tmp_path / "disk-is-full", tmp_path / "data"
+    monkeypatch.setenv("NODE_OPTIONS", f"--require {Path(__file__).parents[1] / 'enospc.js'}")
+    monkeypatch.setenv("AGEFACTS_TEST_ENOSPC_FLAG", str(flag))
+    monkeypatch.setenv("AGEFACTS_TEST_ENOSPC_DIR", str(data))
+    monkeypatch.setenv("AGEFACTS_TEST_ENOSPC_ONLY", "pg_wal")
+    state, _ = own_engine.start(data=data, port=free_port())
+    flag.touch()
+    load = [sys.executable, "-m", "agefacts", "load", str(EXAMPLES), "--graph", "walled"]
+    proc = subprocess.Popen([*load, "--dsn", state.dsn], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    with pytest.raises(subprocess.TimeoutExpired):
+        proc.wait(timeout=6)
+    proc.kill()  # the load this test started
+    proc.wait()
+    own_engine.stop(timeout=3)
+    flag.unlink()
+    state, _ = own_engine.start(data=data, port=free_port())
+    done = subprocess.run([*load, "--dsn", state.dsn], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "25 loaded" in done.stdout, done.stderr
+    fresh = subprocess.run(
+        [*load[:-1], "fresh_walled", "--dsn", state.dsn], capture_output=True, text=True, timeout=120
+    )
+    assert fresh.returncode == 0
+    assert digest(Database(state.dsn, "walled").connect()) == digest(Database(state.dsn, "fresh_walled").connect())
