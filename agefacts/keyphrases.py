@@ -83,8 +83,9 @@ class StatisticalExtractor:
             return []
         try:
             found = self._kw.extract_keywords(text)
-        except Exception:  # noqa: BLE001 - the library's own failures on odd text mean "none"
-            return []
+        except Exception as exc:  # noqa: BLE001 - the library's own failure, said as ours
+            # None seen in 3,000 generated texts; if one comes, it is this message's alone.
+            raise ExtractionError(f"YAKE failed on this message ({type(exc).__name__}: {exc})") from exc
         best: dict[str, float] = {}
         for phrase, s in found:
             span = locate(text, phrase)
@@ -105,15 +106,22 @@ class StatisticalExtractor:
         self, conv: Conversation, *, redo: bool = False, on_turn: Callable[[bool], None] | None = None
     ) -> ConversationOutcome:
         turns: list[Turn] = []
+        errors: list[str] = []
         kept = 0
-        for turn in conv.turns:
+        for i, turn in enumerate(conv.turns):
             if turn.speaker != "user":
                 turns.append(turn)
             elif turn.keyphrases is not None and not redo:
                 turns.append(turn)
                 kept += 1
             else:
-                turns.append(turn.model_copy(update={"keyphrases": self.keyphrases(turn.text)}))
+                try:
+                    found: list[Keyphrase] | None = self.keyphrases(turn.text)
+                except ExtractionError as exc:
+                    # The turn keeps no keyphrases, so the next run tries it again.
+                    errors.append(f"conversation {conv.id!r} turn {i}: {exc}")
+                    found = None
+                turns.append(turn.model_copy(update={"keyphrases": found}))
                 if on_turn is not None:
-                    on_turn(True)
-        return ConversationOutcome(conv.model_copy(update={"turns": turns}), [], kept)
+                    on_turn(found is not None)
+        return ConversationOutcome(conv.model_copy(update={"turns": turns}), errors, kept)

@@ -172,3 +172,29 @@ def test_the_bench_measures_the_extractor_on_the_benchmark_corpus_by_its_message
     got = statistical_rate(convs, cap=30)
     assert got is not None and 30 <= got["messages"] < users
     assert got["keyphrases"] > got["messages"] and got["messages_per_s"] > 0
+
+
+def test_a_message_the_library_fails_on_is_that_turns_error_and_the_others_go_on(monkeypatch):
+    x = StatisticalExtractor()
+
+    def extract(text: str):
+        if "boom" in text:
+            raise ZeroDivisionError("float division by zero")
+        return [("bread", 0.1)]
+
+    monkeypatch.setattr(x._kw, "extract_keywords", extract)
+    conv = Conversation.model_validate(
+        {
+            "id": "c",
+            "namespace": "n",
+            "turns": [{"speaker": "user", "text": "boom bread"}, {"speaker": "user", "text": "more bread"}],
+        }
+    )
+    calls: list[bool] = []
+    out = asyncio.run(x.conversation(conv, on_turn=calls.append))
+    assert calls == [False, True]  # the fault happened, and was counted as a failed turn
+    assert out.errors == [
+        "conversation 'c' turn 0: YAKE failed on this message (ZeroDivisionError: float division by zero)"
+    ]
+    assert [t.keyphrases for t in out.conversation.turns][0] is None  # tried again next run
+    assert [k.mention for k in out.conversation.turns[1].keyphrases or []] == ["bread"]
