@@ -200,6 +200,7 @@ class Database:
         self._conn: psycopg.Connection | None = None
         self._labels: set[tuple[str, str]] = set()
         self.age_version: str | None = None  # the age extension's version, read at connect
+        self._autovacuum: bool | None = None  # whether an autovacuum launcher runs (refresh_statistics)
 
     # -- lifecycle -----------------------------------------------------------------------
     def __enter__(self) -> Database:
@@ -528,10 +529,11 @@ class Database:
         optimisation: a role that may not analyze a table (it warns) or any failure here
         leaves the data as it is and is not an error."""
         try:
-            (launchers,) = self._run(
-                "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'autovacuum launcher'"
-            )[0]
-            if launchers:
+            if self._autovacuum is None:  # asked once per connection: it is the server's setup
+                self._autovacuum = bool(
+                    self._run("SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'autovacuum launcher'")[0][0]
+                )
+            if self._autovacuum:
                 return []
             # A backend sends its counts at most once a second; the load's own are wanted now.
             self._run("SELECT pg_stat_force_next_flush()")

@@ -50,6 +50,12 @@ class DatabaseError(AgeFactsError):
             return True
         return self.sqlstate in self.RETRYABLE
 
+    @property
+    def disk_full(self) -> bool:
+        """The disk that holds the database refused a write (SQLSTATE 53100, "could not
+        extend file"): every later write would fail too, until space is freed."""
+        return self.sqlstate == "53100"
+
 
 class InputError(AgeFactsError):
     """An input file or value is not what agefacts reads; the message says which and why."""

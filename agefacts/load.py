@@ -398,10 +398,9 @@ class Loader:
             try:
                 return work()
             except DatabaseError as exc:
-                if exc.sqlstate == _DISK_FULL:
-                    self._lost = (
-                        f"the disk that holds the database is full ({str(exc).splitlines()[0]}); free space there, then"
-                    )
+                if exc.disk_full:
+                    first_line = str(exc).splitlines()[0]
+                    self._lost = f"the disk that holds the database is full ({first_line}): free space there first"
                     raise
                 if attempt >= self.retries or not (exc.retryable or exc.connection_lost):
                     raise
@@ -409,7 +408,7 @@ class Loader:
                     try:
                         self.db.reconnect(retries=self.retries)
                     except DatabaseError as gone:
-                        self._lost = f"the database connection was lost ({gone});"
+                        self._lost = f"the database connection was lost ({gone})"
                         raise
                     self._writer = None
                 else:
@@ -422,7 +421,7 @@ class Loader:
             conv.id,
             conv.namespace,
             "failed",
-            f"not loaded: {self._lost} run the same command again to load the rest (what was loaded is skipped)",
+            f"not loaded: {self._lost}; run the same command again to load the rest (what was loaded is skipped)",
         )
 
     def _prior_hashes(self, idents: list[tuple[str, str]]) -> dict[tuple[str, str], str]:
@@ -646,9 +645,6 @@ class LoadInterrupted(KeyboardInterrupt):
     def __init__(self, summary: Summary):
         super().__init__("interrupted")
         self.summary = summary
-
-
-_DISK_FULL = "53100"  # PostgreSQL's disk_full: "could not extend file ... No space left on device"
 
 
 def terminal_progress(stream: TextIO | None = None) -> Callable[[int, str], None] | None:

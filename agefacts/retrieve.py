@@ -318,21 +318,8 @@ def topics_from(rows: list[dict[str, Any]], k: int) -> list[dict[str, Any]]:
                 "keyphrases": [],
             },
         )
-        m["keyphrases"].append(
-            {
-                f: r[s]
-                for f, s in (
-                    ("text", "keyphrase"),
-                    ("mention", "mention"),
-                    ("char_start", "char_start"),
-                    ("char_end", "char_end"),
-                    ("byte_start", "byte_start"),
-                    ("byte_end", "byte_end"),
-                    ("score", "score"),
-                    ("extractor", "extractor"),
-                )
-            }
-        )
+        hit = {f: r[f] for f in ("mention", "char_start", "char_end", "byte_start", "byte_end", "score", "extractor")}
+        m["keyphrases"].append({"text": r["keyphrase"], **hit})
     for m in by_message.values():
         m["keyphrases"].sort(key=lambda h: (h["char_start"], h["text"]))
 
@@ -352,23 +339,25 @@ def topics_from(rows: list[dict[str, Any]], k: int) -> list[dict[str, Any]]:
     return sorted(latest_first, key=order)[: max(0, k)]
 
 
-def _topic_rows(db: Database, question: str, namespace: str | None) -> list[dict[str, Any]]:
+def _topic_query(question: str, namespace: str | None) -> tuple[str, dict[str, Any]] | None:
+    """The named query (and its parameters) that finds the question's topic messages: by
+    key in one namespace, by text across all; None when the question names no topic."""
     texts = topic_texts(question)
     if not texts:
-        return []
+        return None
     if namespace is None:
-        return run_named(db, "topic_messages_by_text", {"texts": texts}).dicts()
-    return run_named(db, "topic_messages", {"keys": [keyphrase_key(namespace, t) for t in texts]}).dicts()
+        return "topic_messages_by_text", {"texts": texts}
+    return "topic_messages", {"keys": [keyphrase_key(namespace, t) for t in texts]}
+
+
+def _topic_rows(db: Database, question: str, namespace: str | None) -> list[dict[str, Any]]:
+    q = _topic_query(question, namespace)
+    return run_named(db, *q).dicts() if q else []
 
 
 async def _topic_rows_async(db: AsyncDatabase, question: str, namespace: str | None) -> list[dict[str, Any]]:
-    texts = topic_texts(question)
-    if not texts:
-        return []
-    if namespace is None:
-        return (await run_named_async(db, "topic_messages_by_text", {"texts": texts})).dicts()
-    keys = [keyphrase_key(namespace, t) for t in texts]
-    return (await run_named_async(db, "topic_messages", {"keys": keys})).dicts()
+    q = _topic_query(question, namespace)
+    return (await run_named_async(db, *q)).dicts() if q else []
 
 
 def answer_from(
