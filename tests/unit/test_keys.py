@@ -11,7 +11,11 @@ from agefacts.keys import _canon, entity_key, make_key, statement_key
 from agefacts.models import Entity
 
 scalars = st.one_of(
-    st.none(), st.booleans(), st.integers(), st.text(alphabet=st.characters(blacklist_categories=("Cs",)))
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(),
+    st.text(alphabet=st.characters(blacklist_categories=("Cs",))),
 )
 fields = st.lists(st.one_of(scalars, st.lists(scalars, max_size=3)), max_size=6)
 
