@@ -567,18 +567,36 @@ class Database:
         """Create missing labels up front, so that concurrent writers never race to create one
         inside a MERGE and a MATCH on a label that has no rows yet is valid."""
         wanted = [(check_label(v), "v") for v in vertex] + [(check_label(e), "e") for e in edge]
-        if all(w in self._labels for w in wanted):
+        todo = [w for w in wanted if w not in self._labels]
+        if not todo:
             return
         have = self.labels()
-        for name, kind in wanted:
-            if name in have:
-                if have[name] != kind:
-                    raise QueryError(
-                        f"label {name!r} exists in graph {self.graph!r} as "
-                        f"{'a vertex' if have[name] == 'v' else 'an edge'} label; it cannot be "
-                        "used for the other kind"
-                    )
-            else:
+        for name, kind in todo:
+            if name in have and have[name] != kind:
+                raise QueryError(
+                    f"label {name!r} exists in graph {self.graph!r} as "
+                    f"{'a vertex' if have[name] == 'v' else 'an edge'} label; it cannot be "
+                    "used for the other kind"
+                )
+        try:
+            # All in one call (sql/002_indexes.sql); on any failure (a label another client
+            # created meanwhile, duplicate keys, a missing right) one at a time below, which
+            # tells which label and why.
+            with self.conn.transaction():
+                self._run(
+                    "SELECT agefacts.ensure_labels(%s, %s, %s)",
+                    (self.graph, [n for n, _ in todo], [k for _, k in todo]),
+                )
+        except psycopg.Error:
+            self._ensure_labels_one_by_one(todo)
+            return
+        if self.conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+            self._labels.update(todo)
+
+    def _ensure_labels_one_by_one(self, todo: Sequence[tuple[str, str]]) -> None:
+        have = self.labels()
+        for name, kind in todo:
+            if name not in have:
                 fn = "create_vlabel" if kind == "v" else "create_elabel"
                 try:
                     with self.conn.transaction():

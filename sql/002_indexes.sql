@@ -34,3 +34,24 @@ BEGIN
     END IF;
 END
 $fn$;
+
+-- Every label a load names, created where missing and indexed, in one call: the same steps
+-- one label at a time cost a round trip each (a new graph's 18 labels: 150 ms against 80 ms
+-- on the embedded engine). A label another client creates at the same moment fails this
+-- call, and the client then goes one label at a time (agefacts.db.Database.ensure_labels).
+CREATE OR REPLACE FUNCTION agefacts.ensure_labels(graph_name text, label_names text[], kinds text[])
+RETURNS void LANGUAGE plpgsql AS $fn$
+BEGIN
+    FOR i IN 1 .. coalesce(array_length(label_names, 1), 0) LOOP
+        IF NOT EXISTS (SELECT 1 FROM ag_catalog.ag_label l JOIN ag_catalog.ag_graph g ON g.graphid = l.graph
+                       WHERE g.name = graph_name AND l.name = label_names[i]) THEN
+            IF kinds[i] = 'v' THEN
+                PERFORM ag_catalog.create_vlabel(graph_name::cstring, label_names[i]::cstring);
+            ELSE
+                PERFORM ag_catalog.create_elabel(graph_name::cstring, label_names[i]::cstring);
+            END IF;
+        END IF;
+        PERFORM agefacts.index_label(graph_name, label_names[i], kinds[i]);
+    END LOOP;
+END
+$fn$;

@@ -28,6 +28,48 @@ def test_labels_are_created_once_and_kinds_are_checked(db):
         Database(db.dsn, db.graph).connect().ensure_labels(edge=["Person"])
 
 
+def test_a_label_that_holds_duplicate_keys_is_named_when_its_key_index_cannot_be_built(db):
+    # AGE makes a label itself for a Cypher CREATE, without agefacts' key index: the one-call
+    # set-up fails on the duplicates, and the label-by-label path names the label.
+    db.cypher("CREATE (:Person {k: 'same'}), (:Person {k: 'same'})")
+    with pytest.raises(DatabaseError, match="label 'Person' in graph .* already holds duplicate keys"):
+        db.ensure_labels(vertex=["Place", "Person"], edge=["ABOUT"])
+    assert db.execute("SELECT 1")  # the connection is usable, and the labels before it exist
+    assert {"Place", "Person"} <= set(db.labels())
+
+
+def test_clients_creating_the_same_labels_at_once_all_succeed(dsn, graph_name):
+    Database(dsn, graph_name).connect().close()
+    labels = [f"Kind{i}" for i in range(6)]
+    errors: list[BaseException] = []
+
+    def worker() -> None:
+        try:
+            conn = Database(dsn, graph_name).connect()
+            conn.ensure_labels(vertex=labels, edge=["LINKS"])
+            conn.close()
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    db = Database(dsn, graph_name).connect()
+    try:
+        assert not errors, errors
+        assert db.labels() == {**dict.fromkeys(labels, "v"), "LINKS": "e"}
+        indexed = db.execute(
+            "SELECT count(*) FROM pg_indexes WHERE schemaname = %s AND indexdef LIKE 'CREATE UNIQUE INDEX%%' "
+            "AND indexdef LIKE '%%agtype_access_operator%%'",
+            (graph_name,),
+        )
+        assert indexed == [(len(labels) + 1,)]
+    finally:
+        db.drop_graph()
+
+
 @pytest.mark.parametrize("bad", ["person", "Per son", "P`x", "Person)-[r]-(", ""])
 def test_labels_must_be_safe(db, bad):
     with pytest.raises(QueryError, match="label"):
