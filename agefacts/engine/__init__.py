@@ -352,7 +352,8 @@ class Engine:
                 self._wait_ready(running, timeout)
                 return running, False
             if not _port_free("127.0.0.1", port):
-                who = "a PostgreSQL server" if _answers_postgres("127.0.0.1", port) else "another program"
+                # A local server answers in milliseconds; a program that says nothing is not one.
+                who = "a PostgreSQL server" if _answers_postgres("127.0.0.1", port, timeout=0.5) else "another program"
                 raise EngineError(
                     f"port {port} on 127.0.0.1 is already in use by {who} that agefacts did not "
                     "start; choose another with `agefacts db start --port N`, or use that server "
