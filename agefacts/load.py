@@ -296,6 +296,8 @@ class Loader:
     ):
         if via not in VIA:
             raise ValueError(f"via must be one of {VIA}, not {via!r}")
+        if batch_statements < 1 or batch_conversations < 1:
+            raise ValueError("batch_statements and batch_conversations must be at least 1")
         self.db = db
         self.ontology = ontology
         self.force = force
@@ -614,6 +616,7 @@ def load_paths(
     via: str = "bulk",
     progress: Callable[[int, str], None] | None = None,
     stop: Callable[[], bool] | None = None,
+    batch_statements: int = 5000,
 ) -> Summary:
     """Load every conversation found under ``paths``; see :class:`Loader`. On the embedded
     engine, a load its data folder has no room for is refused first (:func:`agefacts.engine.check_room`)."""
@@ -621,7 +624,7 @@ def load_paths(
 
     paths = list(paths)
     check_room(db.dsn, input_size(paths))
-    loader = Loader(db, ontology, force=force, via=via)
+    loader = Loader(db, ontology, force=force, via=via, batch_statements=batch_statements)
     summary = Summary()
 
     def items() -> Iterator[tuple[str, Conversation | InputError]]:
