@@ -225,6 +225,10 @@ def _cmd_query(args: argparse.Namespace) -> int:
     return _EXIT_OK
 
 
+# What a fact is, in the tables facts and ask print; each adds its own times and citation.
+_FACT_COLUMNS = ("subject", "predicate", "value", "object", "valid_from", "valid_until")
+
+
 def _cmd_facts(args: argparse.Namespace) -> int:
     from . import output, query
 
@@ -238,18 +242,7 @@ def _cmd_facts(args: argparse.Namespace) -> int:
             known_at=args.known_at,
         )
     keep = ["namespace"] if args.namespace is None else []
-    keep += [
-        "subject",
-        "predicate",
-        "value",
-        "object",
-        "valid_from",
-        "valid_until",
-        "recorded_at",
-        "superseded_at",
-        "quote",
-        "conversation",
-    ]
+    keep += [*_FACT_COLUMNS, "recorded_at", "superseded_at", "quote", "conversation"]
     _print(output.render_some(table.columns, table.rows, args.format, keep))
     return _EXIT_OK
 
@@ -299,17 +292,7 @@ def _cmd_ask(args: argparse.Namespace) -> int:
     ns = ["namespace"] if args.namespace is None else []
     if answer.entities:
         _print("Linked: " + ", ".join(f"{e.name or e.key} ({e.surface!r})" for e in answer.entities))
-        cols = ns + [
-            "subject",
-            "predicate",
-            "value",
-            "object",
-            "valid_from",
-            "valid_until",
-            "quote",
-            "conversation",
-            "message",
-        ]
+        cols = [*ns, *_FACT_COLUMNS, "quote", "conversation", "message"]
         _print(output.render(cols, [[f[c] for c in cols] for f in answer.facts], "table"))
         for r in answer.rejected:
             _print(f"not served: {r['subject']} {r['predicate']} {r['object'] or r['value']}: {r['reason']}")

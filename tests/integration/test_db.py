@@ -28,6 +28,26 @@ def test_labels_are_created_once_and_kinds_are_checked(db):
         Database(db.dsn, db.graph).connect().ensure_labels(edge=["Person"])
 
 
+def _at_once(work, n: int) -> list[BaseException]:
+    """Run ``work`` in ``n`` threads released together; what any of them raised."""
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(n)
+
+    def run() -> None:
+        try:
+            barrier.wait(10)
+            work()
+        except BaseException as exc:  # returned to the test, which reports it
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run) for _ in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    return errors
+
+
 def test_a_label_that_holds_duplicate_keys_is_named_when_its_key_index_cannot_be_built(db):
     # AGE makes a label itself for a Cypher CREATE, without agefacts' key index: the one-call
     # set-up fails on the duplicates, and the label-by-label path names the label.
@@ -41,21 +61,13 @@ def test_a_label_that_holds_duplicate_keys_is_named_when_its_key_index_cannot_be
 def test_clients_creating_the_same_labels_at_once_all_succeed(dsn, graph_name):
     Database(dsn, graph_name).connect().close()
     labels = [f"Kind{i}" for i in range(6)]
-    errors: list[BaseException] = []
 
     def worker() -> None:
-        try:
-            conn = Database(dsn, graph_name).connect()
-            conn.ensure_labels(vertex=labels, edge=["LINKS"])
-            conn.close()
-        except BaseException as exc:  # reported below
-            errors.append(exc)
+        conn = Database(dsn, graph_name).connect()
+        conn.ensure_labels(vertex=labels, edge=["LINKS"])
+        conn.close()
 
-    threads = [threading.Thread(target=worker) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
+    errors = _at_once(worker, 4)
     db = Database(dsn, graph_name).connect()
     try:
         assert not errors, errors
@@ -152,21 +164,7 @@ def test_first_connections_at_once_set_up_once_and_all_succeed(dsn, graph_name):
     does not exist yet) all connect: set-up and graph creation happen once, under a lock."""
     Database(dsn, graph_name + "_probe").connect().drop_graph()
     Database(dsn, graph_name + "_probe").connect().execute("DELETE FROM agefacts.schema_version")
-    errors: list[BaseException] = []
-    barrier = threading.Barrier(6)
-
-    def start() -> None:
-        try:
-            barrier.wait(10)
-            Database(dsn, graph_name).connect().close()
-        except BaseException as exc:  # reported below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=start) for _ in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
+    errors = _at_once(lambda: Database(dsn, graph_name).connect().close(), 6)
     assert not errors, errors
     db = Database(dsn, graph_name).connect()
     try:
