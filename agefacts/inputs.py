@@ -43,29 +43,51 @@ def parse_conversation(data: Any, source: str) -> Conversation:
         ) from None
 
 
-def _files(paths: Iterable[str | Path]) -> Iterator[Path]:
+# Suffixes are compared case-blind: exports and dataset dumps write .JSON and .ndjson too.
+_JSON = (".json",)
+_JSONL = (".jsonl", ".ndjson")
+
+
+def _is_jsonl(path: Path) -> bool:
+    return path.suffix.lower() in _JSONL
+
+
+def _files(paths: Iterable[str | Path]) -> Iterator[tuple[Path, InputError | None]]:
+    """The files to read, in order; a folder holding none is an error in its place (a wrong
+    folder would otherwise load nothing and say it succeeded)."""
     for raw in paths:
         p = Path(raw)
         if p.is_dir():
-            yield from sorted(q for q in p.rglob("*") if q.suffix in (".json", ".jsonl") and q.is_file())
+            found = sorted(q for q in p.rglob("*") if q.suffix.lower() in _JSON + _JSONL and q.is_file())
+            if not found:
+                yield p, InputError(
+                    f"{p}: the folder holds no .json, .jsonl or .ndjson files (searched with its subfolders); "
+                    "name the folder that holds the conversations, or the files themselves"
+                )
+            for q in found:
+                yield q, None
         else:
-            yield p
+            yield p, None
 
 
 def input_size(paths: Iterable[str | Path]) -> int:
     """The bytes of the files ``read_conversations`` would read (those that exist)."""
-    return sum(f.stat().st_size for f in _files(paths) if f.is_file())
+    return sum(f.stat().st_size for f, _ in _files(paths) if f.is_file())
 
 
 def read_conversations(paths: Iterable[str | Path]) -> Iterator[tuple[str, Conversation | InputError]]:
-    """Conversations from files, folders (``*.json``, ``*.jsonl``, recursively, in name order)
-    and JSONL files, one at a time so memory stays flat. A bad file or line is yielded as an
-    :class:`InputError` in its place, and the rest are still read."""
-    for path in _files(paths):
+    """Conversations from files, folders (``*.json``, ``*.jsonl``, ``*.ndjson``, any case,
+    recursively, in name order) and JSONL files, one at a time so memory stays flat. A bad file
+    or line, or a folder without such files, is yielded as an :class:`InputError` in its place,
+    and the rest are still read."""
+    for path, error in _files(paths):
+        if error is not None:
+            yield str(path), error
+            continue
         if not path.exists():
             yield str(path), InputError(f"{path}: no such file or folder")
             continue
-        if path.suffix == ".jsonl":
+        if _is_jsonl(path):
             try:
                 fh = path.open(encoding="utf-8", errors="strict")
             except OSError as exc:

@@ -200,3 +200,14 @@ def test_a_server_chosen_by_pg_variables_is_named_when_it_cannot_be_reached(monk
     assert main(["query", "RETURN 1"]) == 1
     err = capsys.readouterr().err
     assert "chosen by PGHOST=127.0.0.1, PGPORT=" in err and "unset them to use the embedded engine" in err, err
+
+
+def test_loading_a_folder_without_conversation_files_fails_naming_it(cli_env, tmp_path, capsys):
+    from agefacts.cli import main
+
+    (tmp_path / "exports").mkdir()
+    (tmp_path / "exports" / "chat.txt").write_text("user: hello")
+    assert main(["load", str(tmp_path / "exports")]) == 1
+    out = capsys.readouterr().out
+    assert "0 loaded" in out and "1 failed" in out, out
+    assert f"{tmp_path / 'exports'}: the folder holds no .json, .jsonl or .ndjson files" in out, out

@@ -70,3 +70,31 @@ def test_an_id_namespace_or_gap_too_long_for_a_key_is_refused_by_conversation(tm
     for name in ("id", "namespace", "gap"):
         why = str(got[str(tmp_path / f"{name}.json")])
         assert "at most 200 characters" in why and name in why, why
+
+
+def test_a_folder_is_read_whatever_the_case_of_its_suffixes_and_ndjson_is_jsonl(tmp_path):
+    # Exports and dataset dumps name their files .JSON, .JSONL or .ndjson as often as not.
+    (tmp_path / "a.JSON").write_text(json.dumps(good("a")))
+    (tmp_path / "b.ndjson").write_text(json.dumps(good("b")) + "\n" + json.dumps(good("c")) + "\n")
+    (tmp_path / "d.Jsonl").write_text(json.dumps(good("d")) + "\n")
+    (tmp_path / "notes.txt").write_text("not a conversation")
+    got = list(read_conversations([tmp_path]))
+    assert [(s, item.id) for s, item in got] == [
+        (str(tmp_path / "a.JSON"), "a"),
+        (f"{tmp_path / 'b.ndjson'}:1", "b"),
+        (f"{tmp_path / 'b.ndjson'}:2", "c"),
+        (f"{tmp_path / 'd.Jsonl'}:1", "d"),
+    ]
+
+
+def test_a_folder_without_conversation_files_is_an_error_naming_it(tmp_path):
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "notes.txt").write_text("hello")
+    (tmp_path / "ok.json").write_text(json.dumps(good("ok")))
+    got = list(read_conversations([tmp_path / "empty", tmp_path / "other", tmp_path / "ok.json"]))
+    assert [s for s, _ in got] == [str(tmp_path / "empty"), str(tmp_path / "other"), str(tmp_path / "ok.json")]
+    for _, item in got[:2]:
+        assert isinstance(item, InputError)
+        assert "no .json, .jsonl or .ndjson files" in str(item), item
+    assert got[2][1].id == "ok"
