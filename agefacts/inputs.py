@@ -60,9 +60,12 @@ def _files(paths: Iterable[str | Path]) -> Iterator[tuple[Path, InputError | Non
         if p.is_dir():
             found = sorted(q for q in p.rglob("*") if q.suffix.lower() in _JSON + _JSONL and q.is_file())
             if not found:
-                yield p, InputError(
-                    f"{p}: the folder holds no .json, .jsonl or .ndjson files (searched with its subfolders); "
-                    "name the folder that holds the conversations, or the files themselves"
+                yield (
+                    p,
+                    InputError(
+                        f"{p}: the folder holds no .json, .jsonl or .ndjson files (searched with its subfolders); "
+                        "name the folder that holds the conversations, or the files themselves"
+                    ),
                 )
             for q in found:
                 yield q, None
