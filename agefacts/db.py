@@ -31,7 +31,7 @@ import psycopg
 from psycopg import sql
 
 from .errors import DatabaseError, EngineError, QueryError
-from .names import is_graph_name, is_identifier, is_label
+from .names import CORE_VERTEX_LABELS, is_graph_name, is_identifier, is_label
 
 __all__ = [
     "DEFAULT_GRAPH",
@@ -83,6 +83,11 @@ def age_version_supported(version: str) -> bool:
 _LOAD_AGE = "LOAD 'age'"
 _LOAD_AGE_BY_CALL = "SELECT 'null'::ag_catalog.agtype"
 _SEARCH_PATH = 'SET search_path = ag_catalog, "$user", public'
+_LABELS = (
+    "SELECT l.name, l.kind FROM ag_catalog.ag_label l "
+    "JOIN ag_catalog.ag_graph g ON g.graphid = l.graph "
+    "WHERE g.name = %s AND l.name NOT LIKE '\\_ag\\_label\\_%%'"
+)
 
 _PG_ENV = ("PGHOST", "PGPORT", "PGDATABASE", "PGUSER", "PGSERVICE")
 
@@ -550,13 +555,7 @@ class Database:
 
     def labels(self) -> dict[str, str]:
         """The graph's labels and their kinds ('v' or 'e'), AGE's internal defaults excluded."""
-        rows = self._run(
-            "SELECT l.name, l.kind FROM ag_catalog.ag_label l "
-            "JOIN ag_catalog.ag_graph g ON g.graphid = l.graph "
-            "WHERE g.name = %s AND l.name NOT LIKE '\\_ag\\_label\\_%%'",
-            (self.graph,),
-        )
-        return {name: kind for name, kind in rows}
+        return {name: kind for name, kind in self._run(_LABELS, (self.graph,))}
 
     def ensure_labels(self, vertex: Sequence[str] = (), edge: Sequence[str] = ()) -> None:
         """Create missing labels up front, so that concurrent writers never race to create one
@@ -580,7 +579,7 @@ class Database:
             with self.conn.transaction():
                 self._run(
                     "SELECT agefacts.ensure_labels(%s, %s, %s)",
-                    (self.graph, [n for n, _ in todo], [k for _, k in todo]),
+                    (self.graph, [n for n, _ in todo], [_index_kind(n, k) for n, k in todo]),
                 )
         except psycopg.Error:
             self._ensure_labels_one_by_one(todo)
@@ -606,7 +605,7 @@ class Database:
                         raise translate(exc, f"creating label {name!r}") from exc
             try:
                 # The key index (sql/002_indexes.sql): lookups, upserts, and no duplicate keys.
-                self._run("SELECT agefacts.index_label(%s, %s, %s)", (self.graph, name, kind))
+                self._run("SELECT agefacts.index_label(%s, %s, %s)", (self.graph, name, _index_kind(name, kind)))
             except psycopg.errors.UniqueViolation as exc:
                 raise DatabaseError(
                     f"label {name!r} in graph {self.graph!r} already holds duplicate keys, so its unique "
@@ -697,6 +696,12 @@ class Database:
             raise translate(exc, "in a transaction") from exc
 
 
+def _index_kind(label: str, kind: str) -> str:
+    """The kind sql/002_indexes.sql indexes a label as: 'e' an edge label, 'v' one of agefacts'
+    own vertex labels, 'n' an entity type's (whose vertices are also found by namespace)."""
+    return "n" if kind == "v" and label not in CORE_VERTEX_LABELS else kind
+
+
 class AsyncDatabase:
     """An asynchronous connection to one AGE graph, for reading (psycopg's
     ``AsyncConnection``). It sets nothing up: the graph and agefacts' SQL objects are made by
@@ -757,6 +762,13 @@ class AsyncDatabase:
         except psycopg.Error as exc:
             raise translate(exc, "running Cypher") from exc
         return Table(list(columns), [tuple(decode(v) for v in row) for row in rows])
+
+    async def labels(self) -> dict[str, str]:
+        """:meth:`Database.labels` on this connection."""
+        try:
+            return {name: kind for name, kind in await self._run(_LABELS, (self.graph,))}
+        except psycopg.Error as exc:
+            raise translate(exc, "reading the graph's labels") from exc
 
     async def table(
         self, query: str | sql.Composable, params: Sequence[Any] | Mapping[str, Any] | None = None

@@ -14,8 +14,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .db import AsyncDatabase, Database, Table
+from .db import AsyncDatabase, Database, Table, check_label
 from .errors import QueryError
+from .names import CORE_VERTEX_LABELS
 from .ontology import Ontology
 
 if TYPE_CHECKING:
@@ -224,6 +225,9 @@ class NamedQuery:
     params_doc: str
     text: str
     columns: list[str]
+    # "runs: once per entity label" in the header: the query's first line is ``MATCH (n)``, and
+    # it reads only entity types' labels (see :func:`_per_entity_label`).
+    per_entity_label: bool = False
 
     @property
     def required(self) -> list[str]:
@@ -252,7 +256,63 @@ def _parse_named(name: str, kind: str, raw: str) -> NamedQuery:
         params = []
     columns_doc = next((h[len("columns:") :] for h in header if h.startswith("columns:")), "")
     columns = [c.strip() for c in columns_doc.split(",") if c.strip()]
-    return NamedQuery(name, kind, description, params, params_doc, "\n".join(body).strip(), columns)
+    per_label = any(h.startswith("runs:") and "once per entity label" in h for h in header)
+    return NamedQuery(name, kind, description, params, params_doc, "\n".join(body).strip(), columns, per_label)
+
+
+# The opening MATCH (n) of a query run per entity label, and its closing ORDER BY.
+_ALL_VERTICES = re.compile(r"\AMATCH \(n\)(?=\s)")
+_ORDER_TAIL = re.compile(r"\n\s*ORDER BY ([^\n]*)\Z", re.IGNORECASE)
+
+
+def _per_entity_label(q: NamedQuery, labels: tuple[str, ...]) -> tuple[str, tuple[int, ...]]:
+    return _per_label_text(q.name, q.text, tuple(q.columns), labels)
+
+
+@functools.lru_cache(maxsize=64)
+def _per_label_text(
+    name: str, text: str, columns: tuple[str, ...], labels: tuple[str, ...]
+) -> tuple[str, tuple[int, ...]]:
+    """A query written over every vertex (``MATCH (n)``) as the UNION ALL of the same query
+    over each entity type's label, and the positions of the columns its ORDER BY names, to
+    sort the rows by in Python (a UNION ALL cannot be ordered). ``MATCH (n)`` reads every
+    vertex label, statements and messages included: finding an entity by name at 100k
+    statements took 127 ms that way, 4 ms reading the entity labels by namespace."""
+    if not _ALL_VERTICES.match(text):
+        raise QueryError(f"query {name!r} runs once per entity label, so it must start with MATCH (n)")
+    body = text
+    order: tuple[int, ...] = ()
+    tail = _ORDER_TAIL.search(body)
+    if tail:
+        body = body[: tail.start()]
+        returned = {}
+        for item in _split_top(_RETURN.split(body)[-1]):
+            m = _ALIAS.match(" ".join(item.split()))
+            if m and m.group(2) in columns:
+                returned[m.group(1)] = columns.index(m.group(2))
+        try:
+            order = tuple(returned[item.strip()] for item in tail.group(1).split(","))
+        except KeyError as exc:
+            raise QueryError(f"query {name!r} orders by {exc.args[0]}, which it does not return") from None
+    parts = [_ALL_VERTICES.sub(f"MATCH (n:{check_label(label)})", body, count=1) for label in labels]
+    return "\nUNION ALL\n".join(parts), order
+
+
+def _entity_labels(labels: Mapping[str, str]) -> tuple[str, ...]:
+    return tuple(sorted(n for n, kind in labels.items() if kind == "v" and n not in CORE_VERTEX_LABELS))
+
+
+def _sorted_rows(rows: list[tuple[Any, ...]], order: Sequence[int]) -> list[tuple[Any, ...]]:
+    if not order:
+        return rows
+    return sorted(rows, key=lambda r: tuple(_order_key(r[i]) for i in order))
+
+
+def _order_key(value: Any) -> tuple[bool, str, Any]:
+    # Nulls last, as Cypher orders them; values of different types are never compared.
+    if value is None:
+        return (True, "", 0)
+    return (False, type(value).__name__, value if isinstance(value, (str, int, float)) else repr(value))
 
 
 def named_queries() -> dict[str, NamedQuery]:
@@ -301,6 +361,12 @@ def run_named(db: Database, name: str, params: Mapping[str, Any] | None = None) 
     q, values = bind_named(name, params)
     if q.kind == "sql":
         return db.table(q.text, {**values, "graph": db.graph})
+    if q.per_entity_label:
+        labels = _entity_labels(db.labels())
+        if not labels:
+            return Table(q.columns, [])
+        text, order = _per_entity_label(q, labels)
+        return Table(q.columns, _sorted_rows(run(db, text, values, q.columns).rows, order))
     return run(db, q.text, values, q.columns)
 
 
@@ -309,6 +375,12 @@ async def run_named_async(db: AsyncDatabase, name: str, params: Mapping[str, Any
     q, values = bind_named(name, params)
     if q.kind == "sql":
         return await db.table(q.text, {**values, "graph": db.graph})
+    if q.per_entity_label:
+        labels = _entity_labels(await db.labels())
+        if not labels:
+            return Table(q.columns, [])
+        text, order = _per_entity_label(q, labels)
+        return Table(q.columns, _sorted_rows((await db.cypher(text, values, q.columns)).rows, order))
     return await db.cypher(q.text, values, q.columns)
 
 

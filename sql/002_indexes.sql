@@ -14,14 +14,18 @@
 --   alone; AGE 1.6.0 makes none, and every walk scanned whole labels (facts at 20k
 --   statements: 303 ms against 46 ms). Any index that leads with the column counts.
 -- - Statement: a btree on the predicate, for statements of one predicate.
+-- - an entity type's label (kind 'n'): a btree on the namespace, so that finding an entity by
+--   name reads one namespace's entities (at 100k statements: 4 ms against 22 ms reading every
+--   entity, and 127 ms when every vertex label was read).
 -- An index that exists is left alone before CREATE INDEX is reached: PostgreSQL checks that the
 -- caller owns the table before it looks for the index, and a role that only loads owns none.
--- A walk index such a role cannot make is left to the owner (`agefacts setup`): it makes
--- queries faster, never different, and a load must not fail for it.
+-- A walk or namespace index such a role cannot make is left to the owner (`agefacts setup`):
+-- it makes queries faster, never different, and a load must not fail for it.
+-- kind: 'v' one of agefacts' own vertex labels, 'n' an entity type's, 'e' an edge label.
 CREATE OR REPLACE FUNCTION agefacts.walk_columns_unindexed(graph_name text, label_name text, kind text)
 RETURNS text[] LANGUAGE sql STABLE AS $fn$
     SELECT coalesce(array_agg(col ORDER BY col), '{}')
-    FROM unnest(CASE WHEN kind = 'v' THEN ARRAY['id'] ELSE ARRAY['start_id', 'end_id'] END) AS col
+    FROM unnest(CASE WHEN kind = 'e' THEN ARRAY['start_id', 'end_id'] ELSE ARRAY['id'] END) AS col
     WHERE NOT EXISTS (
         SELECT 1 FROM pg_catalog.pg_index i
         JOIN pg_catalog.pg_class c ON c.oid = i.indrelid
@@ -50,6 +54,17 @@ BEGIN
             'CREATE INDEX IF NOT EXISTS %I ON %I.%I (ag_catalog.agtype_access_operator(properties, %L::ag_catalog.agtype))',
             'Statement_predicate', graph_name, label_name, '"predicate"');
     END IF;
+    IF kind = 'n' AND NOT EXISTS (
+            SELECT 1 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+            WHERE n.nspname = graph_name AND c.relname = 'n_' || md5(label_name)) THEN
+        BEGIN
+            EXECUTE format(
+                'CREATE INDEX IF NOT EXISTS %I ON %I.%I (ag_catalog.agtype_access_operator(properties, %L::ag_catalog.agtype))',
+                'n_' || md5(label_name), graph_name, label_name, '"namespace"');
+        EXCEPTION WHEN insufficient_privilege THEN
+            NULL;
+        END;
+    END IF;
     FOREACH col IN ARRAY agefacts.walk_columns_unindexed(graph_name, label_name, kind) LOOP
         BEGIN
             -- i_, s_ or e_ and the label's hash: apart from the key index's k_ name.
@@ -72,7 +87,7 @@ BEGIN
     FOR i IN 1 .. coalesce(array_length(label_names, 1), 0) LOOP
         IF NOT EXISTS (SELECT 1 FROM ag_catalog.ag_label l JOIN ag_catalog.ag_graph g ON g.graphid = l.graph
                        WHERE g.name = graph_name AND l.name = label_names[i]) THEN
-            IF kinds[i] = 'v' THEN
+            IF kinds[i] <> 'e' THEN
                 PERFORM ag_catalog.create_vlabel(graph_name::cstring, label_names[i]::cstring);
             ELSE
                 PERFORM ag_catalog.create_elabel(graph_name::cstring, label_names[i]::cstring);
