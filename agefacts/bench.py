@@ -247,6 +247,9 @@ class BenchResult:
         for k, v in d["ratios"].items():
             lines.append(f"{k:<28} {v:>8.2f}")
         lines.append(f"facts p50/p95 (ms)      {d['facts_ms']['p50']:.1f} / {d['facts_ms']['p95']:.1f}")
+        if d.get("facts_by_name_ms"):
+            by_name = d["facts_by_name_ms"]
+            lines.append(f"facts by name p50/p95   {by_name['p50']:.1f} / {by_name['p95']:.1f}")
         if d.get("statistical"):
             st = d["statistical"]
             lines.append(
@@ -402,8 +405,20 @@ def run_bench(
         t0 = time.perf_counter()
         facts(db, k)
         times.append((time.perf_counter() - t0) * 1000)
-    times.sort()
-    facts_ms = {"p50": statistics.median(times), "p95": times[max(0, int(len(times) * 0.95) - 1)]}
+    facts_ms = _percentiles(times)
+    # As people ask: by name (or "user") and namespace, which finds the entity first.
+    log("facts by name for random entities")
+    named = [
+        (r["namespace"], r["name"] or "user")
+        for r in run_named(db, "entity_names", {}).dicts()
+        if r["name"] or r["role"] == "user"
+    ]
+    times = []
+    for ns, name in rng.sample(named, min(60, len(named))):
+        t0 = time.perf_counter()
+        facts(db, name, namespace=ns)
+        times.append((time.perf_counter() - t0) * 1000)
+    facts_by_name_ms = _percentiles(times)
 
     # The reference path, and the bulk load at the same size for a fair rate.
     cap = min(reference_cap, statements)
@@ -475,6 +490,7 @@ def run_bench(
         "paths": paths,
         "ratios": ratios,
         "facts_ms": facts_ms,
+        "facts_by_name_ms": facts_by_name_ms,
         "engine_rss_mb": {"before": rss_before, "after": rss_after, "peak": peak},
         "notes": notes,
         "statistical": statistical,
@@ -482,6 +498,13 @@ def run_bench(
         "replace_digest_equal": replace_digest_equal,
     }
     return BenchResult(data)
+
+
+def _percentiles(times_ms: list[float]) -> dict[str, float]:
+    times = sorted(times_ms)
+    if not times:
+        return {"p50": float("nan"), "p95": float("nan")}
+    return {"p50": statistics.median(times), "p95": times[max(0, int(len(times) * 0.95) - 1)]}
 
 
 def _copy(db: Database, rows: list[dict[str, Any]]) -> float:

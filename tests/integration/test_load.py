@@ -265,3 +265,33 @@ def test_any_text_round_trips_through_compile_load_and_read(db, message, name, v
     db.cypher("MATCH ()-[r]->() DELETE r")
     db.cypher("MATCH (n) DELETE n")
     db.execute("DELETE FROM agefacts.ingest_log WHERE graph = %s", (db.graph,))
+
+
+def test_the_bench_runs_every_path_and_its_digests_agree(dsn, graph_name, db):
+    """`agefacts bench` on a small corpus: every path is timed, both load paths and the replace
+    give the same graph, and facts are timed by key and by name as people ask."""
+    import math
+
+    from agefacts.bench import run_bench
+
+    from ..helpers import ONTO
+
+    result = run_bench(dsn, ONTO, statements=300, reference_cap=100, graph_prefix=graph_name)
+    d = result.data
+    assert d["digest_equal"] and d["replace_digest_equal"]
+    assert set(d["paths"]) == {
+        "load",
+        "replay",
+        "forced_replay",
+        "replace",
+        "reference",
+        "load_at_reference_size",
+        "copy",
+    }
+    assert all(p["seconds"] > 0 for p in d["paths"].values())
+    for timing in (d["facts_ms"], d["facts_by_name_ms"]):
+        assert math.isfinite(timing["p50"]) and timing["p50"] <= timing["p95"]
+    assert "facts by name p50/p95" in result.table()
+    # What it made is dropped unless asked to keep it.
+    left = db.execute("SELECT name FROM ag_catalog.ag_graph WHERE starts_with(name::text, %s)", (f"{graph_name}_",))
+    assert left == []
