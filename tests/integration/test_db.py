@@ -162,8 +162,12 @@ def test_a_failed_transaction_leaves_nothing(db):
 def test_first_connections_at_once_set_up_once_and_all_succeed(dsn, graph_name):
     """Clients starting together on a database whose set-up is out of date (and a graph that
     does not exist yet) all connect: set-up and graph creation happen once, under a lock."""
-    Database(dsn, graph_name + "_probe").connect().drop_graph()
-    Database(dsn, graph_name + "_probe").connect().execute("DELETE FROM agefacts.schema_version")
+    probe = Database(dsn, graph_name + "_probe").connect()
+    try:
+        probe.execute("DELETE FROM agefacts.schema_version")
+    finally:
+        probe.drop_graph()  # a server keeps what a test leaves
+        probe.close()
     errors = _at_once(lambda: Database(dsn, graph_name).connect().close(), 6)
     assert not errors, errors
     db = Database(dsn, graph_name).connect()
