@@ -352,6 +352,29 @@ class BulkWriter:
                 stale.removed[key_of[int(vid)]].append(derive.inputs_of(_props(props), fields))
         return stale
 
+    def drop_if_bare(self, label: str, key: str) -> bool:
+        """Delete the ``label`` vertex with this key if no edge of any label starts or ends at
+        it; returns whether it was deleted. Each edge label's start_id and end_id indexes answer
+        (sql/002_indexes.sql): the Cypher it replaces, ``OPTIONAL MATCH (u)-[e]-()``, joined
+        every edge with every vertex (forgetting a namespace at 50k statements: 3 s)."""
+        if label not in self.db.labels():
+            return False
+        rows = self.db.execute(
+            sql.SQL(
+                "WITH u AS ({lookup}), "
+                "d AS (DELETE FROM {t} v USING u WHERE v.id = u.id AND NOT EXISTS "
+                "  (SELECT 1 FROM {edges} e WHERE e.start_id = u.id) AND NOT EXISTS "
+                "  (SELECT 1 FROM {edges} e WHERE e.end_id = u.id) RETURNING 1) "
+                "SELECT count(*) FROM d"
+            ).format(
+                lookup=self._lookup(label),
+                t=self._table(label),
+                edges=sql.Identifier(self.db.graph, "_ag_label_edge"),
+            ),
+            ([key],),
+        )
+        return bool(rows[0][0])
+
     def _keys_of(self, ids: set[int]) -> dict[int, str]:
         """The keys of vertices given by id, looked up in each one's own label table."""
         by_label: dict[int, list[dict[str, int]]] = defaultdict(list)

@@ -602,10 +602,7 @@ class Loader:
                 if not ledger.loaded_ids(self.db, namespace):
                     # Every load writes the owner, with no edge of its own: it goes with the
                     # namespace's last conversation (and only then, and only when bare).
-                    self.db.cypher_raw(
-                        "MATCH (u) WHERE u.k = $k OPTIONAL MATCH (u)-[e]-() WITH u, count(e) AS n WHERE n = 0 DELETE u",
-                        {"k": user_key(namespace)},
-                    )
+                    writer.drop_if_bare(self.ontology.user_type, user_key(namespace))
 
         self._attempt(work)
         self.db.refresh_statistics()

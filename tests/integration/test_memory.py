@@ -207,6 +207,30 @@ def test_forget_then_the_graph_is_a_load_without_the_forgotten(db, other_graph, 
     assert db.execute("SELECT count(*) FROM agefacts.ingest_log WHERE graph = %s AND namespace = 'nina'", (db.graph,)) == [(0,)]  # fmt: skip
 
 
+@pytest.mark.parametrize("via", VIAS)
+def test_forgetting_a_namespace_takes_its_owner_only_when_no_edge_is_left_on_it(db, via):
+    """The owner goes with the namespace's last conversation, unless an edge someone else
+    wrote still starts or ends at it."""
+    from agefacts.keys import user_key
+
+    owner = user_key("nina")
+
+    def owner_left() -> bool:
+        return bool(db.cypher("MATCH (u) WHERE u.k = $k RETURN u.k", {"k": owner}).rows)
+
+    for pattern in ("(:Note {k: 'n'})-[:NOTE_ON {k: 'e'}]->(u)", "(u)-[:NOTE_ON {k: 'e'}]->(:Note {k: 'n'})"):
+        load_paths(db, [EXAMPLES / "nina-01.json"], ONTO, via=via)
+        db.ensure_labels(vertex=["Note"], edge=["NOTE_ON"])
+        db.cypher(f"MATCH (u) WHERE u.k = $k CREATE {pattern}", {"k": owner})
+        assert Loader(db, ONTO, via=via).forget("nina") == ["nina-01"]
+        assert owner_left(), pattern
+        db.cypher("MATCH ()-[e:NOTE_ON]->() DELETE e")
+        db.cypher("MATCH (n:Note) DELETE n")
+    load_paths(db, [EXAMPLES / "nina-01.json"], ONTO, via=via)
+    assert Loader(db, ONTO, via=via).forget("nina") == ["nina-01"]
+    assert not owner_left()
+
+
 def test_forget_an_unknown_conversation_is_refused_by_name(db):
     load_paths(db, [EXAMPLES / "nina-01.json"], ONTO)
     with pytest.raises(QueryError, match="no conversation 'nina-09'"):
