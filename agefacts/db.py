@@ -682,9 +682,22 @@ class Database:
             return cur.fetchall() if cur.description else []
 
         if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
-            with conn.transaction():
+            with contextlib.ExitStack() as stack:
+                try:
+                    stack.enter_context(conn.transaction())
+                except psycopg.Error as exc:
+                    if not _closed_while_idle(conn):
+                        raise
+                    conn = self._reopen(exc)
+                    stack.enter_context(conn.transaction())
                 return fetch(conn.execute(stmt, args))
         return fetch(conn.execute(stmt, args))
+
+    def _reopen(self, exc: BaseException) -> psycopg.Connection:
+        # Only a BEGIN failed, so nothing of the statement ran: it runs on a new connection.
+        _log.info("the connection to the database was closed while idle (%s); opening it again", exc)
+        self.connect(retries=2)
+        return self.conn
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:
@@ -694,6 +707,21 @@ class Database:
                 yield
         except psycopg.Error as exc:
             raise translate(exc, "in a transaction") from exc
+
+
+class _ClosedWhileIdle(Exception):
+    def __init__(self, cause: BaseException, conn: Any):
+        super().__init__(str(cause))
+        self.conn = conn
+
+
+def _closed_while_idle(conn: psycopg.BaseConnection[Any]) -> bool:
+    """Whether a connection that was idle is gone: the server ended the session between two
+    statements (a restart, an idle timeout, an administrator; AGE 1.6.0 ends idle sessions
+    when it fails to flush its label cache, apache/age#2245). psycopg finds out at the next
+    BEGIN, with an error that depends on how the session ended (seen: "received 2 results
+    from command 'BEGIN'")."""
+    return conn.broken or conn.closed
 
 
 def _index_kind(label: str, kind: str) -> str:
@@ -714,6 +742,7 @@ class AsyncDatabase:
         self._conn: psycopg.AsyncConnection | None = None
         self.age_version: str | None = None
         self._one_at_a_time = asyncio.Lock()
+        self._reopening = asyncio.Lock()
 
     async def __aenter__(self) -> AsyncDatabase:
         return await self.connect()
@@ -722,25 +751,41 @@ class AsyncDatabase:
         await self.close()
 
     async def connect(self) -> AsyncDatabase:
-        await self.close()
+        """Open (or reopen) the connection. The new one is made ready before it replaces the
+        old, so that tasks sharing this object never meet a half-made connection."""
         try:
-            self._conn = await psycopg.AsyncConnection.connect(
+            conn = await psycopg.AsyncConnection.connect(
                 self.dsn, autocommit=True, prepare_threshold=None, connect_timeout=int(self.connect_timeout)
             )
         except psycopg.ProgrammingError as exc:
             raise DatabaseError(f"the connection string is not valid: {exc}") from None
         except psycopg.Error as exc:
             raise translate(exc, "connecting to the database") from exc
-        rows = await self._run("SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'age'")
-        self.age_version = rows[0][0] if rows else None
+
+        async def run(stmt: str) -> list[tuple[Any, ...]]:
+            async with conn.transaction():
+                cur = await conn.execute(stmt)
+                return await cur.fetchall() if cur.description else []
+
         try:
+            rows = await run("SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'age'")
             try:
-                await self._run(_LOAD_AGE)
-            except psycopg.errors.InsufficientPrivilege:
-                await self._run(_LOAD_AGE_BY_CALL)  # see Database._load_age
-        except psycopg.Error as exc:
-            raise translate(exc, "loading Apache AGE (is the age extension installed?)") from exc
-        await self._run(_SEARCH_PATH)
+                try:
+                    await run(_LOAD_AGE)
+                except psycopg.errors.InsufficientPrivilege:
+                    await run(_LOAD_AGE_BY_CALL)  # see Database._load_age
+            except psycopg.Error as exc:
+                raise translate(exc, "loading Apache AGE (is the age extension installed?)") from exc
+            await run(_SEARCH_PATH)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await conn.close()
+            raise
+        old, self._conn = self._conn, conn
+        self.age_version = rows[0][0] if rows else None
+        if old is not None:
+            with contextlib.suppress(Exception):
+                await old.close()
         return self
 
     async def close(self) -> None:
@@ -787,8 +832,29 @@ class AsyncDatabase:
         if self._conn is None or self._conn.closed:
             await self.connect()
         assert self._conn is not None
-        async with self._one_at_a_time, self._conn.transaction():
-            cur = await self._conn.execute(stmt, args)
+        try:
+            return await self._run_once(stmt, args, names)
+        except _ClosedWhileIdle as closed:
+            # As Database._reopen: only the BEGIN failed. Outside the lock (connecting runs
+            # statements of its own), and once for tasks that found it closed together.
+            async with self._reopening:
+                if self._conn is closed.conn:
+                    _log.info("the connection to the database was closed while idle (%s); opening it again", closed)
+                    await self.connect()
+            return await self._run_once(stmt, args, names)
+
+    async def _run_once(self, stmt: Any, args: Any, names: list[str] | None) -> list[tuple[Any, ...]]:
+        async with self._one_at_a_time, contextlib.AsyncExitStack() as stack:
+            conn = self._conn  # read under the lock: another task may have opened a new one
+            if conn is None:
+                raise DatabaseError("the connection is closed")
+            try:
+                await stack.enter_async_context(conn.transaction())
+            except psycopg.Error as exc:
+                if _closed_while_idle(conn):
+                    raise _ClosedWhileIdle(exc, conn) from exc
+                raise
+            cur = await conn.execute(stmt, args)
             if names is not None and cur.description:
                 names.extend(d.name for d in cur.description)
             return await cur.fetchall() if cur.description else []

@@ -317,3 +317,59 @@ def test_a_load_leaves_the_planner_statistics_on_every_engine(db):
     )
     assert {"EVIDENCED_BY", "Message", "Statement", "SUBJECT_OF"} <= {name for (name,) in analyzed}
     assert db.refresh_statistics() == []  # nothing changed since
+
+
+def _cut(conn) -> None:
+    """End a connection's session from underneath it: its socket shut down both ways, so the
+    server sees the client go and the client's next send fails."""
+    import os
+    import socket
+
+    sock = socket.socket(fileno=os.dup(conn.fileno()))
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    finally:
+        sock.close()
+
+
+def test_a_connection_closed_while_idle_is_opened_again_for_the_next_statement(db):
+    """A server ends idle sessions (a restart, an idle timeout; AGE 1.6.0 when it fails to
+    flush its label cache, which ended a test's idle connections): the next statement runs on
+    a new connection, since nothing of it had run. A connection lost inside a transaction is
+    not retried (its work may be half done): that is the loader's to retry, whole."""
+    from agefacts.errors import DatabaseError
+
+    db.ensure_labels(vertex=["Person"])
+    db.cypher("CREATE (:Person {k: 'p1', name: 'Ada'})")
+    before = db.conn
+    _cut(before)
+    assert db.cypher("MATCH (p:Person) WHERE p.k = 'p1' RETURN p.name").rows == [("Ada",)]
+    assert before.closed and db.conn is not before  # the fault happened, and was got over
+    inside = db.conn
+    with pytest.raises(DatabaseError), db.transaction():
+        db.execute("SELECT 1")
+        _cut(inside)
+        db.execute("SELECT 2")
+    assert db.execute("SELECT 3") == [(3,)]
+
+
+def test_an_async_connection_closed_while_idle_is_opened_again(dsn, db):
+    import asyncio
+
+    from agefacts.db import AsyncDatabase
+
+    db.ensure_labels(vertex=["Person"])
+    db.cypher("CREATE (:Person {k: 'p1', name: 'Ada'})")
+
+    async def run() -> None:
+        async with AsyncDatabase(dsn, db.graph) as adb:
+            query = "MATCH (p:Person) WHERE p.k = 'p1' RETURN p.name"
+            assert (await adb.cypher(query)).rows == [("Ada",)]
+            before = adb._conn
+            _cut(before)
+            # Tasks that find it closed together open one new connection between them.
+            answers = await asyncio.gather(*(adb.cypher(query) for _ in range(3)))
+            assert [a.rows for a in answers] == [[("Ada",)]] * 3
+            assert before.closed and adb._conn is not before
+
+    asyncio.run(run())
