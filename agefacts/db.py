@@ -204,6 +204,7 @@ class Database:
         self.connect_timeout = connect_timeout
         self._conn: psycopg.Connection | None = None
         self._labels: set[tuple[str, str]] = set()
+        self._reopening = False
         self.age_version: str | None = None  # the age extension's version, read at connect
 
     # -- lifecycle -----------------------------------------------------------------------
@@ -282,7 +283,7 @@ class Database:
     def _prepare_session(self) -> None:
         try:
             if not self._age_extension_version():
-                with self.conn.transaction():
+                with self._tx():
                     self._run("SELECT pg_advisory_xact_lock(%s)", (_SETUP_LOCK,))
                     self._run("CREATE EXTENSION IF NOT EXISTS age")
                 self._age_extension_version()
@@ -415,7 +416,7 @@ class Database:
             later.append(f"ALTER DEFAULT PRIVILEGES IN SCHEMA {graph} GRANT USAGE ON SEQUENCES TO {ident}")
         for statement in self.missing_privileges(write=write, role=role) + later:
             try:
-                with self.conn.transaction():
+                with self._tx():
                     self._run(statement)
                 done.append(statement)
             except psycopg.errors.InsufficientPrivilege:
@@ -465,7 +466,7 @@ class Database:
             ) from exc
 
     def _set_up(self, scripts: list[str], version: str) -> None:
-        with self.conn.transaction():
+        with self._tx():
             self._run("SELECT pg_advisory_xact_lock(%s)", (_SETUP_LOCK,))
             if self._schema_version() == version:
                 return
@@ -493,7 +494,7 @@ class Database:
         if self.graph_exists():
             return
         try:
-            with self.conn.transaction():
+            with self._tx():
                 self._run("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (_GRAPH_LOCK, self.graph))
                 if not self.graph_exists():
                     self._run("SELECT ag_catalog.create_graph(%s)", (self.graph,))
@@ -514,7 +515,7 @@ class Database:
         questions), in one transaction: a graph created again under the name starts empty,
         and loads what it is given."""
         try:
-            with self.conn.transaction():
+            with self._tx():
                 if self.graph_exists():
                     self._run("SELECT ag_catalog.drop_graph(%s, true)", (self.graph,))
                 self._run("DELETE FROM agefacts.ingest_log WHERE graph = %s", (self.graph,))
@@ -537,7 +538,7 @@ class Database:
         try:
             # A backend sends its counts at most once a second; the load's own are wanted now.
             self._run("SELECT pg_stat_force_next_flush()")
-            with self.conn.transaction():
+            with self._tx():
                 stale = [
                     name
                     for (name,) in self._run(
@@ -576,7 +577,7 @@ class Database:
             # All in one call (sql/002_indexes.sql); on any failure (a label another client
             # created meanwhile, duplicate keys, a missing right) one at a time below, which
             # tells which label and why.
-            with self.conn.transaction():
+            with self._tx():
                 self._run(
                     "SELECT agefacts.ensure_labels(%s, %s, %s)",
                     (self.graph, [n for n, _ in todo], [_index_kind(n, k) for n, k in todo]),
@@ -593,7 +594,7 @@ class Database:
             if name not in have:
                 fn = "create_vlabel" if kind == "v" else "create_elabel"
                 try:
-                    with self.conn.transaction():
+                    with self._tx():
                         self._run(
                             sql.SQL("SELECT ag_catalog.{}(%s::cstring, %s::cstring)").format(sql.Identifier(fn)),
                             (self.graph, name),
@@ -682,31 +683,49 @@ class Database:
             return cur.fetchall() if cur.description else []
 
         if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
-            with contextlib.ExitStack() as stack:
-                try:
-                    stack.enter_context(conn.transaction())
-                except psycopg.Error as exc:
-                    if not _closed_while_idle(conn):
-                        raise
-                    conn = self._reopen(exc)
-                    stack.enter_context(conn.transaction())
+            with self._tx() as conn:
                 return fetch(conn.execute(stmt, args))
         return fetch(conn.execute(stmt, args))
 
-    def _reopen(self, exc: BaseException) -> psycopg.Connection:
-        # Only a BEGIN failed, so nothing of the statement ran: it runs on a new connection.
-        _log.info("the connection to the database was closed while idle (%s); opening it again", exc)
-        self.connect(retries=2)
-        return self.conn
+    @contextlib.contextmanager
+    def _tx(self) -> Iterator[psycopg.Connection]:
+        """``conn.transaction()`` (a savepoint when nested), and, for a transaction of its own,
+        on a new connection when the server closed this one while it was idle: only the BEGIN
+        failed then, so nothing of the work had run. Every transaction agefacts opens goes
+        through here."""
+        conn = self._conn if self._conn is not None and not self._conn.closed else self.conn
+        if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE or self._reopening:
+            with conn.transaction():
+                yield conn
+            return
+        with contextlib.ExitStack() as stack:
+            try:
+                stack.enter_context(conn.transaction())
+            except psycopg.Error as exc:
+                if not _closed_while_idle(conn):
+                    raise
+                _log.info("the connection to the database was closed while idle (%s); opening it again", exc)
+                self._reopening = True  # once: a new connection that fails at once is an error
+                try:
+                    self.connect(retries=2)
+                finally:
+                    self._reopening = False
+                conn = self.conn
+                stack.enter_context(conn.transaction())
+            yield conn
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:
-        """One transaction (a savepoint when nested); errors inside become ours."""
+        """One transaction (a savepoint when nested); errors inside become ours, a lost
+        connection marked so (the loader reconnects and retries the work whole)."""
         try:
-            with self.conn.transaction():
+            with self._tx():
                 yield
         except psycopg.Error as exc:
-            raise translate(exc, "in a transaction") from exc
+            err = translate(exc, "in a transaction")
+            if not err.connection_lost and self._conn is not None and _closed_while_idle(self._conn):
+                err = DatabaseError(str(err), err.sqlstate, connection_lost=True)
+            raise err from exc
 
 
 class _ClosedWhileIdle(Exception):
@@ -835,7 +854,7 @@ class AsyncDatabase:
         try:
             return await self._run_once(stmt, args, names)
         except _ClosedWhileIdle as closed:
-            # As Database._reopen: only the BEGIN failed. Outside the lock (connecting runs
+            # As Database._tx: only the BEGIN failed. Outside the lock (connecting runs
             # statements of its own), and once for tasks that found it closed together.
             async with self._reopening:
                 if self._conn is closed.conn:

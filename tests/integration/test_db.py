@@ -345,6 +345,18 @@ def test_a_connection_closed_while_idle_is_opened_again_for_the_next_statement(d
     _cut(before)
     assert db.cypher("MATCH (p:Person) WHERE p.k = 'p1' RETURN p.name").rows == [("Ada",)]
     assert before.closed and db.conn is not before  # the fault happened, and was got over
+    # A load (its own transactions, labels and ledger) and dropping a graph, likewise.
+    from agefacts.load import load_paths
+
+    from ..helpers import EXAMPLES, ONTO
+
+    _cut(db.conn)
+    assert load_paths(db, [EXAMPLES / "nina-01.json"], ONTO).count("loaded") == 1
+    other = Database(db.dsn, db.graph + "_x").connect()
+    _cut(other.conn)
+    other.drop_graph()
+    assert not other.graph_exists()
+    other.close()
     inside = db.conn
     with pytest.raises(DatabaseError), db.transaction():
         db.execute("SELECT 1")
