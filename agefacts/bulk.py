@@ -357,8 +357,10 @@ class BulkWriter:
         it; returns whether it was deleted. Each edge label's start_id and end_id indexes answer
         (sql/002_indexes.sql): the Cypher it replaces, ``OPTIONAL MATCH (u)-[e]-()``, joined
         every edge with every vertex (forgetting a namespace at 50k statements: 3 s)."""
-        if label not in self.db.labels():
-            return False
+        if label not in self._info:
+            self._read_labels()
+            if label not in self._info:
+                return False
         rows = self.db.execute(
             sql.SQL(
                 "WITH u AS ({lookup}), "

@@ -31,7 +31,7 @@ import psycopg
 from psycopg import sql
 
 from .errors import DatabaseError, EngineError, QueryError
-from .names import CORE_VERTEX_LABELS, is_graph_name, is_identifier, is_label
+from .names import is_entity_label, is_graph_name, is_identifier, is_label
 
 __all__ = [
     "DEFAULT_GRAPH",
@@ -746,7 +746,7 @@ def _closed_while_idle(conn: psycopg.BaseConnection[Any]) -> bool:
 def _index_kind(label: str, kind: str) -> str:
     """The kind sql/002_indexes.sql indexes a label as: 'e' an edge label, 'v' one of agefacts'
     own vertex labels, 'n' an entity type's (whose vertices are also found by namespace)."""
-    return "n" if kind == "v" and label not in CORE_VERTEX_LABELS else kind
+    return "n" if is_entity_label(label, kind) else kind
 
 
 class AsyncDatabase:

@@ -14,6 +14,7 @@ __all__ = [
     "MAX_TYPE_LENGTH",
     "is_graph_name",
     "is_identifier",
+    "is_entity_label",
     "is_label",
     "is_predicate",
 ]
@@ -42,6 +43,12 @@ def is_identifier(name: object) -> bool:
 def is_label(name: object) -> bool:
     """A label or entity type: ``[A-Z][A-Za-z0-9_]*``."""
     return isinstance(name, str) and _LABEL.fullmatch(name) is not None
+
+
+def is_entity_label(name: str, kind: str = "v") -> bool:
+    """Whether a graph label (``kind`` 'v' or 'e', as AGE's catalog says) is an entity type's:
+    a vertex label that is not one of agefacts' own."""
+    return kind == "v" and name not in CORE_VERTEX_LABELS
 
 
 def is_predicate(name: object) -> bool:

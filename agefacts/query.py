@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from .db import AsyncDatabase, Database, Table, check_label
 from .errors import QueryError
-from .names import CORE_VERTEX_LABELS
+from .names import is_entity_label
 from .ontology import Ontology
 
 if TYPE_CHECKING:
@@ -126,6 +126,18 @@ def return_columns(query: str) -> list[str]:
 
 @functools.lru_cache(maxsize=512)
 def _return_columns(query: str) -> tuple[str, ...]:
+    names = [name for _, name in _return_items(query)]
+    seen: dict[str, int] = {}
+    unique = []
+    for n in names:
+        seen[n] = seen.get(n, 0) + 1
+        unique.append(n if seen[n] == 1 else f"{n}_{seen[n]}")
+    return tuple(unique)
+
+
+@functools.lru_cache(maxsize=512)
+def _return_items(query: str) -> tuple[tuple[str, str], ...]:
+    """The last RETURN clause's items as (expression, column name), whitespace collapsed."""
     blank = _blank_strings(query)
     matches = list(_RETURN.finditer(blank))
     if not matches:
@@ -135,19 +147,14 @@ def _return_columns(query: str) -> tuple[str, ...]:
     tail = _TAIL.search(_blank_strings(body))
     if tail:
         body = body[: tail.start()]
-    names = []
+    items = []
     for item in _split_top(body):
         item = " ".join(item.split())
         if not item:
             raise QueryError(f"cannot read the RETURN clause of {query!r}; pass --columns")
         m = _ALIAS.match(item)
-        names.append(m.group(2) if m else item)
-    seen: dict[str, int] = {}
-    unique = []
-    for n in names:
-        seen[n] = seen.get(n, 0) + 1
-        unique.append(n if seen[n] == 1 else f"{n}_{seen[n]}")
-    return tuple(unique)
+        items.append((m.group(1), m.group(2)) if m else (item, item))
+    return tuple(items)
 
 
 def run(
@@ -286,11 +293,7 @@ def _per_label_text(
     tail = _ORDER_TAIL.search(body)
     if tail:
         body = body[: tail.start()]
-        returned = {}
-        for item in _split_top(_RETURN.split(body)[-1]):
-            m = _ALIAS.match(" ".join(item.split()))
-            if m and m.group(2) in columns:
-                returned[m.group(1)] = columns.index(m.group(2))
+        returned = {expr: columns.index(name) for expr, name in _return_items(text) if name in columns}
         try:
             order = tuple(returned[item.strip()] for item in tail.group(1).split(","))
         except KeyError as exc:
@@ -300,7 +303,7 @@ def _per_label_text(
 
 
 def _entity_labels(labels: Mapping[str, str]) -> tuple[str, ...]:
-    return tuple(sorted(n for n, kind in labels.items() if kind == "v" and n not in CORE_VERTEX_LABELS))
+    return tuple(sorted(n for n, kind in labels.items() if is_entity_label(n, kind)))
 
 
 def _sorted_rows(rows: list[tuple[Any, ...]], order: Sequence[int]) -> list[tuple[Any, ...]]:

@@ -34,29 +34,30 @@ RETURNS text[] LANGUAGE sql STABLE AS $fn$
         WHERE n.nspname = graph_name AND c.relname = label_name AND a.attname = col)
 $fn$;
 
+CREATE OR REPLACE FUNCTION agefacts.relation_exists(graph_name text, relation_name text)
+RETURNS boolean LANGUAGE sql STABLE AS $fn$
+    SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+                   WHERE n.nspname = graph_name AND c.relname = relation_name)
+$fn$;
+
 CREATE OR REPLACE FUNCTION agefacts.index_label(graph_name text, label_name text, kind text)
 RETURNS void LANGUAGE plpgsql AS $fn$
 DECLARE
     col text;
 BEGIN
-    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-                   WHERE n.nspname = graph_name AND c.relname = 'k_' || md5(label_name)) THEN
+    IF NOT agefacts.relation_exists(graph_name, 'k_' || md5(label_name)) THEN
         EXECUTE format(
             'CREATE UNIQUE INDEX IF NOT EXISTS %I ON %I.%I (ag_catalog.agtype_access_operator(properties, %L::ag_catalog.agtype))',
             -- Named by a hash of the label: unique for every label by construction, and never the
             -- name of a label (those start with an upper-case letter) or of AGE's sequences.
             'k_' || md5(label_name), graph_name, label_name, '"k"');
     END IF;
-    IF kind = 'v' AND label_name = 'Statement' AND NOT EXISTS (
-            SELECT 1 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-            WHERE n.nspname = graph_name AND c.relname = 'Statement_predicate') THEN
+    IF kind = 'v' AND label_name = 'Statement' AND NOT agefacts.relation_exists(graph_name, 'Statement_predicate') THEN
         EXECUTE format(
             'CREATE INDEX IF NOT EXISTS %I ON %I.%I (ag_catalog.agtype_access_operator(properties, %L::ag_catalog.agtype))',
             'Statement_predicate', graph_name, label_name, '"predicate"');
     END IF;
-    IF kind = 'n' AND NOT EXISTS (
-            SELECT 1 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-            WHERE n.nspname = graph_name AND c.relname = 'n_' || md5(label_name)) THEN
+    IF kind = 'n' AND NOT agefacts.relation_exists(graph_name, 'n_' || md5(label_name)) THEN
         BEGIN
             EXECUTE format(
                 'CREATE INDEX IF NOT EXISTS %I ON %I.%I (ag_catalog.agtype_access_operator(properties, %L::ag_catalog.agtype))',
