@@ -1,7 +1,10 @@
 """Times, normalised to one text form so that they compare as strings in Cypher.
 
-- A message time (``at``, known time) is an instant: stored as UTC ``YYYY-MM-DDTHH:MM:SSZ``
-  (with ``.ffffff`` when it has fractions). An ``at`` without a zone is read as UTC.
+- A message time (``at``, known time) is an instant: stored as UTC ``YYYY-MM-DDTHH:MM:SSZ``.
+  An ``at`` without a zone is read as UTC.
+- Every datetime is kept to the second, its fraction dropped: with the fraction kept,
+  "10:00:00.5Z" would sort before "10:00:00Z" as text ("." before "Z"), and every comparison of
+  times in Cypher is one of text.
 - A valid time keeps the precision it was given: ``YYYY``, ``YYYY-MM``, ``YYYY-MM-DD``, or a
   datetime, stored in UTC with ``Z`` when it has a zone and without one ("floating", as said)
   when it has none. Because every form is a prefix of the longer ones, plain string
@@ -53,12 +56,10 @@ def _parse_datetime(text: str) -> datetime:
 
 
 def _fmt(dt: datetime) -> str:
-    # Years below 1000 are zero-padded (strftime's %Y is not, on every platform), so every
-    # stored time compares as text in time order.
-    s = f"{dt.year:04d}-{dt.month:02d}-{dt.day:02d}T{dt.hour:02d}:{dt.minute:02d}:{dt.second:02d}"
-    if dt.microsecond:
-        s += f".{dt.microsecond:06d}"
-    return s
+    # Years below 1000 are zero-padded (strftime's %Y is not, on every platform), and the
+    # fraction of a second is dropped (see the module's description), so every stored time
+    # compares as text in time order.
+    return f"{dt.year:04d}-{dt.month:02d}-{dt.day:02d}T{dt.hour:02d}:{dt.minute:02d}:{dt.second:02d}"
 
 
 @functools.lru_cache(maxsize=65536)
@@ -138,10 +139,8 @@ def normalise_rrule(text: str) -> str:
 
 
 def now_instant() -> str:
-    """Now, in the instant form, to the second (used only for query defaults, never stored on
-    the graph): "10:00:00.5Z" sorts before "10:00:00Z" as text, so a default with a fraction
-    would hide what was learned in the same second."""
-    return _fmt(datetime.now(UTC).replace(microsecond=0)) + "Z"
+    """Now, in the instant form (used only for query defaults, never stored on the graph)."""
+    return _fmt(datetime.now(UTC)) + "Z"
 
 
 def to_python(text: str | None) -> date | datetime | None:

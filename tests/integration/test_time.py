@@ -14,7 +14,7 @@ from agefacts.inputs import read_conversations
 from agefacts.load import Loader
 from agefacts.query import digest, facts, history
 
-from ..helpers import EXAMPLES, ONTO
+from ..helpers import EXAMPLES, ONTO, VIAS, likes
 
 
 def convs(*ids):
@@ -132,6 +132,24 @@ def test_known_time_never_comes_from_the_clock(db):
     assert digest(db) == first
     props = db.cypher("MATCH (s:Statement) RETURN s.recorded_at").rows
     assert props == [("2024-01-15T10:00:00Z",)]
+
+
+@pytest.mark.parametrize("via", VIAS)
+def test_a_time_with_a_fraction_of_a_second_is_stored_to_the_second(db, via):
+    """Data spells times with fractions (JavaScript always with milliseconds): the statement
+    said at 10:00:00 and again at 10:00:00.5 was recorded at 10:00:00, and each message keeps
+    its second, so text order stays time order in every comparison."""
+    first = likes("js-1", "tea", "2024-05-01T10:00:00.000Z")
+    again = likes("js-2", "tea", "2024-05-01T10:00:00.500Z")
+    loader = Loader(db, ONTO, via=via)
+    for c in (again, first):
+        assert loader.load(c).status == "loaded"
+    assert db.cypher("MATCH (s:Statement) RETURN s.recorded_at").rows == [("2024-05-01T10:00:00Z",)]
+    ats = db.cypher("MATCH (m:Message) RETURN m.at ORDER BY m.at").rows
+    assert ats == [("2024-05-01T10:00:00Z",), ("2024-05-01T10:00:00Z",)]
+    for known in ("2024-05-01T10:00:00Z", "2024-05-01T10:00:00.250Z"):
+        assert [r["value"] for r in facts(db, "user", namespace="test", known_at=known).dicts()] == ["tea"]
+    assert facts(db, "user", namespace="test", known_at="2024-05-01T09:59:59.999Z").rows == []
 
 
 def test_facts_command_json_has_the_contract_fields(cli_env, capsys):
