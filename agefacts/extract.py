@@ -23,6 +23,7 @@ import hashlib
 import json
 import os
 import random
+import re
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -114,6 +115,9 @@ class LLMClient:
         self._client: httpx.AsyncClient | None = None
         self.concurrency = concurrency
         self._slots: asyncio.Semaphore | None = None
+        # Cleared when the server refuses a json_schema response_format (some OpenAI-compatible
+        # servers do); the prompt still asks for the JSON object alone.
+        self.structured = True
 
     async def __aenter__(self) -> LLMClient:
         self._slots = asyncio.Semaphore(self.concurrency) if self.concurrency else None
@@ -160,13 +164,16 @@ class LLMClient:
             body["temperature"] = self.temperature
         if self.max_tokens is not None:
             body["max_tokens"] = self.max_tokens
-        if schema is not None:
-            body["response_format"] = {
-                "type": "json_schema",
-                "json_schema": {"name": "extraction", "schema": schema, "strict": False},
-            }
         last = ""
-        for attempt in range(self.retries + 1):
+        attempt = 0
+        while attempt <= self.retries:
+            if schema is not None and self.structured:
+                body["response_format"] = {
+                    "type": "json_schema",
+                    "json_schema": {"name": "extraction", "schema": schema, "strict": False},
+                }
+            else:
+                body.pop("response_format", None)
             wait = min(self.max_backoff, self.backoff * (2**attempt)) * (0.5 + random.random() / 2)
             try:
                 if self._slots is None:
@@ -182,11 +189,15 @@ class LLMClient:
                 if resp.status_code == 200:
                     return _reply_text(resp)
                 last = f"HTTP {resp.status_code}: {resp.text[:300]}"
+                if "response_format" in body and _refuses_response_format(resp):
+                    self.structured = False
+                    continue  # at once, and not counted as an attempt: the server answered
                 if resp.status_code not in _RETRY_STATUS:
                     raise ExtractionError(f"the model endpoint {self.url} refused the request: {last}")
                 wait = max(wait, _retry_after(resp) or 0)
             if attempt < self.retries:
                 await self._sleep(min(wait, self.max_backoff))
+            attempt += 1
         raise ExtractionError(f"the model endpoint {self.url} failed after {self.retries + 1} attempts: {last}")
 
 
@@ -210,6 +221,14 @@ def _retry_after(resp: httpx.Response) -> float | None:
         return max(0.0, when.timestamp() - time.time()) if when else None
 
 
+def _refuses_response_format(resp: httpx.Response) -> bool:
+    # A client error that names the option, as servers without structured output word it.
+    if resp.status_code not in (400, 422, 501):
+        return False
+    text = resp.text.lower()
+    return "response_format" in text or "json_schema" in text or "response format" in text
+
+
 def _reply_text(resp: httpx.Response) -> tuple[str, str]:
     try:
         data = resp.json()
@@ -217,6 +236,8 @@ def _reply_text(resp: httpx.Response) -> tuple[str, str]:
         content = choice.get("content")
         if content is None and isinstance(choice.get("parsed"), dict):
             content = json.dumps(choice["parsed"])
+        if isinstance(content, list):  # content parts, as some servers send them
+            content = "".join(p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
         if not isinstance(content, str):
             raise KeyError("content")
         return content, str(data.get("model") or "")
@@ -258,18 +279,42 @@ def build_messages(
     return [{"role": "system", "content": ontology.prompt()}, {"role": "user", "content": "\n\n".join(parts)}]
 
 
+_THINKING = re.compile(r"<(think|thinking|reasoning)>.*?(?:</\1>|\Z)", re.DOTALL | re.IGNORECASE)
+_FIELDS = ("entities", "statements", "followups")
+
+
+def _reply_object(text: str) -> dict[str, Any]:
+    """The extraction in a reply: the last JSON object that has one of its fields (a reasoning
+    model's thinking, prose and fences around it, and examples before it are passed over), or
+    else the first JSON object."""
+    text = _THINKING.sub("", text)
+    decode = json.JSONDecoder().raw_decode
+    found: list[dict[str, Any]] = []
+    failure = ""
+    found_obj: dict[str, Any]
+    at = text.find("{")
+    while at >= 0:
+        try:
+            obj, end = decode(text, at)
+        except ValueError as exc:
+            failure = failure or f"the reply's JSON does not parse ({exc}): {text[at : at + 200]!r}"
+            at = text.find("{", at + 1)
+            continue
+        if isinstance(obj, dict):
+            found.append(obj)
+        at = text.find("{", end)
+    for found_obj in reversed(found):
+        if any(f in found_obj for f in _FIELDS):
+            return found_obj
+    if found:
+        return found[0]
+    raise ExtractionError(failure or f"the reply holds no JSON object: {text[:200]!r}")
+
+
 def parse_reply(text: str) -> Proposal:
-    """The JSON object in a reply (fences and prose around it are ignored), item by item: an
-    item that is not the right shape becomes an :class:`InvalidItem`, not a failure."""
-    start, end = text.find("{"), text.rfind("}")
-    if start < 0 or end <= start:
-        raise ExtractionError(f"the reply holds no JSON object: {text[:200]!r}")
-    try:
-        data = json.loads(text[start : end + 1])
-    except ValueError as exc:
-        raise ExtractionError(f"the reply's JSON does not parse ({exc}): {text[start : start + 200]!r}") from None
-    if not isinstance(data, dict):
-        raise ExtractionError("the reply's JSON is not an object")
+    """The JSON object in a reply (see :func:`_reply_object`), item by item: an item that is
+    not the right shape becomes an :class:`InvalidItem`, not a failure."""
+    data = _reply_object(text)
     out: dict[str, list[Any]] = {"entities": [], "statements": [], "followups": [], "invalid": []}
     kinds: tuple[tuple[str, type[Entity | Claim | Followup], Literal["entity", "statement", "followup"]], ...] = (
         ("entities", Entity, "entity"),

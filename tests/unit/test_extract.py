@@ -370,3 +370,74 @@ def test_bench_extract_keeps_eight_requests_in_flight_at_concurrency_eight(capsy
     assert main(["bench-extract", "--conversations", "4", "--turns", "2", "--latency", "0", "--concurrency", "2"]) == 0
     out = capsys.readouterr().out
     assert "user turns: 8 (4 conversations)" in out and out.splitlines()[-1].split()[0] == "2"
+
+
+# -- replies as real model servers give them --------------------------------------------------------
+_EMPTY = {"entities": [], "statements": [], "followups": []}
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        # A reasoning model thinks aloud first, braces and all.
+        '<think>The user says {"entities": ...}; Lyon is a {Place}.</think>\n' + json.dumps(REPLY_LYON),
+        "<think>\nfirst {draft}\n</think>\n```json\n" + json.dumps(REPLY_LYON) + "\n```",
+        # Prose with braces around the object.
+        "Here is the {result} you asked for: " + json.dumps(REPLY_LYON) + "\nNote: {none}",
+        # A schema-shaped example first, then the answer: the answer is the last object.
+        "The format is " + json.dumps(_EMPTY) + ". Answer: " + json.dumps(REPLY_LYON),
+    ],
+)
+def test_the_extraction_is_found_in_what_real_model_servers_reply(reply):
+    proposal = parse_reply(reply)
+    assert [s.predicate for s in proposal.statements] == ["lives_in"]
+    assert [e.name for e in proposal.entities] == ["Lyon"]
+
+
+@pytest.mark.parametrize(
+    "reply, why",
+    [
+        ("<think>I am still thinking about {the user", "no JSON object"),
+        ('{"entities": [', "does not parse"),
+        ("[1, 2]", "no JSON object"),
+    ],
+)
+def test_a_reply_without_a_whole_extraction_says_what_it_holds(reply, why):
+    with pytest.raises(ExtractionError, match=why):
+        parse_reply(reply)
+
+
+def test_a_reply_whose_content_comes_in_parts_is_read(server):
+    parts = [{"type": "text", "text": "```json\n"}, {"type": "text", "text": json.dumps(REPLY_LYON) + "\n```"}]
+    body = completion("")
+    body["choices"][0]["message"]["content"] = parts
+    url, _ = server({"I live in Lyon.": [("json", 200, body)]})
+    (out,) = run(url, [conv("a", "I live in Lyon.")])
+    assert out.errors == []
+    assert out.conversation.turns[0].recorded.statements[0].predicate == "lives_in"
+
+
+def test_a_server_that_refuses_response_format_is_asked_again_without_it():
+    """Some OpenAI-compatible servers answer 400 to a json_schema response_format they do not
+    support: the client asks again without it, once, and no longer sends it."""
+    from agefacts.fake_model import FakeModel
+
+    def answer(body):
+        if "response_format" in body:
+            return 400, {"error": {"message": "response_format json_schema is not supported"}}, {}
+        return 200, completion(json.dumps(REPLY_LYON)), {}
+
+    with FakeModel(answer) as model:
+        outs = run(model.url, [conv("a", "I live in Lyon.", "Still in Lyon.")], retries=0)
+        refused = [r for r in model.requests if "response_format" in r]
+    assert outs[0].errors == []
+    assert outs[0].conversation.turns[0].recorded.statements[0].predicate == "lives_in"
+    assert len(refused) == 1  # the fault happened, once
+    assert len(model.requests) == 3
+
+
+def test_a_400_about_something_else_is_still_a_refusal(server):
+    url, script = server({"x": [("json", 400, {"error": {"message": "model not found"}})]})
+    (out,) = run(url, [conv("a", "x")])
+    assert "refused the request: HTTP 400" in out.errors[0]
+    assert len(script.requests) == 1
