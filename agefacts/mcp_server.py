@@ -97,8 +97,9 @@ def build_server(
         messages: list[dict[str, Any]], conversation: str, namespace: str | None = None
     ) -> dict[str, Any]:
         """Add messages to a conversation of the memory (each {"role": "user" or "assistant",
-        "content": text, "at": optional ISO-8601 time}); facts are extracted from the user's
-        messages and loaded, with the words they came from."""
+        "content": text, "at": optional ISO-8601 time}; system and tool messages are passed
+        over); facts are extracted from the user's messages and loaded, with the words they
+        came from."""
         ns = scope(namespace)
         added = await run(lambda m: m.add(messages, namespace=ns, conversation=conversation))
         result: dict[str, Any] = added

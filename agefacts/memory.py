@@ -45,8 +45,13 @@ __all__ = [
 
 Message = Mapping[str, Any] | Turn
 """A message to add: a :class:`~agefacts.models.Turn`, or a mapping with ``speaker`` (or
-``role``: ``user`` or ``assistant``), ``text`` (or ``content``) and optionally ``at`` (ISO-8601
-text or a ``datetime``; default: when it is added)."""
+``role``: ``user`` or ``assistant``), ``text`` (or ``content``: a string, or a chat API's list
+of parts, whose text parts are joined) and optionally ``at`` (ISO-8601 text or a ``datetime``;
+default: when it is added). A chat API's other messages (``system``, ``developer``, ``tool``,
+``function``; an assistant's tool calls; a message with no text part) are passed over: they
+are not the person's or the assistant's words."""
+
+_PASSED_OVER = frozenset({"system", "developer", "tool", "function"})
 
 
 # -- typed results ---------------------------------------------------------------------------------
@@ -229,15 +234,28 @@ def _instant(text: str | None) -> dt.datetime | None:
 
 
 # -- what add does, without I/O ----------------------------------------------------------------------
-def _turn(m: Message) -> Turn:
+def _turn(m: Message) -> Turn | None:
+    """The turn a message is, or None for one that is passed over (see :data:`Message`)."""
     if isinstance(m, Turn):
         return m
     if not isinstance(m, Mapping):
         raise UsageError(f"a message is a mapping with speaker (or role) and text (or content), not {m!r}")
     speaker = m.get("speaker", m.get("role"))
     text = m.get("text", m.get("content"))
+    if speaker in _PASSED_OVER:
+        return None
     if speaker not in ("user", "assistant"):
-        raise UsageError(f"a message's speaker (or role) is 'user' or 'assistant', not {speaker!r}")
+        raise UsageError(
+            f"a message's speaker (or role) is 'user' or 'assistant' ({', '.join(sorted(_PASSED_OVER))} "
+            f"are passed over), not {speaker!r}"
+        )
+    if isinstance(text, list):
+        parts = [p["text"] for p in text if isinstance(p, Mapping) and isinstance(p.get("text"), str)]
+        if not parts:
+            return None  # images or audio only: no words to read
+        text = "".join(parts)
+    if text is None and speaker == "assistant" and m.get("tool_calls"):
+        return None
     if not isinstance(text, str):
         raise UsageError(f"a message's text (or content) is a string, not {text!r}")
     at = m.get("at")
@@ -277,7 +295,7 @@ def extended(
             raise UsageError("adding messages needs namespace= (whose memory) and conversation= (which conversation)")
         if isinstance(new, str | bytes | Mapping):
             raise UsageError("messages are a list of messages (each with role and content), not one text or mapping")
-        incoming, whole = [_turn(m) for m in new], False
+        incoming, whole = [t for t in map(_turn, new) if t is not None], False
         fields = stored.model_dump() if stored else {"id": conversation, "namespace": namespace, "title": title}
     old = list(stored.turns) if stored is not None else []
     if not whole and len(incoming) >= len(old) and all(_same(a, b) for a, b in zip(old, incoming, strict=False)):

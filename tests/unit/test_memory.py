@@ -58,11 +58,34 @@ def test_the_history_sent_again_or_only_the_new_message_give_one_conversation(te
 def test_bad_messages_are_refused_with_a_sentence():
     with pytest.raises(UsageError, match="a list of messages"):
         extended(None, "hello", "n", "c")  # type: ignore[arg-type]
-    with pytest.raises(UsageError, match="'user' or 'assistant', not 'system'"):
-        extended(None, [{"role": "system", "content": "x"}], "n", "c")
+    with pytest.raises(UsageError, match="'user' or 'assistant' .* not 'narrator'"):
+        extended(None, [{"role": "narrator", "content": "x"}], "n", "c")
+    with pytest.raises(UsageError, match="text .* is a string"):
+        extended(None, [{"role": "user", "content": 42}], "n", "c")
     with pytest.raises(InputError, match="'at' 'not a time' is not an ISO-8601"):
         extended(None, [{"role": "user", "content": "hi", "at": "not a time"}], "n", "c")
     with pytest.raises(InputError, match="namespace: String should have at most 200 characters"):
         extended(None, [{"role": "user", "content": "hi"}], "n" * 300, "c")
     with pytest.raises(UsageError, match="namespace= .* and conversation="):
         extended(None, [{"role": "user", "content": "hi"}], None, "c")
+
+
+def test_a_chat_api_history_is_taken_as_it_is_sent():
+    """The message list an assistant sends to a chat API: a system prompt first, content in
+    parts, tool calls and their results. The person's and the assistant's words are the
+    conversation; the rest is passed over, so the same list sent again is the same history."""
+    sent = [
+        {"role": "system", "content": "You are a helpful assistant."},
+        {"role": "user", "content": [{"type": "text", "text": "I live in Porto."}]},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "t1", "type": "function"}]},
+        {"role": "tool", "tool_call_id": "t1", "content": '{"weather": "sun"}'},
+        {"role": "assistant", "content": [{"type": "text", "text": "Sunny "}, {"type": "text", "text": "there."}]},
+        {"role": "developer", "content": "Be brief."},
+        {"role": "user", "content": [{"type": "image_url", "image_url": {"url": "https://example.org/a.png"}}]},
+    ]
+    conv = extended(None, sent, "rui", "c")
+    assert [(t.speaker, t.text) for t in conv.turns] == [("user", "I live in Porto."), ("assistant", "Sunny there.")]
+    more = sent + [{"role": "user", "content": "I love fado."}]
+    again = extended(conv, more, "rui", "c")
+    assert [t.text for t in again.turns] == ["I live in Porto.", "Sunny there.", "I love fado."]
+    assert again.turns[0].at == conv.turns[0].at  # the history, not new messages
