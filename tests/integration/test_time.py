@@ -234,3 +234,31 @@ def test_the_two_part_facts_query_gives_the_rows_of_the_one_part_query(db):
             assert ordered_facts(now.dicts()) == before.dicts(), (k, valid_at, known_at)
             compared += len(now.rows)
     assert compared > 50
+
+
+@pytest.mark.parametrize("via", VIAS)
+def test_moving_back_said_with_its_date_is_where_one_lives_now(db, via):
+    """Lyon, then Oslo, then back to Lyon: the return is a statement of its own when it says
+    when (the prompt asks the model for the message's date at least), so Lyon is current again
+    and Oslo's time is closed on both sides."""
+    from ..helpers import claim, conversation, place, user_turn
+
+    def said(cid, text, at, quote, **kw):
+        ents = [place("e1", "Oslo" if "Oslo" in text else "Lyon")]
+        return conversation(
+            cid, [user_turn(text, at, entities=ents, statements=[claim("user", "lives_in", quote, obj="e1", **kw)])]
+        )
+
+    convs_ = [
+        said("a", "I live in Lyon.", "2024-01-15T10:00:00Z", "I live in Lyon"),
+        said(
+            "b", "We moved to Oslo in June.", "2024-07-02T09:00:00Z", "We moved to Oslo in June", valid_from="2024-06"
+        ),
+        said("c", "I moved back to Lyon.", "2025-05-10T09:00:00Z", "I moved back to Lyon", valid_from="2025-05-10"),
+    ]
+    loader = Loader(db, ONTO, via=via)
+    for c in reversed(convs_):
+        assert loader.load(c).status == "loaded"
+    assert cities(facts(db, "user", namespace="test")) == ["Lyon"]
+    assert cities(facts(db, "user", namespace="test", valid_at="2024-12-01")) == ["Oslo"]
+    assert cities(facts(db, "user", namespace="test", valid_at="2024-03-01")) == ["Lyon"]
