@@ -186,13 +186,14 @@ class LLMClient:
             except httpx.TransportError as exc:
                 last = f"connection failed ({type(exc).__name__})"
             else:
-                if resp.status_code == 200:
+                failure = _error_in_200(resp) if resp.status_code == 200 else None
+                if resp.status_code == 200 and failure is None:
                     return _reply_text(resp)
-                last = f"HTTP {resp.status_code}: {resp.text[:300]}"
+                last = failure or f"HTTP {resp.status_code}: {resp.text[:300]}"
                 if "response_format" in body and _refuses_response_format(resp):
                     self.structured = False
                     continue  # at once, and not counted as an attempt: the server answered
-                if resp.status_code not in _RETRY_STATUS:
+                if resp.status_code not in _RETRY_STATUS and failure is None:
                     raise ExtractionError(f"the model endpoint {self.url} refused the request: {last}")
                 wait = max(wait, _retry_after(resp) or 0)
             if attempt < self.retries:
@@ -219,6 +220,20 @@ def _retry_after(resp: httpx.Response) -> float | None:
     except ValueError:
         when = email.utils.parsedate_to_datetime(raw)
         return max(0.0, when.timestamp() - time.time()) if when else None
+
+
+def _error_in_200(resp: httpx.Response) -> str | None:
+    """The error of a 200 answer that holds one and no choices (gateways pass upstream
+    failures on so), to be retried as a 5xx is."""
+    try:
+        data = resp.json()
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or "choices" in data or not data.get("error"):
+        return None
+    err = data["error"]
+    said = err.get("message") if isinstance(err, dict) else err
+    return f"HTTP 200 with an error: {str(said)[:300]}"
 
 
 def _refuses_response_format(resp: httpx.Response) -> bool:

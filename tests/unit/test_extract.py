@@ -441,3 +441,20 @@ def test_a_400_about_something_else_is_still_a_refusal(server):
     (out,) = run(url, [conv("a", "x")])
     assert "refused the request: HTTP 400" in out.errors[0]
     assert len(script.requests) == 1
+
+
+def test_an_error_sent_with_status_200_is_retried(server):
+    """Some gateways pass an upstream failure on as HTTP 200 with an error object and no
+    choices: it is retried like a 503, and named if it lasts."""
+    busy = ("json", 200, {"error": {"message": "upstream overloaded", "code": 503}})
+    url, script = server({"I live in Lyon.": [busy, ("json", 200, completion(json.dumps(REPLY_LYON)))], "x": [busy]})
+    outs = run(url, [conv("a", "I live in Lyon."), conv("b", "x")], retries=2)
+    by_id = {o.conversation.id: o for o in outs}
+    assert by_id["a"].errors == []
+    assert by_id["a"].conversation.turns[0].recorded.statements[0].predicate == "lives_in"
+    assert "failed after 3 attempts" in by_id["b"].errors[0] and "upstream overloaded" in by_id["b"].errors[0]
+    asked = [r["messages"][-1]["content"] for r in script.requests]
+    assert (
+        sum("I live in Lyon." in a for a in asked) == 2
+        and sum(a.endswith("x\n\nReply with the JSON object only.") for a in asked) == 3
+    )
