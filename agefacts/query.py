@@ -10,12 +10,13 @@ import functools
 import hashlib
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .db import AsyncDatabase, Database, Table, check_label
 from .errors import QueryError
+from .keys import conversation_key, message_key
 from .names import is_entity_label
 from .ontology import Ontology
 
@@ -235,6 +236,9 @@ class NamedQuery:
     # "runs: once per entity label" in the header: the query's first line is ``MATCH (n)``, and
     # it reads only entity types' labels (see :func:`_per_entity_label`).
     per_entity_label: bool = False
+    # "keys: NAME = KIND(PARAM, ...)" in the header: $NAME is the key of that kind made from
+    # the parameters (null when one is null), so the query finds its vertex by the key index.
+    keys: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
 
     @property
     def required(self) -> list[str]:
@@ -264,7 +268,22 @@ def _parse_named(name: str, kind: str, raw: str) -> NamedQuery:
     columns_doc = next((h[len("columns:") :] for h in header if h.startswith("columns:")), "")
     columns = [c.strip() for c in columns_doc.split(",") if c.strip()]
     per_label = any(h.startswith("runs:") and "once per entity label" in h for h in header)
-    return NamedQuery(name, kind, description, params, params_doc, "\n".join(body).strip(), columns, per_label)
+    keys = tuple(
+        (m.group(1), m.group(2), tuple(a.strip() for a in m.group(3).split(",")))
+        for h in header
+        if h.startswith("keys:")
+        for m in _KEY_PARAM.finditer(h[len("keys:") :])
+    )
+    for _, kind_, args in keys:
+        if kind_ not in _KEY_KINDS or not set(args) <= set(params):
+            raise QueryError(f"query {name!r}: its keys line names {kind_}({', '.join(args)}), which it cannot make")
+    body_text = "\n".join(body).strip()
+    return NamedQuery(name, kind, description, params, params_doc, body_text, columns, per_label, keys)
+
+
+_KEY_PARAM = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*=\s*([a-z]+)\(([^)]*)\)")
+# The key kinds a named query can be given, by the one function that makes each (agefacts.keys).
+_KEY_KINDS: dict[str, Callable[..., str]] = {"message": message_key, "conversation": conversation_key}
 
 
 # The opening MATCH (n) of a query run per entity label, and its closing ORDER BY.
@@ -357,7 +376,11 @@ def bind_named(name: str, params: Mapping[str, Any] | None = None) -> tuple[Name
             + " ".join(f"--param {m}=..." for m in missing)
             + f" ({q.params_doc})"
         )
-    return q, {p: given.get(p) for p in q.params}
+    values = {p: given.get(p) for p in q.params}
+    for param, kind, args in q.keys:
+        parts = [values[a] for a in args]
+        values[param] = None if any(v is None for v in parts) else _KEY_KINDS[kind](*parts)
+    return q, values
 
 
 def run_named(db: Database, name: str, params: Mapping[str, Any] | None = None) -> Table:

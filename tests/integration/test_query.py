@@ -8,6 +8,7 @@ import subprocess
 from decimal import Decimal
 
 import pytest
+from psycopg import sql
 
 from agefacts.agtype import Edge, Vertex, decode
 from agefacts.agtype import Path as AgPath
@@ -339,3 +340,24 @@ def test_entity_labels_are_indexed_by_namespace(db):
         )
     }
     assert indexed == {"Person"}
+
+
+def test_a_message_s_statements_are_found_through_its_key_index(loaded):
+    """``message_statements`` finds its message by key (computed from the namespace, the
+    conversation and the ordinal), not by a property map, which no index serves: it read every
+    message. With sequential scans priced out, the message is looked up by an index condition,
+    not read through a whole index with a filter."""
+    from agefacts.query import bind_named
+
+    db = loaded
+    q, values = bind_named("message_statements", {"conversation": "ann-01", "ordinal": 0, "namespace": "ann"})
+    stmt = db.cypher_sql(q.text, [f"c{i}" for i in range(len(q.columns))], with_params=True)
+    with db.transaction():
+        db.execute("SET LOCAL enable_seqscan = off")
+        plan = "\n".join(r[0] for r in db.execute(sql.SQL("EXPLAIN ") + stmt, (json.dumps(values),)))
+    lines = plan.splitlines()
+    (at,) = [i for i, line in enumerate(lines) if 'on "Message" m' in line]
+    assert "Index Cond" in lines[at + 1] and "@>" not in plan, plan
+    # A message that is not there has no statements, and a missing part of its key finds none.
+    assert run_named(db, "message_statements", {"conversation": "ann-01", "ordinal": 99, "namespace": "ann"}).rows == []
+    assert run_named(db, "message_statements", {"conversation": "ann-01", "ordinal": 0, "namespace": "nina"}).rows == []
