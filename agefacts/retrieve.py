@@ -178,7 +178,8 @@ def _surfaces(rows: list[dict[str, Any]]) -> list[tuple[list[str], dict[str, Any
 def link_rows(question: str, rows: list[dict[str, Any]], namespace: str | None) -> list[Linked]:
     """The entities a question names, given every entity's names (the ``entity_names``
     query's rows), in the order they were matched: longest names first, then the owner when
-    the question speaks in the first person and a namespace says whose."""
+    the question speaks in the first person (whose: the namespace given, or that of what else
+    it names, or else every namespace's owner, for the caller's scope check)."""
     q = _tokens(question)
     claimed = [False] * len(q)
     out: list[Linked] = []
@@ -197,14 +198,18 @@ def link_rows(question: str, rows: list[dict[str, Any]], namespace: str | None) 
                 if ent["key"] not in seen:
                     seen.add(ent["key"])
                     out.append(Linked(ent["key"], ent["namespace"], ent["name"], " ".join(toks)))
-    if namespace is not None:
-        said = [
-            w
-            for i, (w, used) in enumerate(zip(q, claimed, strict=True))
-            if w in FIRST_PERSON and not used and not (w == "me" and i > 0 and q[i - 1] in _ASKING)
-        ]
+    said = [
+        w
+        for i, (w, used) in enumerate(zip(q, claimed, strict=True))
+        if w in FIRST_PERSON and not used and not (w == "me" and i > 0 and q[i - 1] in _ASKING)
+    ]
+    if said:
+        # Without a namespace, "I" is the owner of the namespace of what else the question
+        # names ("my friend Begoña"), or else every namespace's owner: the caller's scope check
+        # then asks whose, unless there is one namespace or all were asked for.
+        owners = {namespace} if namespace is not None else {e.namespace for e in out}
         for r in rows:
-            if r["role"] == "user" and r["namespace"] == namespace and r["key"] not in seen and said:
+            if r["role"] == "user" and (not owners or r["namespace"] in owners) and r["key"] not in seen:
                 seen.add(r["key"])
                 out.append(Linked(r["key"], r["namespace"], r["name"] or "user", said[0]))
     return out

@@ -85,6 +85,18 @@ def test_a_namespace_is_required_when_what_is_asked_lies_in_several(memory, cli_
     assert [e.name for e in memory.ask("Where does Begoña live?").entities] == ["Begoña"]
     assert main(["ask", "Where does my husband work?"]) == 1
     assert "--all-namespaces" in capsys.readouterr().err
+    # "I" is every namespace's owner: asked without a namespace, the question says whose is
+    # needed (it said the question named nobody), and across all of them it asks every owner.
+    with pytest.raises(QueryError, match="what the question names is in the memory of 15 namespaces"):
+        memory.ask("Where do I live?")
+    assert main(["ask", "Where do I live?"]) == 1
+    assert "give the namespace" in capsys.readouterr().err
+    owners = memory.ask("Where do I live?", all_namespaces=True, k=100)
+    assert len({e.namespace for e in owners.entities}) == 15 and {e.name for e in owners.entities} == {"user"}
+    assert ("nina", "Bergen") in {(f.namespace, f.object) for f in owners.facts}
+    # What else it names says whose "my" it is.
+    mine = memory.ask("Where does my friend Begoña live?")
+    assert {(e.namespace, e.name) for e in mine.entities} == {("jose", "Begoña"), ("jose", "user")}
     assert main(["facts", "user", "--all-namespaces", "--format", "json"]) == 0
     assert {r["namespace"] for r in json.loads(capsys.readouterr().out)} >= {"ann", "nina"}
 

@@ -74,7 +74,10 @@ def test_first_person_words_link_the_owner_only_when_not_part_of_a_role():
     assert keys("Does my sister know me?") == ["s", "u"]
     assert keys("Tell me about Oslo") == ["o"]
     assert keys("What's the weather?") == []
-    assert [e.key for e in link_rows("Where do I live?", names, None)] == []
+    # Without a namespace: the owner of what else it names, or else every owner.
+    names.append({"key": "u2", "namespace": "m", "name": None, "mentions": [], "attrs": None, "role": "user"})
+    assert [e.key for e in link_rows("Where do I live?", names, None)] == ["u", "u2"]
+    assert [e.key for e in link_rows("Does my sister know me?", names, None)] == ["s", "u"]
 
 
 def test_ranking_puts_the_named_predicate_first_then_the_latest():
