@@ -11,7 +11,7 @@ import contextlib
 import json
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -30,6 +30,7 @@ __all__ = [
 ]
 
 _EXIT_OK, _EXIT_FAILED, _EXIT_USAGE = 0, 1, 2
+_EXIT_SOFTWARE = 70  # sysexits.h EX_SOFTWARE: an internal error
 
 
 # -- shared options ---------------------------------------------------------------------------
@@ -49,7 +50,7 @@ def _db_options() -> argparse.ArgumentParser:
     )
     g.add_argument(
         "--port",
-        type=int,
+        type=_port,
         default=None,
         help="port for the embedded engine when this command starts it (default: $AGEFACTS_PORT or 54329)",
     )
@@ -77,8 +78,12 @@ def _llm_options(p: argparse.ArgumentParser, url: str | None, url_help: str) -> 
         default=None,
         help="environment variable holding the API key (default: AGEFACTS_LLM_API_KEY, then OPENAI_API_KEY)",
     )
-    p.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for one reply (default %(default)g)")
-    p.add_argument("--retries", type=int, default=4, help="retries after 429, 5xx and timeouts (default %(default)s)")
+    p.add_argument(
+        "--timeout", type=_seconds, default=120.0, help="seconds to wait for one reply (default %(default)g)"
+    )
+    p.add_argument(
+        "--retries", type=_count, default=4, help="retries after 429, 5xx and timeouts (default %(default)s)"
+    )
 
 
 def _llm_client(args: argparse.Namespace, concurrency: int | None = None) -> LLMClient:
@@ -509,13 +514,40 @@ def _first_interrupt_finishes_the_batch() -> Iterator[Any]:
         signal.signal(signal.SIGINT, before)
 
 
-def _positive_int(text: str) -> int:
+def _whole(least: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            n = int(text)
+        except ValueError:
+            n = least - 1
+        if n < least:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least {least}")
+        return n
+
+    return parse
+
+
+_positive_int = _whole(1)
+_count = _whole(0)
+
+
+def _seconds(text: str) -> float:
+    try:
+        x = float(text)
+    except ValueError:
+        x = 0.0
+    if not x > 0 or x == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds above 0")
+    return x
+
+
+def _port(text: str) -> int:
     try:
         n = int(text)
     except ValueError:
         n = 0
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
+    if not 1 <= n <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port (1 to 65535)")
     return n
 
 
@@ -666,7 +698,7 @@ def build_parser() -> argparse.ArgumentParser:
     dbsub = p.add_subparsers(dest="db_command", metavar="ACTION")
     s = dbsub.add_parser("start", help="start the embedded engine in the background")
     s.add_argument("--data", default=None, help="data folder, or 'memory' for a throwaway database")
-    s.add_argument("--port", type=int, default=None, help="TCP port on 127.0.0.1 (default 54329)")
+    s.add_argument("--port", type=_port, default=None, help="TCP port on 127.0.0.1 (default 54329)")
     dbsub.add_parser("stop", help="stop the embedded engine")
     s = dbsub.add_parser("status", help="is the embedded engine running? (exit 3 when not)")
     _format_option(s)
@@ -698,7 +730,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("ask", parents=[dbo, asof], help="facts about the entities a question names, with citations")
     p.add_argument("question")
-    p.add_argument("-k", type=int, default=10, help="at most this many facts (default 10)")
+    p.add_argument("-k", type=_positive_int, default=10, help="at most this many facts (default 10)")
     p.add_argument("--ontology", default=None, help="ontology file that facts must fit (default: the shipped one)")
     _all_namespaces_option(p)
     _format_option(p, ("table", "json", "context"))
@@ -710,11 +742,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_show)
 
     p = sub.add_parser("bench", parents=[dbo, ont], help="time the loader against its references")
-    p.add_argument("--statements", type=int, default=10_000, help="statements to generate (default 10000)")
-    p.add_argument("--per-conversation", type=int, default=10, help="statements per conversation (default 10)")
+    p.add_argument("--statements", type=_positive_int, default=10_000, help="statements to generate (default 10000)")
+    p.add_argument(
+        "--per-conversation", type=_positive_int, default=10, help="statements per conversation (default 10)"
+    )
     p.add_argument(
         "--reference-cap",
-        type=int,
+        type=_positive_int,
         default=10_000,
         help="run the slow reference path on at most this many statements (default 10000)",
     )
@@ -813,8 +847,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="llm (default): entities, statements and follow-ups from the model endpoint; statistical: "
         "keyphrases of each user turn by YAKE, offline and deterministic (pip install 'agefacts[statistical]')",
     )
-    p.add_argument("--top", type=int, default=5, help="statistical: keyphrases per message at most (default 5)")
-    p.add_argument("--max-words", type=int, default=3, help="statistical: words per keyphrase at most (default 3)")
+    p.add_argument(
+        "--top", type=_positive_int, default=5, help="statistical: keyphrases per message at most (default 5)"
+    )
+    p.add_argument(
+        "--max-words", type=_positive_int, default=3, help="statistical: words per keyphrase at most (default 3)"
+    )
     p.add_argument("--language", default="en", help="statistical: the messages' language, for stop words (default en)")
     _llm_options(
         p,
@@ -822,11 +860,14 @@ def build_parser() -> argparse.ArgumentParser:
         "the endpoint's base URL (default: $AGEFACTS_LLM_URL, here %(default)s)",
     )
     p.add_argument(
-        "--concurrency", type=int, default=4, help="requests in flight at once (default 4); a backoff holds none"
+        "--concurrency",
+        type=_positive_int,
+        default=4,
+        help="requests in flight at once (default 4); a backoff holds none",
     )
     p.add_argument(
         "--context-turns",
-        type=int,
+        type=_count,
         default=8,
         help="earlier turns sent with each request (default %(default)s; the known entities are always sent)",
     )
@@ -873,6 +914,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("agefacts: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:
+        # A failure no check foresaw is a bug: one line a user can report, and the traceback
+        # for whoever sets AGEFACTS_TRACEBACK=1.
+        if os.environ.get("AGEFACTS_TRACEBACK") == "1":
+            raise
+        print(
+            f"agefacts: internal error: {type(exc).__name__}: {exc} (a bug in agefacts; run again with "
+            "AGEFACTS_TRACEBACK=1 to see where, and report it with the command that caused it)",
+            file=sys.stderr,
+        )
+        return _EXIT_SOFTWARE
 
 
 if __name__ == "__main__":  # pragma: no cover

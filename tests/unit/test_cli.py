@@ -25,3 +25,52 @@ def test_a_batch_size_that_is_not_a_positive_number_is_refused_by_name(capsys):
         assert exit_.value.code == 2
         err = capsys.readouterr().err
         assert f"--batch-statements: {bad!r} is not a whole number of at least 1" in err and "Traceback" not in err
+
+
+def test_every_number_an_option_takes_is_checked_by_name(capsys):
+    """A count of zero, a negative time or a port outside 1-65535 is refused by the option's
+    name before anything runs (`bench --statements 0` ended in an IndexError traceback)."""
+    import pytest
+
+    from agefacts.cli import main
+
+    cases = [
+        (["bench", "--statements", "0"], "--statements: '0' is not a whole number of at least 1"),
+        (["bench", "--per-conversation", "0"], "--per-conversation: '0' is not a whole number of at least 1"),
+        (["bench", "--reference-cap", "-1"], "--reference-cap: '-1' is not a whole number of at least 1"),
+        (["ask", "Where do I live?", "-k", "0"], "-k: '0' is not a whole number of at least 1"),
+        (["extract", "x.json", "--out", "o", "--model", "m", "--retries", "-1"], "--retries: '-1' is not a whole number of at least 0"),
+        (["extract", "x.json", "--out", "o", "--model", "m", "--timeout", "0"], "--timeout: '0' is not a number of seconds above 0"),
+        (["extract", "x.json", "--out", "o", "--model", "m", "--concurrency", "0"], "--concurrency: '0' is not a whole number of at least 1"),
+        (["extract", "x.json", "--out", "o", "--model", "m", "--context-turns", "-3"], "--context-turns: '-3' is not a whole number of at least 0"),
+        (["facts", "user", "--port", "99999999"], "--port: '99999999' is not a port (1 to 65535)"),
+        (["db", "start", "--port", "0"], "--port: '0' is not a port (1 to 65535)"),
+        (["extract", "x.json", "--out", "o", "--extractor", "statistical", "--top", "0"], "--top: '0' is not a whole number of at least 1"),
+        (["extract", "x.json", "--out", "o", "--extractor", "statistical", "--max-words", "-2"], "--max-words: '-2' is not a whole number of at least 1"),
+    ]  # fmt: skip
+    for argv, said in cases:
+        with pytest.raises(SystemExit) as exit_:
+            main(argv)
+        err = capsys.readouterr().err
+        assert exit_.value.code == 2 and said in err and "Traceback" not in err, (argv, err)
+
+
+def test_a_failure_nobody_foresaw_is_one_sentence_not_a_traceback(monkeypatch, capsys):
+    from agefacts import cli
+
+    def broken(args):
+        raise ZeroDivisionError("integer division or modulo by zero")
+
+    parser = cli.build_parser()
+    monkeypatch.setattr(cli, "build_parser", lambda: parser)
+    sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
+    sub.choices["schema"].set_defaults(func=broken)
+    assert cli.main(["schema", "conversation"]) == 70
+    err = capsys.readouterr().err
+    assert "ZeroDivisionError: integer division or modulo by zero" in err  # the fault happened
+    assert "Traceback" not in err and "AGEFACTS_TRACEBACK=1" in err
+    monkeypatch.setenv("AGEFACTS_TRACEBACK", "1")
+    import pytest
+
+    with pytest.raises(ZeroDivisionError):
+        cli.main(["schema", "conversation"])
