@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .db import AsyncDatabase, Database
+from .errors import UsageError
 from .keys import keyphrase_key, keyphrase_text
 from .ontology import Ontology
 from .query import TimeArg, check_scope, facts_of_keys, facts_of_keys_async, run_named, run_named_async
@@ -397,6 +398,12 @@ def answer_from(
     return answer
 
 
+def _check_k(k: int) -> None:
+    # A slice by 0 returns nothing and by -1 all but the last: neither is what was asked.
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise UsageError(f"k is how many facts to return, a whole number of at least 1, not {k!r}")
+
+
 def ask(
     db: Database,
     question: str,
@@ -411,7 +418,8 @@ def ask(
     """Facts about the entities a question names (the owner too, when it speaks in the first
     person), ranked by the question's words, each with its quote and source message. When
     what it names lies in more than one namespace, give a ``namespace`` (or
-    ``all_namespaces=True`` to look in every one); first-person words need a namespace."""
+    ``all_namespaces=True`` to look in every one)."""
+    _check_k(k)
     entities = link(db, question, namespace)
     check_scope(namespace, all_namespaces, (e.namespace for e in entities), "what the question names")
     # Linked entities are known by key: no second lookup of each one.
@@ -431,6 +439,7 @@ async def ask_async(
     known_at: TimeArg = None,
 ) -> Answer:
     """:func:`ask` on an asynchronous connection."""
+    _check_k(k)
     names = await run_named_async(db, "entity_names", {"namespace": namespace})
     entities = link_rows(question, names.dicts(), namespace)
     check_scope(namespace, all_namespaces, (e.namespace for e in entities), "what the question names")

@@ -106,3 +106,22 @@ def test_the_same_words_naming_several_entities_link_them_all():
     # (With a namespace, the inventory holds only its entities: the entity_names query's filter.)
     only_ann = [n for n in names if n["namespace"] == "ann"]
     assert [e.key for e in link_rows("Where does my husband work?", only_ann, "ann")] == ["t"]
+
+
+def test_how_many_facts_to_return_is_a_whole_number_of_at_least_one():
+    """k=0 returned nothing and k=-1 every fact but the last (a slice): both are refused
+    before the database is asked anything (there is none here)."""
+    import asyncio
+
+    import pytest
+
+    from agefacts.errors import UsageError
+    from agefacts.retrieve import ask, ask_async
+
+    from ..helpers import ONTO
+
+    for k in (0, -1, 2.5, True):
+        with pytest.raises(UsageError, match="k is how many facts to return"):
+            ask(None, "Where do I live?", ONTO, namespace="n", k=k)  # type: ignore[arg-type]
+        with pytest.raises(UsageError, match="k is how many facts to return"):
+            asyncio.run(ask_async(None, "Where do I live?", ONTO, namespace="n", k=k))  # type: ignore[arg-type]
