@@ -23,6 +23,7 @@ __all__ = [
     "lock",
     "prior_hashes",
     "record",
+    "stored",
 ]
 
 
@@ -165,6 +166,17 @@ def documents(db: Database, namespace: str, conversations: Sequence[str] | None 
         (db.graph, namespace, conversations, conversations),
     )
     return [(r[0], r[1]) for r in rows]
+
+
+def stored(db: Database, namespace: str, conversation: str) -> tuple[str, str | None] | None:
+    """(content hash, the conversation as loaded) of one conversation, or None when it was
+    never loaded; the document is None for one loaded before agefacts kept them."""
+    rows = db.execute(
+        "SELECT content_hash, document FROM agefacts.ingest_log WHERE graph = %s AND namespace = %s "
+        "AND conversation = %s",
+        (db.graph, namespace, conversation),
+    )
+    return (rows[0][0], rows[0][1]) if rows else None
 
 
 def drop(db: Database, namespace: str, conversations: Sequence[str]) -> None:

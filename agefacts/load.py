@@ -36,6 +36,7 @@ from .models import Conversation
 from .ontology import Ontology
 
 __all__ = [
+    "ConversationMoved",
     "LoadInterrupted",
     "Loader",
     "Outcome",
@@ -168,6 +169,14 @@ class Seen:
 class _PriorMoved(Exception):
     """Another loader changed what the ingest log holds for a conversation between our read
     and our write: it is prepared again against what is there now."""
+
+
+class ConversationMoved(AgeFactsError):
+    """A conversation loaded ``based_on`` one version found another loaded meanwhile: what
+    was built on the version read (an added message) must be built again on the new one."""
+
+
+_UNSET: Any = object()
 
 
 def _prepare_one(
@@ -345,12 +354,23 @@ class Loader:
         # good, or the disk that holds the database is full (every later write would fail).
         self._lost: str | None = None
         self._seen: dict[tuple[str, str], Seen] = {}
+        self._based_on: dict[tuple[str, str], str | None] = {}
         self.fallbacks: list[str] = []  # why a batch was written one conversation at a time
 
     # -- the public calls ---------------------------------------------------------------------
-    def load(self, conv: Conversation, source: str = "<conversation>") -> Outcome:
-        """Load one conversation (see :meth:`load_many`)."""
-        (out,) = list(self.load_many([(source, conv)]))
+    def load(self, conv: Conversation, source: str = "<conversation>", *, based_on: str | None = _UNSET) -> Outcome:
+        """Load one conversation (see :meth:`load_many`). ``based_on`` is the content hash of
+        the version it was made from (None: none was loaded), for a conversation built on
+        what the graph held, as :meth:`agefacts.Memory.add` builds one: if another version
+        is loaded meanwhile, :class:`ConversationMoved` is raised and nothing is written,
+        where a plain load would replace that version with this one."""
+        ident = (conv.namespace, conv.id)
+        if based_on is not _UNSET:
+            self._based_on[ident] = based_on
+        try:
+            (out,) = list(self.load_many([(source, conv)]))
+        finally:
+            self._based_on.pop(ident, None)
         return out
 
     def load_many(
@@ -377,6 +397,13 @@ class Loader:
                 run_seen |= idents
                 earlier = {i: self._seen[i] for i in idents if i in self._seen}
                 prior = self._prior_hashes(sorted(idents)) if batch else {}
+                for ident in idents & self._based_on.keys():
+                    # Compared with the version it was built on, not with what is there now.
+                    base = self._based_on[ident]
+                    if base is None:
+                        prior.pop(ident, None)
+                    else:
+                        prior[ident] = base
                 future = pool.submit(_prepare, self.ontology, self.force, batch, prior, self.via, earlier)
                 if previous is not None:
                     yield from self._finish(*previous)
@@ -525,6 +552,11 @@ class Loader:
             try:
                 self._attempt(functools.partial(self._write_one, e))
             except _PriorMoved:
+                if e.ident in self._based_on:
+                    raise ConversationMoved(
+                        f"conversation {e.conv.id!r} of namespace {e.conv.namespace!r} was loaded by another "
+                        "writer after the version this one was built on was read"
+                    ) from None
                 prior = self._prior_hashes([e.ident])
                 current = _prepare_one(self.ontology, self.force, e.source, e.conv, prior)
                 continue

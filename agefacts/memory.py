@@ -23,7 +23,7 @@ from . import ledger
 from .db import DEFAULT_GRAPH, AsyncDatabase, Database, resolve_dsn
 from .errors import AgeFactsError, ExtractionError, InputError, UsageError
 from .extract import DEFAULT_CONTEXT_TURNS, LLMClient, extract_conversation, pending_turns
-from .load import Loader
+from .load import ConversationMoved, Loader
 from .models import Conversation, Turn, describe
 from .ontology import Ontology, default_ontology
 from .query import TimeArg, facts, facts_async, history, history_async
@@ -325,17 +325,51 @@ def extended(
         ) from None
 
 
-def _stored(db: Database, namespace: str, conversation: str) -> Conversation | None:
-    docs = ledger.documents(db, namespace, [conversation])
-    return Conversation.model_validate_json(docs[0][1]) if docs and docs[0][1] else None
+def _stored(db: Database, namespace: str | None, conversation: str | None) -> tuple[Conversation | None, str | None]:
+    """The conversation as loaded (None when it never was, or was loaded before agefacts kept
+    conversations) and the content hash of the version loaded (None: none was)."""
+    got = ledger.stored(db, namespace, conversation) if namespace is not None and conversation is not None else None
+    if got is None:
+        return None, None
+    h, doc = got
+    return (Conversation.model_validate_json(doc) if doc else None), h
 
 
-def _load(loader: Loader, conv: Conversation, extracted: int, errors: list[str]) -> Added:
-    out = loader.load(conv, source=f"memory:{conv.namespace}/{conv.id}")
+# How many times an add is built again on a version another writer loaded meanwhile.
+_ADD_TRIES = 8
+
+
+def _paid(conv: Conversation, paid: dict[str, Turn]) -> Conversation:
+    """``conv`` with the extractions this add already paid for (by the user turn's text) put
+    back on the turns that have none, so an add built again does not ask the model again."""
+    if not paid:
+        return conv
+    turns = [
+        t.model_copy(update={"recorded": paid[t.text].recorded, "error": paid[t.text].error})
+        if t.speaker == "user" and t.recorded is None and t.text in paid
+        else t
+        for t in conv.turns
+    ]
+    return conv.model_copy(update={"turns": turns})
+
+
+def _remember_paid(conv: Conversation, paid: dict[str, Turn]) -> None:
+    paid.update({t.text: t for t in conv.turns if t.speaker == "user" and t.recorded is not None})
+
+
+def _load(loader: Loader, conv: Conversation, extracted: int, errors: list[str], based_on: str | None) -> Added:
+    out = loader.load(conv, source=f"memory:{conv.namespace}/{conv.id}", based_on=based_on)
     if out.status == "failed":
         raise AgeFactsError(f"conversation {conv.id!r} of namespace {conv.namespace!r} was not loaded: {out.reason}")
     user_turns = sum(1 for t in conv.turns if t.speaker == "user")
     return Added(conv.namespace, conv.id, out.status, user_turns, extracted, len(errors), tuple(errors), out.counts)
+
+
+def _kept_changing(ns: str | None, cid: str | None) -> AgeFactsError:
+    return AgeFactsError(
+        f"conversation {cid!r} of namespace {ns!r} kept being changed by other writers while this add was "
+        f"built on it ({_ADD_TRIES} times); add the messages again"
+    )
 
 
 def _no_model(conv: Conversation, n: int) -> ExtractionError:
@@ -404,16 +438,26 @@ class Memory:
         say which), extract the user turns not yet recorded, and load it: in one call."""
         ns = messages.namespace if isinstance(messages, Conversation) else namespace
         cid = messages.id if isinstance(messages, Conversation) else conversation
-        stored = _stored(self.db, ns, cid) if ns is not None and cid is not None else None
-        conv = extended(stored, messages, namespace, conversation, title)
         try:
             asyncio.get_running_loop()
         except RuntimeError:
             pass
         else:
             raise UsageError("Memory.add was called inside a running event loop; use AsyncMemory there")
-        conv, n, errors = asyncio.run(_extract(self.llm, conv, self.ontology, self.context_turns))
-        return _load(Loader(self.db, self.ontology, via=self.via), conv, n, errors)
+        # Built on the version read; when another writer loads one first, built again on that.
+        paid: dict[str, Turn] = {}
+        asked = 0
+        for _ in range(_ADD_TRIES):
+            stored, based_on = _stored(self.db, ns, cid)
+            conv = _paid(extended(stored, messages, namespace, conversation, title), paid)
+            conv, n, errors = asyncio.run(_extract(self.llm, conv, self.ontology, self.context_turns))
+            _remember_paid(conv, paid)
+            asked += n
+            try:
+                return _load(Loader(self.db, self.ontology, via=self.via), conv, asked, errors, based_on)
+            except ConversationMoved:
+                continue
+        raise _kept_changing(ns, cid)
 
     def facts(
         self,
@@ -548,14 +592,23 @@ class AsyncMemory:
         title: str | None = None,
     ) -> Added:
         """See :meth:`Memory.add`."""
-        db, loader = self._writer()
+        db, _ = self._writer()
         ns = messages.namespace if isinstance(messages, Conversation) else namespace
         cid = messages.id if isinstance(messages, Conversation) else conversation
         async with self._writing:
-            stored = await asyncio.to_thread(_stored, db, ns, cid) if ns is not None and cid is not None else None
-            conv = extended(stored, messages, namespace, conversation, title)
-            conv, n, errors = await _extract(self.llm, conv, self.ontology, self.context_turns)
-            return await asyncio.to_thread(_load, loader, conv, n, errors)
+            paid: dict[str, Turn] = {}
+            asked = 0
+            for _ in range(_ADD_TRIES):
+                stored, based_on = await asyncio.to_thread(_stored, db, ns, cid)
+                conv = _paid(extended(stored, messages, namespace, conversation, title), paid)
+                conv, n, errors = await _extract(self.llm, conv, self.ontology, self.context_turns)
+                _remember_paid(conv, paid)
+                asked += n
+                try:
+                    return await asyncio.to_thread(_load, self._writer()[1], conv, asked, errors, based_on)
+                except ConversationMoved:
+                    continue
+            raise _kept_changing(ns, cid)
 
     async def facts(
         self,

@@ -188,6 +188,68 @@ def test_add_extracts_only_new_turns_and_loads_them_in_one_call(dsn, graph_name,
         assert [t.recorded is not None for t in exported.turns if t.speaker == "user"] == [True, True]
 
 
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_two_memories_adding_to_one_conversation_at_once_keep_both_messages(dsn, graph_name, db, kind):
+    """Two processes of an assistant (each its own memory and connection) add a message to
+    one conversation at the same time: each read the stored conversation, extended it and
+    loaded it whole, so the second replaced the first and its message was lost. An add is
+    now based on the version it read: when another landed first, it extends that one, and
+    the model is not asked again for what it already answered."""
+    import threading
+
+    from agefacts.fake_model import FakeModel
+
+    replies = {"I live in Porto.": LIVES, "I love fado.": LIKES}
+
+    def answer(body):
+        text = body["messages"][-1]["content"].split("Message to extract from:\n")[1].split("\n")[0]
+        return 200, completion(json.dumps(replies[text])), {}
+
+    with Memory(dsn, graph_name) as first:
+        first.add([{"role": "assistant", "content": "Hello!"}], namespace="rui", conversation="chat")
+    said = ["I live in Porto.", "I love fado."]
+    with FakeModel(answer, latency=0.4) as model:
+        if kind == "sync":
+            errors: list[BaseException] = []
+            start = threading.Barrier(2)
+
+            def add(text: str) -> None:
+                try:
+                    with Memory(dsn, graph_name, llm=LLMClient(model.url, "m", backoff=0.01)) as memory:
+                        start.wait()
+                        memory.add([{"role": "user", "content": text}], namespace="rui", conversation="chat")
+                except BaseException as exc:  # reported below
+                    errors.append(exc)
+
+            threads = [threading.Thread(target=add, args=(t,)) for t in said]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            assert errors == []
+        else:
+
+            async def add_async(text: str) -> None:
+                async with AsyncMemory(dsn, graph_name, llm=LLMClient(model.url, "m", backoff=0.01)) as memory:
+                    await memory.add([{"role": "user", "content": text}], namespace="rui", conversation="chat")
+
+            async def both() -> None:
+                await asyncio.gather(*(add_async(t) for t in said))
+
+            asyncio.run(both())
+        # Both were with the model at once, so both read the conversation before either
+        # loaded; the one that lost the race did not ask again.
+        assert model.most_in_flight == 2 and len(model.requests) == 2
+    with Memory(dsn, graph_name) as memory:
+        (conv,) = memory.export("rui")
+        assert sorted(t.text for t in conv.turns if t.speaker == "user") == said
+        assert all(t.recorded is not None for t in conv.turns if t.speaker == "user")
+        assert {(f.predicate, f.object or f.value) for f in memory.facts("user", namespace="rui")} == {
+            ("lives_in", "Porto"),
+            ("likes", "fado"),
+        }
+
+
 def test_add_without_a_model_names_what_is_missing(dsn, graph_name, db):
     with Memory(dsn, graph_name) as memory, pytest.raises(ExtractionError, match="no model"):
         memory.add([{"role": "user", "content": "I live in Porto."}], namespace="rui", conversation="c")
