@@ -847,12 +847,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="llm (default): entities, statements and follow-ups from the model endpoint; statistical: "
         "keyphrases of each user turn by YAKE, offline and deterministic (pip install 'agefacts[statistical]')",
     )
-    p.add_argument(
-        "--top", type=_positive_int, default=5, help="statistical: keyphrases per message at most (default 5)"
-    )
-    p.add_argument(
-        "--max-words", type=_positive_int, default=3, help="statistical: words per keyphrase at most (default 3)"
-    )
+    p.add_argument("--top", type=int, default=5, help="statistical: keyphrases per message at most (default 5)")
+    p.add_argument("--max-words", type=int, default=3, help="statistical: words per keyphrase at most (default 3)")
     p.add_argument("--language", default="en", help="statistical: the messages' language, for stop words (default en)")
     _llm_options(
         p,
