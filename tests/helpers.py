@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta, timezone
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -135,6 +136,32 @@ def shop(cid: str, name: str, at: str):
 
 # -- hypothesis strategies ----------------------------------------------------------------------------
 TIMES = st.sampled_from(["2024", "2024-03", "2024-03-01", "2024-03-01T10:00:00Z", "2024-06", "2025-01-01", "2025"])
+
+
+@st.composite
+def spelled_times(draw, dated: bool = True):
+    """A time as data spells it: a year, a month or a day (when ``dated``), or a datetime with
+    or without a zone (offsets of whole quarter hours) and with or without a fraction of a
+    second, in Python's or JavaScript's form."""
+    dt = draw(st.datetimes(min_value=datetime(2020, 1, 1), max_value=datetime(2027, 12, 31)))
+    forms = ["py", "js", "floating", "whole"] + (["year", "month", "day"] if dated else [])
+    form = draw(st.sampled_from(forms))
+    if form == "year":
+        return f"{dt.year:04d}"
+    if form == "month":
+        return f"{dt.year:04d}-{dt.month:02d}"
+    if form == "day":
+        return dt.date().isoformat()
+    if form == "floating":
+        return dt.isoformat()
+    zone = timezone(timedelta(minutes=15 * draw(st.integers(-48, 56))))
+    aware = dt.replace(tzinfo=zone)
+    if form == "js":
+        u = aware.astimezone(UTC)
+        return u.strftime("%Y-%m-%dT%H:%M:%S.") + f"{u.microsecond // 1000:03d}Z"
+    if form == "whole":
+        return aware.replace(microsecond=0).isoformat()
+    return aware.isoformat()
 
 
 KNOWN = st.sampled_from(

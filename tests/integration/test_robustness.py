@@ -19,7 +19,7 @@ from agefacts.load import Loader, load_paths
 from agefacts.models import Conversation
 from agefacts.query import digest, graph_content
 
-from ..helpers import EXAMPLES, ONTO, claim, user_turn
+from ..helpers import EXAMPLES, ONTO, claim, spelled_times, user_turn
 from .conftest import free_port
 
 GOOD = json.loads((EXAMPLES / "nina-01.json").read_text())
@@ -405,7 +405,11 @@ def conversations(draw, cid: str):
             pred = draw(st.sampled_from(["likes", "lives_in", "works_at", "name", "friend_of"]))
             kw = {}
             if draw(st.booleans()):
-                kw["valid_from"] = draw(st.sampled_from(["2024", "2024-06", "2025-01-15", "soon"]))
+                kw["valid_from"] = draw(
+                    st.one_of(st.sampled_from(["2024", "2024-06", "2025-01-15", "soon"]), spelled_times())
+                )
+            if draw(st.integers(0, 3)) == 0:
+                kw["valid_until"] = draw(spelled_times())
             if pred in ("lives_in", "works_at", "friend_of") and entities:
                 stmts.append(
                     claim(draw(st.sampled_from(handles)), pred, quote, obj=draw(st.sampled_from(handles[1:])), **kw)
@@ -430,15 +434,17 @@ def conversations(draw, cid: str):
             for e in entities
             if draw(st.booleans())
         ]
-        turns.append(user_turn(text, f"2026-0{1 + t}-0{1 + t}T10:00:00Z", entities if t == 0 else [], stmts, fus))
+        at = draw(st.one_of(st.just(f"2026-0{1 + t}-0{1 + t}T10:00:00Z"), spelled_times(dated=False)))
+        turns.append(user_turn(text, at, entities if t == 0 else [], stmts, fus))
     return Conversation.model_validate({"id": cid, "namespace": draw(st.sampled_from(["a", "b $$'"])), "turns": turns})
 
 
 @settings(
     max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
 )
-@given(a=conversations("A"), b=conversations("B"))
-def test_fuzzed_conversations_keep_every_invariant(dsn, graph_name, a, b):
+@given(a=conversations("A"), b=conversations("B"), a2=conversations("A"))
+def test_fuzzed_conversations_keep_every_invariant(dsn, graph_name, a, b, a2):
+    a2 = a2.model_copy(update={"namespace": a.namespace})
     # Determinism.
     assert compile_conversation(a, ONTO) == compile_conversation(a.model_copy(deep=True), ONTO)
     first = Database(dsn, graph_name + "_ab").connect()
@@ -466,6 +472,15 @@ def test_fuzzed_conversations_keep_every_invariant(dsn, graph_name, a, b):
             assert text[cs:ce] == quote
             assert text.encode("utf-8")[bs:be] == quote.encode("utf-8")
         assert all(line.startswith('["') for line in graph_content(first))
+        # A changed conversation replaces its old version: the graph is a fresh load of what
+        # is there now, whichever path replaces and whichever loads afresh.
+        assert [o.status for o in Loader(first, ONTO).load_many([("a2", a2)])] == [
+            "skipped" if a2.model_dump() == a.model_dump() else "loaded"
+        ]
+        second.drop_graph()
+        second.ensure_graph()
+        list(Loader(second, ONTO, via="cypher").load_many([("b", b), ("a2", a2)]))
+        assert digest(first) == digest(second)
     finally:
         for db in (first, second):
             db.drop_graph()
