@@ -113,6 +113,7 @@ class LLMClient:
         self._transport = transport
         self._sleep = sleep
         self._client: httpx.AsyncClient | None = None
+        self._entered = 0
         self.concurrency = concurrency
         self._slots: asyncio.Semaphore | None = None
         # Cleared when the server refuses a json_schema response_format (some OpenAI-compatible
@@ -120,17 +121,22 @@ class LLMClient:
         self.structured = True
 
     async def __aenter__(self) -> LLMClient:
-        self._slots = asyncio.Semaphore(self.concurrency) if self.concurrency else None
-        headers = {"Content-Type": "application/json"}
-        if self._api_key:
-            headers["Authorization"] = f"Bearer {self._api_key}"
-        self._client = httpx.AsyncClient(headers=headers, timeout=self.timeout, transport=self._transport)
+        # Entered by several tasks at once (an AsyncMemory's adds), it opens one HTTP client
+        # and closes it when the last of them leaves.
+        self._entered += 1
+        if self._entered == 1:
+            self._slots = asyncio.Semaphore(self.concurrency) if self.concurrency else None
+            headers = {"Content-Type": "application/json"}
+            if self._api_key:
+                headers["Authorization"] = f"Bearer {self._api_key}"
+            self._client = httpx.AsyncClient(headers=headers, timeout=self.timeout, transport=self._transport)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        if self._client is not None:
-            await self._client.aclose()
-        self._client = None
+        self._entered -= 1
+        if self._entered == 0 and self._client is not None:
+            client, self._client = self._client, None
+            await client.aclose()
 
     async def probe(self) -> None:
         """Ask the endpoint once, before any paid request, whether it is there and takes the

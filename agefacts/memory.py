@@ -595,20 +595,24 @@ class AsyncMemory:
         db, _ = self._writer()
         ns = messages.namespace if isinstance(messages, Conversation) else namespace
         cid = messages.id if isinstance(messages, Conversation) else conversation
-        async with self._writing:
-            paid: dict[str, Turn] = {}
-            asked = 0
-            for _ in range(_ADD_TRIES):
+        paid: dict[str, Turn] = {}
+        asked = 0
+        for _ in range(_ADD_TRIES):
+            # The writer's one connection serves one add at a time; the model is asked outside
+            # the lock, so adds to different conversations wait for it side by side (and one
+            # that another add overtook is built again on what that add loaded).
+            async with self._writing:
                 stored, based_on = await asyncio.to_thread(_stored, db, ns, cid)
-                conv = _paid(extended(stored, messages, namespace, conversation, title), paid)
-                conv, n, errors = await _extract(self.llm, conv, self.ontology, self.context_turns)
-                _remember_paid(conv, paid)
-                asked += n
-                try:
+            conv = _paid(extended(stored, messages, namespace, conversation, title), paid)
+            conv, n, errors = await _extract(self.llm, conv, self.ontology, self.context_turns)
+            _remember_paid(conv, paid)
+            asked += n
+            try:
+                async with self._writing:
                     return await asyncio.to_thread(_load, self._writer()[1], conv, asked, errors, based_on)
-                except ConversationMoved:
-                    continue
-            raise _kept_changing(ns, cid)
+            except ConversationMoved:
+                continue
+        raise _kept_changing(ns, cid)
 
     async def facts(
         self,

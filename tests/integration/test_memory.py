@@ -383,3 +383,36 @@ def test_an_undated_statement_of_a_dated_fact_is_its_evidence(db, via):
     assert loader.load(early).status == "loaded"
     rows = facts(db, "user", namespace="test", valid_at="2026-12-01").dicts()
     assert sorted((r["valid_from"] or "", r["evidence"]) for r in rows) == [("", 2), ("2026-11-02", 1)]
+
+
+def test_one_async_memory_asks_the_model_for_several_conversations_at_once(dsn, graph_name, db):
+    """An assistant serving many people from one AsyncMemory: adds to different
+    conversations wait for the model side by side (they waited in line, one add at a time),
+    and two adds to one conversation still keep both messages."""
+    from agefacts.fake_model import FakeModel
+
+    replies = {"I live in Porto.": LIVES, "I love fado.": LIKES}
+
+    def answer(body):
+        text = body["messages"][-1]["content"].split("Message to extract from:\n")[1].split("\n")[0]
+        return 200, completion(json.dumps(replies[text])), {}
+
+    async def main_() -> None:
+        async with AsyncMemory(dsn, graph_name, llm=LLMClient(model.url, "m", backoff=0.01)) as memory:
+            await asyncio.gather(
+                *(
+                    memory.add([{"role": "user", "content": text}], namespace=ns, conversation=cid)
+                    for ns, cid, text in [
+                        ("rui", "a", "I live in Porto."),
+                        ("ana", "b", "I love fado."),
+                        ("eva", "c", "I live in Porto."),
+                        ("eva", "c", "I love fado."),
+                    ]
+                )
+            )
+            for ns, want in [("rui", {"Porto"}), ("ana", {"fado"}), ("eva", {"Porto", "fado"})]:
+                assert {f.object or f.value for f in await memory.facts("user", namespace=ns)} == want
+
+    with FakeModel(answer, latency=0.4) as model:
+        asyncio.run(main_())
+        assert model.most_in_flight >= 3 and len(model.requests) == 4
