@@ -206,7 +206,9 @@ class InvalidItem(Model):
     kept so that the gate can report it as a rejection."""
 
     kind: Literal["entity", "statement", "followup"]
-    item: Any
+    # Recordings are written without nulls, so a null item (a reply's `[null]`) reads back
+    # missing: missing is null.
+    item: Any = None
     reason: str
 
 

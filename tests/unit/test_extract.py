@@ -458,3 +458,24 @@ def test_an_error_sent_with_status_200_is_retried(server):
         sum("I live in Lyon." in a for a in asked) == 2
         and sum(a.endswith("x\n\nReply with the JSON object only.") for a in asked) == 3
     )
+
+
+def test_a_recording_holding_any_invalid_item_reads_back(tmp_path):
+    """What a model got wrong is kept as invalid items, whatever it was, null included: the
+    recording is written without nulls, so a null item came back missing and the file
+    `extract` wrote could not be loaded ("invalid.2.item: Field required")."""
+    from agefacts.extract import write_recording
+    from agefacts.inputs import read_conversations
+
+    reply = json.dumps(
+        {"entities": "nope", "statements": [{"subject": 5, "object": None}, None], "followups": [None, 7, {"gap": 1}]}
+    )
+    proposal = parse_reply(reply)
+    assert len(proposal.invalid) == 6
+    c = conv("bad-items", "I live in Lyon.")
+    turns = list(c.turns)
+    turns[0] = turns[0].model_copy(update={"recorded": proposal})
+    path = write_recording(c.model_copy(update={"turns": turns}), tmp_path)
+    ((_, back),) = list(read_conversations([path]))
+    assert isinstance(back, Conversation), back
+    assert [i.item for i in back.turns[0].recorded.invalid] == [i.item for i in proposal.invalid]
