@@ -301,6 +301,7 @@ def build_messages(
 
 
 _THINKING = re.compile(r"<(think|thinking|reasoning)>.*?(?:</\1>|\Z)", re.DOTALL | re.IGNORECASE)
+_THINKING_END = re.compile(r"</(?:think|thinking|reasoning)>", re.IGNORECASE)
 _FIELDS = ("entities", "statements", "followups")
 
 
@@ -309,6 +310,8 @@ def _reply_object(text: str) -> dict[str, Any]:
     model's thinking, prose and fences around it, and examples before it are passed over), or
     else the first JSON object."""
     text = _THINKING.sub("", text)
+    # Some servers strip the opening tag and leave the closing one after the thinking.
+    text = _THINKING_END.split(text)[-1]
     decode = json.JSONDecoder().raw_decode
     found: list[dict[str, Any]] = []
     failure = ""

@@ -394,6 +394,15 @@ def test_the_extraction_is_found_in_what_real_model_servers_reply(reply):
     assert [e.name for e in proposal.entities] == ["Lyon"]
 
 
+@pytest.mark.parametrize("opening", ["<think>", ""])
+def test_a_draft_in_the_thinking_is_not_the_answer(opening):
+    """The thinking may hold a whole draft; the answer after it is what counts, also when the
+    server stripped the opening tag and left only the closing one."""
+    reply = opening + "Draft: " + json.dumps(REPLY_LYON) + " but Lyon is not said.</think>\n{}"
+    proposal = parse_reply(reply)
+    assert proposal.statements == [] and proposal.entities == []
+
+
 @pytest.mark.parametrize(
     "reply, why",
     [
