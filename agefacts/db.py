@@ -61,7 +61,7 @@ _GRAPH_LOCK = 0x61676566
 # differently; 62 of 234 tests failed there.
 MIN_AGE = (1, 6, 0)
 TESTED_AGE = (
-    "1.6.0 on PostgreSQL 15, 16 and 17; 1.7.0 on PostgreSQL 17 and the embedded engine (18); 1.8.0 on PostgreSQL 18"
+    "1.6.0 on PostgreSQL 15, 16 and 17; 1.7.0 on PostgreSQL 17 and 18 (the embedded engine too); 1.8.0 on PostgreSQL 18"
 )
 
 _log = logging.getLogger(__name__)
