@@ -476,6 +476,18 @@ async def extract_conversation(
             turns.append(turn)
             kept += 1
             continue
+        if not turn.at:
+            # What the model would read could not be kept (a statement's known time is its
+            # message's time): not paid for, this run or the next.
+            msg = (
+                "the turn has no 'at' time, so no statement read from it could be given a known time, and it was "
+                "not sent to the model; add 'at' (when it was said, ISO-8601) to the turn"
+            )
+            errors.append(f"conversation {conv.id!r} turn {i}: {msg}")
+            turns.append(turn.model_copy(update={"recorded": None, "error": msg}))
+            if on_turn is not None:
+                on_turn(False)
+            continue
         messages = build_messages(ontology, turns, list(known.values()), turn.text, turn.at, context_turns)
         try:
             text, model_id = await client.complete(messages, ontology.result_schema())
@@ -487,12 +499,7 @@ async def extract_conversation(
                 on_turn(False)
             continue
         if on_turn is not None:
-            on_turn(bool(turn.at) or not proposal.statements)
-        if proposal.statements and not turn.at:
-            msg = "the turn has statements but no 'at' time, so they could not be given a known time; add 'at' to the turn"
-            errors.append(f"conversation {conv.id!r} turn {i}: {msg}")
-            turns.append(turn.model_copy(update={"recorded": None, "error": msg}))
-            continue
+            on_turn(True)
         for ent in proposal.entities:
             known[ent.handle] = known[ent.handle].merged(ent) if ent.handle in known else ent
         turns.append(turn.model_copy(update={"recorded": proposal, "error": None}))

@@ -488,3 +488,26 @@ def test_a_recording_holding_any_invalid_item_reads_back(tmp_path):
     ((_, back),) = list(read_conversations([path]))
     assert isinstance(back, Conversation), back
     assert [i.item for i in back.turns[0].recorded.invalid] == [i.item for i in proposal.invalid]
+
+
+def test_a_user_turn_without_a_time_is_not_paid_for(server):
+    """A statement's known time is its message's time, so what a model reads from a user turn
+    with no 'at' cannot be kept: such a turn is not sent (it was sent, paid for, and its reply
+    dropped, on every run again), and its error says what to add."""
+    url, script = server({"I live in Lyon.": [("json", 200, completion(json.dumps(REPLY_LYON)))]})
+    c = Conversation.model_validate(
+        {
+            "id": "undated",
+            "namespace": "t",
+            "turns": [
+                {"speaker": "user", "text": "I live in Lyon."},
+                {"speaker": "user", "text": "I live in Lyon.", "at": "2026-01-01T10:00:00Z"},
+            ],
+        }
+    )
+    (out,) = run(url, [c])
+    assert len(script.requests) == 1  # the dated turn only
+    assert len(out.errors) == 1 and "turn 0" in out.errors[0] and "add 'at'" in out.errors[0]
+    assert out.conversation.turns[0].recorded is None and out.conversation.turns[1].recorded.statements
+    run(url, [out.conversation])
+    assert len(script.requests) == 1  # a rerun pays for it no more than the first run
