@@ -21,6 +21,7 @@ import json
 import logging
 import os
 import re
+import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -207,6 +208,9 @@ class Database:
         self._conn: psycopg.Connection | None = None
         self._labels: set[tuple[str, str]] = set()
         self._reopening = False
+        # One connection, shared by the threads that share this object (a web application's
+        # Memory): a transaction has it to itself until it ends, a statement until it is done.
+        self._lock = threading.RLock()
         self.age_version: str | None = None  # the age extension's version, read at connect
 
     # -- lifecycle -----------------------------------------------------------------------
@@ -226,6 +230,10 @@ class Database:
 
     def connect(self, retries: int = 0, delay: float = 0.5) -> Database:
         """Open (or reopen) the connection, retrying a refused connection ``retries`` times."""
+        with self._lock:
+            return self._connect(retries, delay)
+
+    def _connect(self, retries: int, delay: float) -> Database:
         self.close()
         last: BaseException | None = None
         for attempt in range(retries + 1):
@@ -277,10 +285,11 @@ class Database:
         return self.connect(retries=retries, delay=delay)
 
     def close(self) -> None:
-        if self._conn is not None:
-            with contextlib.suppress(Exception):
-                self._conn.close()
-        self._conn = None
+        with self._lock:
+            if self._conn is not None:
+                with contextlib.suppress(Exception):
+                    self._conn.close()
+            self._conn = None
 
     def _prepare_session(self) -> None:
         try:
@@ -677,17 +686,18 @@ class Database:
         Parse, Bind and Execute from one client could otherwise be split by another client's
         ("unnamed prepared statement does not exist"). Inside the caller's transaction
         nothing is added."""
-        conn = self._conn if self._conn is not None and not self._conn.closed else self.conn
 
         def fetch(cur: psycopg.Cursor) -> list[tuple[Any, ...]]:
             if names is not None and cur.description:
                 names.extend(d.name for d in cur.description)
             return cur.fetchall() if cur.description else []
 
-        if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
-            with self._tx() as conn:
-                return fetch(conn.execute(stmt, args))
-        return fetch(conn.execute(stmt, args))
+        with self._lock:
+            conn = self._conn if self._conn is not None and not self._conn.closed else self.conn
+            if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+                with self._tx() as conn:
+                    return fetch(conn.execute(stmt, args))
+            return fetch(conn.execute(stmt, args))
 
     @contextlib.contextmanager
     def _tx(self) -> Iterator[psycopg.Connection]:
@@ -695,6 +705,10 @@ class Database:
         on a new connection when the server closed this one while it was idle: only the BEGIN
         failed then, so nothing of the work had run. Every transaction agefacts opens goes
         through here."""
+        with self._lock:
+            yield from self._tx_held()
+
+    def _tx_held(self) -> Iterator[psycopg.Connection]:
         conn = self._conn if self._conn is not None and not self._conn.closed else self.conn
         if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE or self._reopening:
             with conn.transaction():

@@ -416,3 +416,33 @@ def test_one_async_memory_asks_the_model_for_several_conversations_at_once(dsn, 
     with FakeModel(answer, latency=0.4) as model:
         asyncio.run(main_())
         assert model.most_in_flight >= 3 and len(model.requests) == 4
+
+
+def test_one_memory_shared_by_threads_keeps_every_add(dsn, graph_name, db):
+    """A web application's threads sharing one Memory: their transactions interleaved on its
+    one connection ("transaction commit at the wrong nesting level", adds lost); each
+    transaction now has the connection to itself while the others wait."""
+    import threading
+
+    from ..helpers import likes
+
+    errors: list[BaseException] = []
+    with Memory(dsn, graph_name) as memory:
+
+        def work(i: int) -> None:
+            try:
+                for j in range(4):
+                    memory.add(likes(f"c{i}-{j}", f"thing {i}{j}", f"2024-01-0{j + 1}T10:00:00Z"))
+                    memory.ask("What do I like?", namespace="test")
+            except BaseException as exc:  # reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == []
+        assert sorted(f.value for f in memory.facts("user", namespace="test")) == sorted(
+            f"thing {i}{j}" for i in range(4) for j in range(4)
+        )
