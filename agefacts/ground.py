@@ -6,10 +6,11 @@ text found there, so a span can only ever index the text it claims to. The searc
 1. exact;
 2. with every run of whitespace collapsed to one space (a model copying a sentence turns line
    breaks into spaces; the words are the same words);
-3. with typographic quotes and dashes folded to ASCII as well (’ “ ” – — become ' " " - -), and
+3. with typographic quotes and dashes folded to ASCII as well (’ “ ” – — become ' " " - -),
    "..." taken for the ellipsis "…" (and the other way round), since models routinely retype
-   them. The stored quote is still the text found in the message, so its length may differ
-   from what the model typed.
+   them, and both sides composed (Unicode NFC: text typed on some systems comes decomposed, "u"
+   then a combining diaeresis, where a model writes "ü"). The stored quote is still the text
+   found in the message, so its length may differ from what the model typed.
 
 Case is never folded: a model that changed case retyped rather than copied, and a tolerance
 wide enough for that is wide enough for a sentence the model composed. Of several occurrences
@@ -19,6 +20,8 @@ used.
 
 from __future__ import annotations
 
+import functools
+import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,9 +91,41 @@ def _collapse(s: str) -> _Normalised:
     return _Normalised("".join(out), starts, ends)
 
 
+def _composed(n: _Normalised) -> _Normalised:
+    """``n`` in Unicode NFC, with the positions carried through: each run of characters that
+    compose with each other (a letter and its combining marks, Hangul jamo) maps to where the
+    run is in the original."""
+    text = n.text
+    if unicodedata.is_normalized("NFC", text):
+        return n
+    out: list[str] = []
+    starts: list[int] = []
+    ends: list[int] = []
+    i = 0
+    while i < len(text):
+        j = i + 1
+        run = text[i]
+        while j < len(text):
+            c = text[j]
+            if c < "\x80":  # no ASCII character composes with what precedes it
+                break
+            alone = unicodedata.normalize("NFC", run) + unicodedata.normalize("NFC", c)
+            if unicodedata.combining(c) == 0 and unicodedata.normalize("NFC", run + c) == alone:
+                break
+            run += c
+            j += 1
+        for ch in unicodedata.normalize("NFC", run):
+            out.append(ch)
+            starts.append(n.starts[i])
+            ends.append(n.ends[j - 1])
+        i = j
+    return _Normalised("".join(out), starts, ends)
+
+
 def _typography(n: _Normalised) -> _Normalised:
-    """Quotes and dashes folded (one character for one), and "..." as one ellipsis, with the
-    positions carried through."""
+    """Quotes and dashes folded (one character for one), "..." as one ellipsis, and the text
+    composed (NFC), with the positions carried through."""
+    n = _composed(n)
     text, out, starts, ends = fold(n.text), [], [], []
     i = 0
     while i < len(text):
@@ -118,6 +153,13 @@ def _span(text: str, start: int, end: int, tier: MatchTier) -> Span:
     )
 
 
+@functools.lru_cache(maxsize=16)
+def _haystacks(text: str) -> tuple[_Normalised, _Normalised]:
+    # A message's statements are located in it one after another: it is normalised once.
+    collapsed = _collapse(text)
+    return collapsed, _typography(collapsed)
+
+
 def locate(text: str, quote: str) -> Span | None:
     """Find ``quote`` in ``text`` (see the module's rules); None when it is not there."""
     if not quote or not quote.strip():
@@ -125,13 +167,13 @@ def locate(text: str, quote: str) -> Span | None:
     i = text.find(quote)
     if i >= 0:
         return _span(text, i, i + len(quote), "exact")
-    norm_text = _collapse(text)
     norm_quote = _collapse(quote)
     if not norm_quote.text:
         return None
+    norm_text, typo_text = _haystacks(text)
     for tier, haystack, needle in (
         ("whitespace", norm_text, norm_quote.text),
-        ("typography", _typography(norm_text), _typography(norm_quote).text),
+        ("typography", typo_text, _typography(norm_quote).text),
     ):
         j = haystack.text.find(needle)
         if j >= 0:

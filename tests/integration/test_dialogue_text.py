@@ -27,6 +27,36 @@ def test_one_entity_whichever_apostrophe_and_found_by_either(db, via):
         assert [r["subject"] for r in rows] == ["user"]
 
 
+@pytest.mark.parametrize("via", ["bulk", "cypher"])
+def test_a_decomposed_message_keeps_what_a_composed_quote_says(db, via):
+    """A message typed decomposed (NFD: "u" and a combining diaeresis), a model's quote
+    composed: the statement is kept, its evidence the message's own text at the span, and
+    the place is one entity with the same place written composed elsewhere."""
+    import unicodedata
+
+    from ..helpers import claim, conversation, place, user_turn
+
+    text = unicodedata.normalize("NFD", "Ich wohne in Zürich.")
+    said = conversation(
+        "nfd",
+        [
+            user_turn(
+                text,
+                "2024-01-01T10:00:00Z",
+                [place("e1", "Zürich")],
+                [claim("user", "lives_in", "wohne in Zürich", obj="e1")],
+            )
+        ],
+    )
+    assert Loader(db, ONTO, via=via).load(said).status == "loaded"
+    ((quote, tier, start, end),) = db.cypher(
+        "MATCH (:Statement)-[e:EVIDENCED_BY]->(:Message) RETURN e.quote, e.tier, e.char_start, e.char_end",
+        columns=("q", "t", "s", "e"),
+    ).rows
+    assert (quote, tier) == (text[start:end], "typography") and unicodedata.normalize("NFC", quote) == "wohne in Zürich"
+    assert [r["object"] for r in facts(db, "user", namespace="test").dicts()] == ["Zürich"]
+
+
 # -- 3. the engine's string functions ------------------------------------------------------------------------
 def test_engine_substring_left_and_right(db):
     """The embedded engine's substring(), left() and right() ignore their positions and return

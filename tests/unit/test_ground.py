@@ -78,3 +78,54 @@ def test_reflowed_quotes_are_found_in_the_original(words, gaps):
     assert span is not None
     assert span.quote == text[span.char_start : span.char_end]
     assert " ".join(span.quote.split()) == " ".join(quote.split())
+
+
+# -- composed and decomposed Unicode -----------------------------------------------------------------
+def test_a_quote_in_composed_unicode_is_found_in_decomposed_text():
+    """Text typed on some systems (macOS, Korean input) comes decomposed (NFD: "u" then a
+    combining diaeresis), while a model writes it composed (NFC): the same words, so found,
+    and what is stored is the message's own text at the span."""
+    import unicodedata
+
+    nfd = lambda s: unicodedata.normalize("NFD", s)  # noqa: E731
+    for said, quote in [
+        ("I moved to Zürich last May.", "moved to Zürich"),
+        ("Tôi sống ở Hà Nội từ năm ngoái.", "sống ở Hà Nội"),
+        ("저는 서울에 살아요.", "서울에 살아요"),
+        ("Ångström worked at Uppsala.", "Ångström"),
+    ]:
+        text = nfd(said)
+        span = locate(text, quote)
+        assert span is not None, (said, quote)
+        assert span.quote == text[span.char_start : span.char_end]
+        assert unicodedata.normalize("NFC", span.quote) == quote
+        assert span.match == "typography"
+        # And the other way round: decomposed quote, composed text.
+        back = locate(said, nfd(quote))
+        assert back is not None and back.quote == quote
+
+
+# Letters as a message holds them: ASCII, accented (one or two marks), Hangul syllables, a
+# singleton that composition replaces (the Angstrom sign), and spaces.
+_CLUSTERS = ["a", "b", "Z", " ", "  ", ",", "é", "ü", "Å", "\u212b", "ệ", "ñ", "한", "국", "어", "ő", "ﬁ"]
+
+
+@settings(max_examples=300)
+@given(st.lists(st.sampled_from(_CLUSTERS), min_size=1, max_size=20), st.data())
+def test_any_run_of_letters_is_found_whichever_normal_form_each_side_is_in(clusters, data):
+    import unicodedata
+
+    i = data.draw(st.integers(0, len(clusters) - 1))
+    j = data.draw(st.integers(i + 1, len(clusters)))
+    form_text, form_quote = data.draw(st.sampled_from(["NFC", "NFD"])), data.draw(st.sampled_from(["NFC", "NFD"]))
+    sub = "".join(clusters[i:j])
+    if not sub.strip():
+        return
+    haystack = unicodedata.normalize(form_text, "".join(clusters))
+    span = locate(haystack, unicodedata.normalize(form_quote, sub))
+    assert span is not None, (haystack, sub)
+    assert span.quote == haystack[span.char_start : span.char_end]
+    assert haystack.encode("utf-8")[span.byte_start : span.byte_end] == span.quote.encode("utf-8")
+    assert unicodedata.normalize("NFC", " ".join(span.quote.split())) == unicodedata.normalize(
+        "NFC", " ".join(sub.split())
+    )
