@@ -10,6 +10,7 @@ import functools
 import hashlib
 import json
 import re
+import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -445,7 +446,9 @@ def as_of(valid_at: TimeArg, known_at: TimeArg) -> tuple[str, str]:
 
 
 def find_entities(db: Database, text: str, namespace: str | None = None) -> list[dict[str, Any]]:
-    """Entities matched by key, name or mention (case-insensitive); ``user`` is the owner."""
+    """Entities matched by key, name or mention (case-insensitive, composed as the key's
+    names are: "Zu\u0308rich" finds "Zürich"); ``user`` is the owner."""
+    text = unicodedata.normalize("NFC", text)
     if text.startswith("ent:"):
         # A key is looked up in the key indexes rather than by scanning every entity.
         by_key = run_named(db, "entity_by_key", {"text": text, "namespace": namespace}).dicts()
@@ -474,6 +477,7 @@ def check_scope(namespace: str | None, all_namespaces: bool, found: Iterable[str
 
 async def find_entities_async(db: AsyncDatabase, text: str, namespace: str | None = None) -> list[dict[str, Any]]:
     """:func:`find_entities` on an asynchronous connection."""
+    text = unicodedata.normalize("NFC", text)
     if text.startswith("ent:"):
         by_key = (await run_named_async(db, "entity_by_key", {"text": text, "namespace": namespace})).dicts()
         if by_key:

@@ -55,6 +55,9 @@ def test_a_decomposed_message_keeps_what_a_composed_quote_says(db, via):
     ).rows
     assert (quote, tier) == (text[start:end], "typography") and unicodedata.normalize("NFC", quote) == "wohne in Zürich"
     assert [r["object"] for r in facts(db, "user", namespace="test").dicts()] == ["Zürich"]
+    # Asked for decomposed, the place is found too.
+    (found,) = find_entities(db, unicodedata.normalize("NFD", "zürich"), "test")
+    assert found["name"] == "Zürich"
 
 
 # -- 3. the engine's string functions ------------------------------------------------------------------------
