@@ -9,8 +9,10 @@ text found there, so a span can only ever index the text it claims to. The searc
 3. with typographic quotes and dashes folded to ASCII as well (’ “ ” – — become ' " " - -),
    "..." taken for the ellipsis "…" (and the other way round), since models routinely retype
    them, and both sides composed (Unicode NFC: text typed on some systems comes decomposed, "u"
-   then a combining diaeresis, where a model writes "ü"). The stored quote is still the text
-   found in the message, so its length may differ from what the model typed.
+   then a combining diaeresis, where a model writes "ü"), with invisible format characters
+   left out (the direction marks, soft hyphens and zero-width characters chat exports carry).
+   The stored quote is still the text found in the message, so its length may differ from
+   what the model typed.
 
 Case is never folded: a model that changed case retyped rather than copied, and a tolerance
 wide enough for that is wide enough for a sentence the model composed. Of several occurrences
@@ -122,10 +124,30 @@ def _composed(n: _Normalised) -> _Normalised:
     return _Normalised("".join(out), starts, ends)
 
 
+def _visible(n: _Normalised) -> _Normalised:
+    """``n`` without invisible format characters (Unicode category Cf: direction marks, soft
+    hyphens, zero-width spaces and joiners, the byte order mark), which chat exports carry and
+    a model's quote leaves out."""
+    text = n.text
+    keep = [i for i, c in enumerate(text) if unicodedata.category(c) != "Cf"]
+    if len(keep) == len(text):
+        return n
+    # Spaces a removed mark stood between are one run again: still one space.
+    kept: list[int] = []
+    for i in keep:
+        if text[i] == " " and (not kept or text[kept[-1]] == " "):
+            continue
+        kept.append(i)
+    while kept and text[kept[-1]] == " ":
+        kept.pop()
+    return _Normalised("".join(text[i] for i in kept), [n.starts[i] for i in kept], [n.ends[i] for i in kept])
+
+
 def _typography(n: _Normalised) -> _Normalised:
-    """Quotes and dashes folded (one character for one), "..." as one ellipsis, and the text
-    composed (NFC), with the positions carried through."""
-    n = _composed(n)
+    """Invisible format characters left out, the text composed (NFC), quotes and dashes
+    folded (one character for one) and "..." as one ellipsis, with the positions carried
+    through."""
+    n = _composed(_visible(n))
     text, out, starts, ends = fold(n.text), [], [], []
     i = 0
     while i < len(text):
@@ -153,11 +175,24 @@ def _span(text: str, start: int, end: int, tier: MatchTier) -> Span:
     )
 
 
+# A message's statements are located in it one after another: it is normalised once per tier,
+# and only for a tier some quote needs.
 @functools.lru_cache(maxsize=16)
-def _haystacks(text: str) -> tuple[_Normalised, _Normalised]:
-    # A message's statements are located in it one after another: it is normalised once.
-    collapsed = _collapse(text)
-    return collapsed, _typography(collapsed)
+def _collapsed(text: str) -> _Normalised:
+    return _collapse(text)
+
+
+@functools.lru_cache(maxsize=16)
+def _typographic(text: str) -> _Normalised:
+    return _typography(_collapsed(text))
+
+
+def _find(haystack: _Normalised, needle: str) -> tuple[int, int] | None:
+    """Where ``needle`` is in the original of ``haystack``, as (start, end)."""
+    j = haystack.text.find(needle)
+    if j < 0 or not needle:
+        return None
+    return haystack.starts[j], haystack.ends[j + len(needle) - 1]
 
 
 def locate(text: str, quote: str) -> Span | None:
@@ -170,14 +205,11 @@ def locate(text: str, quote: str) -> Span | None:
     norm_quote = _collapse(quote)
     if not norm_quote.text:
         return None
-    norm_text, typo_text = _haystacks(text)
-    for tier, haystack, needle in (
-        ("whitespace", norm_text, norm_quote.text),
-        ("typography", typo_text, _typography(norm_quote).text),
-    ):
-        j = haystack.text.find(needle)
-        if j >= 0:
-            start = haystack.starts[j]
-            end = haystack.ends[j + len(needle) - 1]
-            return _span(text, start, end, tier)  # type: ignore[arg-type]
+    found = _find(_collapsed(text), norm_quote.text)
+    if found:
+        return _span(text, *found, "whitespace")
+    # Only when collapsing whitespace was not enough is the message read the longer way.
+    found = _find(_typographic(text), _typography(norm_quote).text)
+    if found:
+        return _span(text, *found, "typography")
     return None

@@ -108,11 +108,14 @@ def test_a_quote_in_composed_unicode_is_found_in_decomposed_text():
 # Letters as a message holds them: ASCII, accented (one or two marks), Hangul syllables, a
 # singleton that composition replaces (the Angstrom sign), and spaces.
 _CLUSTERS = ["a", "b", "Z", " ", "  ", ",", "é", "ü", "Å", "\u212b", "ệ", "ñ", "한", "국", "어", "ő", "ﬁ"]
+_INVISIBLE = ["\u200e", "\u200f", "\u00ad", "\u200b", "\u2060"]
 
 
 @settings(max_examples=300)
 @given(st.lists(st.sampled_from(_CLUSTERS), min_size=1, max_size=20), st.data())
 def test_any_run_of_letters_is_found_whichever_normal_form_each_side_is_in(clusters, data):
+    """Also with invisible format characters in the message after letters, which the quote
+    leaves out."""
     import unicodedata
 
     i = data.draw(st.integers(0, len(clusters) - 1))
@@ -121,11 +124,28 @@ def test_any_run_of_letters_is_found_whichever_normal_form_each_side_is_in(clust
     sub = "".join(clusters[i:j])
     if not sub.strip():
         return
-    haystack = unicodedata.normalize(form_text, "".join(clusters))
+    marked = [c + data.draw(st.sampled_from(["", "", *_INVISIBLE])) for c in clusters]
+    haystack = unicodedata.normalize(form_text, "".join(marked))
     span = locate(haystack, unicodedata.normalize(form_quote, sub))
     assert span is not None, (haystack, sub)
     assert span.quote == haystack[span.char_start : span.char_end]
     assert haystack.encode("utf-8")[span.byte_start : span.byte_end] == span.quote.encode("utf-8")
-    assert unicodedata.normalize("NFC", " ".join(span.quote.split())) == unicodedata.normalize(
-        "NFC", " ".join(sub.split())
-    )
+    seen = "".join(c for c in span.quote if c not in _INVISIBLE)
+    assert unicodedata.normalize("NFC", " ".join(seen.split())) == unicodedata.normalize("NFC", " ".join(sub.split()))
+
+
+def test_invisible_format_characters_do_not_hide_a_quote():
+    """Chat exports carry invisible format characters (WhatsApp's left-to-right marks, soft
+    hyphens, zero-width spaces and joiners, a byte order mark) that a model leaves out of its
+    quote: the words are found, and the stored quote is the message's text, marks and all."""
+    for said, quote in [
+        ("\u200e[12/03/24] Ana: I live in \u200eLyon\u200f now.", "I live in Lyon now"),
+        ("\ufeffMy son Ali is a co\u00adoperative kid.", "My son Ali is a cooperative kid"),
+        ("أنا أعيش في \u200fعمّان\u200f الآن", "أعيش في عمّان"),
+        ("I work at Acme\u200b Corp.", "work at Acme Corp"),
+    ]:
+        span = locate(said, quote)
+        assert span is not None, (said, quote)
+        assert span.quote == said[span.char_start : span.char_end]
+        assert "".join(c for c in span.quote if c not in "\u200e\u200f\u00ad\u200b\ufeff") == quote
+        assert span.match == "typography"
