@@ -648,9 +648,19 @@ def _cmd_extract(args: argparse.Namespace) -> int:
     turns = [t for oc in outcomes for t in oc.conversation.turns if t.speaker == "user"]
     errored = sum(1 for t in turns if t.error is not None)
     kept = sum(oc.kept for oc in outcomes)
+    recorded = sum(1 for t in turns if t.recorded is not None and t.error is None) - kept
+    unasked = sum(1 for t in turns if t.recorded is None and t.error is None)
+    if statistical is None and client.down is not None:
+        failed = True
+        print(
+            f"agefacts: error: stopped asking: {client.down}; {unasked} user turn(s) were not asked, and the same "
+            f"command again asks them (what was recorded is in {out})",
+            file=sys.stderr,
+        )
     _print(
-        f"extracted {len(outcomes)} conversation(s) into {out}: {len(turns) - errored - kept} user turn(s) "
+        f"extracted {len(outcomes)} conversation(s) into {out}: {recorded} user turn(s) "
         f"recorded, {errored} failed, {kept} kept from earlier recordings (--redo asks for them again)"
+        + (f", {unasked} not asked" if unasked else "")
     )
     return _EXIT_FAILED if failed else _EXIT_OK
 

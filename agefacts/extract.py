@@ -53,6 +53,7 @@ __all__ = [
     "ConversationOutcome",
     "DEFAULT_CONTEXT_TURNS",
     "DEFAULT_KEY_ENV",
+    "EndpointDown",
     "Extractor",
     "LLMClient",
     "LLMExtractor",
@@ -78,6 +79,11 @@ DEFAULT_CONTEXT_TURNS = 8
 _RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 
 
+class EndpointDown(ExtractionError):
+    """The model endpoint failed several requests in a row, each after all its attempts: it
+    is not asked again for a while."""
+
+
 class LLMClient:
     """A small client for ``/v1/chat/completions``: JSON in, the reply's text and model id
     out, with bounded retries (429, 5xx, timeouts, dropped connections) and exponential
@@ -100,6 +106,8 @@ class LLMClient:
         transport: httpx.AsyncBaseTransport | None = None,
         sleep: Callable[[float], Any] = asyncio.sleep,
         concurrency: int | None = None,
+        give_up_after: int = 3,
+        cool_down: float = 60.0,
     ):
         self.url = _completions_url(url)
         self.model = model
@@ -119,6 +127,14 @@ class LLMClient:
         # Cleared when the server refuses a json_schema response_format (some OpenAI-compatible
         # servers do); the prompt still asks for the JSON object alone.
         self.structured = True
+        # After ``give_up_after`` requests in a row failed with every attempt, the endpoint is
+        # not asked for ``cool_down`` seconds (each request would wait out all its retries);
+        # ``down`` says why until a request succeeds again.
+        self.give_up_after = give_up_after
+        self.cool_down = cool_down
+        self.down: str | None = None
+        self._failed_in_row = 0
+        self._down_until = 0.0
 
     async def __aenter__(self) -> LLMClient:
         # Entered by several tasks at once (an AsyncMemory's adds), it opens one HTTP client
@@ -161,10 +177,15 @@ class LLMClient:
                 f"{DEFAULT_KEY_ENV} (or --api-key-env) to a key it takes"
             )
 
+    def _check_down(self) -> None:
+        if self.down is not None and time.monotonic() < self._down_until:
+            raise EndpointDown(self.down)
+
     async def complete(self, messages: list[dict[str, str]], schema: dict[str, Any] | None = None) -> tuple[str, str]:
         """The text of the first choice and the model id the server reports."""
         if self._client is None:
             raise RuntimeError("use LLMClient as an async context manager")
+        self._check_down()
         body: dict[str, Any] = {"model": self.model, "messages": messages}
         if self.temperature is not None:
             body["temperature"] = self.temperature
@@ -182,11 +203,11 @@ class LLMClient:
                 body.pop("response_format", None)
             wait = min(self.max_backoff, self.backoff * (2**attempt)) * (0.5 + random.random() / 2)
             try:
-                if self._slots is None:
+                async with self._slots or contextlib.nullcontext():
+                    # Looked at again once a place is free: another request may have found
+                    # the endpoint down while this one waited.
+                    self._check_down()
                     resp = await self._client.post(self.url, json=body)
-                else:
-                    async with self._slots:
-                        resp = await self._client.post(self.url, json=body)
             except httpx.TimeoutException:
                 last = f"no answer within {self.timeout:g}s"
             except httpx.TransportError as exc:
@@ -194,6 +215,7 @@ class LLMClient:
             else:
                 failure = _error_in_200(resp) if resp.status_code == 200 else None
                 if resp.status_code == 200 and failure is None:
+                    self._failed_in_row, self.down = 0, None
                     return _reply_text(resp)
                 last = failure or f"HTTP {resp.status_code}: {resp.text[:300]}"
                 if "response_format" in body and _refuses_response_format(resp):
@@ -205,6 +227,14 @@ class LLMClient:
             if attempt < self.retries:
                 await self._sleep(min(wait, self.max_backoff))
             attempt += 1
+        self._failed_in_row += 1
+        if self.give_up_after and self._failed_in_row >= self.give_up_after:
+            self.down = (
+                f"the model endpoint {self.url} failed {self._failed_in_row} requests in a row, each after "
+                f"{self.retries + 1} attempts (last: {last}); not asked again for {self.cool_down:g}s"
+            )
+            self._down_until = time.monotonic() + self.cool_down
+            raise EndpointDown(self.down)
         raise ExtractionError(f"the model endpoint {self.url} failed after {self.retries + 1} attempts: {last}")
 
 
@@ -402,6 +432,7 @@ class ConversationOutcome:
     conversation: Conversation
     errors: list[str]
     kept: int = 0  # user turns whose earlier recording was kept, not asked for again
+    asked: bool = True  # False: not begun, the endpoint having stopped answering
 
 
 class Extractor(Protocol):
@@ -439,6 +470,11 @@ class LLMExtractor:
 
     def pending(self, conv: Conversation, redo: bool = False) -> int:
         return pending_turns(conv, redo)
+
+    @property
+    def stopped(self) -> str | None:
+        """Why the endpoint is not being asked (see :class:`EndpointDown`), or None."""
+        return self.client.down
 
     async def conversation(
         self, conv: Conversation, *, redo: bool = False, on_turn: Callable[[bool], None] | None = None
@@ -492,6 +528,14 @@ async def extract_conversation(
         try:
             text, model_id = await client.complete(messages, ontology.result_schema())
             proposal = parse_reply(text)
+        except EndpointDown as exc:
+            # This turn failed; the rest are left as they are, for a run when it answers.
+            errors.append(f"conversation {conv.id!r} turn {i}: {exc}")
+            turns.append(turn.model_copy(update={"recorded": None, "error": str(exc)}))
+            if on_turn is not None:
+                on_turn(False)
+            turns.extend(conv.turns[i + 1 :])
+            break
         except ExtractionError as exc:
             errors.append(f"conversation {conv.id!r} turn {i}: {exc}")
             turns.append(turn.model_copy(update={"recorded": None, "error": str(exc)}))
@@ -561,6 +605,9 @@ async def extract_with(
 
     async def one(conv: Conversation) -> ConversationOutcome:
         async with sem:
+            if getattr(extractor, "stopped", None):
+                # Not asked, not written: the next run asks it.
+                return ConversationOutcome(conv, [], asked=False)
             try:
                 outcome = await extractor.conversation(conv, redo=redo, on_turn=turned)
             except (ExtractionError, ValidationError) as exc:

@@ -511,3 +511,60 @@ def test_a_user_turn_without_a_time_is_not_paid_for(server):
     assert out.conversation.turns[0].recorded is None and out.conversation.turns[1].recorded.statements
     run(url, [out.conversation])
     assert len(script.requests) == 1  # a rerun pays for it no more than the first run
+
+
+# -- an endpoint that stopped answering --------------------------------------------------------------
+def test_an_endpoint_that_keeps_failing_is_no_longer_asked(server):
+    """A model server that fails every request (down behind a proxy that answers 503, or
+    hung) cost every remaining turn all its retries, for hours; after ``give_up_after``
+    requests in a row have failed after all their attempts, it is not asked again for a
+    while, and the turns not asked stay unrecorded, for the next run."""
+    url, script = server({})
+    script.steps = {t: [("json", 503, {"error": "down"})] for t in ("a", "b", "c", "d", "e", "f")}
+
+    async def go():
+        async with LLMClient(url, "m", backoff=0.01, retries=1, give_up_after=2) as client:
+            outs = await extract_all(
+                client, [conv("x", "a", "b", "c"), conv("y", "d", "e", "f")], default_ontology(), concurrency=1
+            )
+            return client, outs
+
+    client, outs = asyncio.run(go())
+    assert len(script.requests) == 4  # two turns, two attempts each
+    assert client.down is not None and "failed 2 requests in a row" in client.down
+    errors = [e for o in outs for e in o.errors]
+    assert len(errors) == 2 and "HTTP 503" in errors[0] and "failed 2 requests in a row" in errors[1]
+    # The turns not asked have neither a recording nor an error: the next run asks them.
+    unasked = [t for o in outs for t in o.conversation.turns if t.speaker == "user" and t.error is None]
+    assert len(unasked) == 4 and all(t.recorded is None for t in unasked)
+
+
+def test_a_failing_endpoint_is_asked_again_after_a_while_and_a_success_forgets_the_failures(server):
+    url, script = server({"a": [("json", 503, {"error": "down"}), ("json", 200, completion(json.dumps(REPLY_LYON)))]})
+
+    async def go():
+        async with LLMClient(url, "m", backoff=0.01, retries=0, give_up_after=1, cool_down=0.2) as client:
+            with pytest.raises(ExtractionError, match="HTTP 503"):
+                await client.complete([{"role": "user", "content": "Message to extract from:\na\n\nReply with"}])
+            assert client.down is not None
+            with pytest.raises(ExtractionError, match="in a row"):  # not asked
+                await client.complete([{"role": "user", "content": "Message to extract from:\na\n\nReply with"}])
+            await asyncio.sleep(0.25)
+            await client.complete([{"role": "user", "content": "Message to extract from:\na\n\nReply with"}])
+            return client
+
+    client = asyncio.run(go())
+    assert len(script.requests) == 2 and client.down is None
+
+
+def test_the_extract_command_stops_on_an_endpoint_that_keeps_failing(server, tmp_path, capsys):
+    url, script = server({})
+    texts = [f"t{i}" for i in range(8)]
+    script.steps = {t: [("json", 503, {"error": "down"})] for t in texts}
+    src = tmp_path / "in.jsonl"
+    src.write_text("\n".join(conv(f"c{i}", t).model_dump_json() for i, t in enumerate(texts)) + "\n")
+    argv = ["extract", str(src), "--out", str(tmp_path / "out"), "--llm-url", url, "--model", "m", "--retries", "0"]
+    assert main([*argv, "--concurrency", "1"]) == 1
+    err = capsys.readouterr().err
+    assert len(script.requests) == 3  # the default: three requests in a row
+    assert err.count("stopped asking") == 1 and "the same command again" in err
