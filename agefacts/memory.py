@@ -28,7 +28,7 @@ from .models import Conversation, Turn, describe
 from .ontology import Ontology, default_ontology
 from .query import TimeArg, facts, facts_async, history, history_async
 from .retrieve import Answer, Linked, ask, ask_async
-from .temporal import normalise_instant, to_python
+from .temporal import TimeError, normalise_instant, to_python
 
 __all__ = [
     "Added",
@@ -268,7 +268,15 @@ def _turn(m: Message) -> Turn | None:
 
 
 def _same(a: Turn, b: Turn) -> bool:
-    return a.speaker == b.speaker and a.text == b.text and (a.at is None or b.at is None or a.at == b.at)
+    # Times compare as instants: "...Z" and "...+00:00" (a datetime sent) are one time.
+    return a.speaker == b.speaker and a.text == b.text and (a.at is None or b.at is None or _at(a) == _at(b))
+
+
+def _at(t: Turn) -> str | None:
+    try:
+        return normalise_instant(t.at) if t.at is not None else None
+    except TimeError:
+        return t.at
 
 
 def extended(

@@ -89,3 +89,22 @@ def test_a_chat_api_history_is_taken_as_it_is_sent():
     again = extended(conv, more, "rui", "c")
     assert [t.text for t in again.turns] == ["I live in Porto.", "Sunny there.", "I love fado."]
     assert again.turns[0].at == conv.turns[0].at  # the history, not new messages
+
+
+def test_the_history_sent_again_with_its_times_spelled_otherwise_is_still_the_history():
+    """A time sent as "…Z" the first time and as a datetime ("…+00:00") or in another zone the
+    next is the same instant: the history is recognised, not appended a second time."""
+    import datetime as dt
+
+    first = [{"role": "user", "content": "I live in Porto.", "at": "2026-03-01T10:00:00Z"}]
+    stored = extended(None, first, "rui", "c")
+    again = [
+        {
+            "role": "user",
+            "content": "I live in Porto.",
+            "at": dt.datetime(2026, 3, 1, 11, 0, tzinfo=dt.timezone(dt.timedelta(hours=1))),
+        },
+        {"role": "user", "content": "I love fado.", "at": "2026-03-02T10:00:00.250Z"},
+    ]
+    conv = extended(stored, again, "rui", "c")
+    assert [t.text for t in conv.turns] == ["I live in Porto.", "I love fado."]
