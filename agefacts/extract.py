@@ -512,6 +512,12 @@ async def extract_conversation(
             turns.append(turn)
             kept += 1
             continue
+        if not turn.text.strip():
+            # A blank message states nothing: recorded as such, not paid for.
+            turns.append(turn.model_copy(update={"recorded": Proposal(), "error": None}))
+            if on_turn is not None:
+                on_turn(True)
+            continue
         if not turn.at:
             # What the model would read could not be kept (a statement's known time is its
             # message's time): not paid for, this run or the next.

@@ -568,3 +568,11 @@ def test_the_extract_command_stops_on_an_endpoint_that_keeps_failing(server, tmp
     err = capsys.readouterr().err
     assert len(script.requests) == 3  # the default: three requests in a row
     assert err.count("stopped asking") == 1 and "the same command again" in err
+
+
+def test_a_blank_user_turn_states_nothing_and_is_not_sent(server):
+    url, script = server({"I live in Lyon.": [("json", 200, completion(json.dumps(REPLY_LYON)))]})
+    (out,) = run(url, [conv("blank", " \n\t", "", "I live in Lyon.")])
+    assert len(script.requests) == 1 and out.errors == []
+    blank = [t for t in out.conversation.turns if t.speaker == "user"][:2]
+    assert all(t.recorded is not None and not t.recorded.statements and t.error is None for t in blank)
