@@ -6,6 +6,9 @@ Reasons, in the order they are checked:
 
 - ``invalid``: the model's item was not the shape of a claim, entity or follow-up
 - ``unknown_entity_type``: an entity's type is not in the ontology
+- ``handle_conflict``: a handle already given to an entity of another type is declared again
+  (a model reusing "e1" for a new entity); the new declaration, and what its turn says of the
+  handle, are refused rather than merged into the earlier entity
 - ``no_polarity`` / ``no_tense``: the model did not say; an unanswered polarity is not "asserted"
 - ``unknown_predicate``: not in the closed vocabulary
 - ``unknown_handle``: subject or object names no entity of this conversation
@@ -104,13 +107,23 @@ def gate_turn(
         rejected.append(Rejection(turn=turn, kind=bad.kind, reason="invalid", detail=bad.reason, item=bad.item))
 
     handles: dict[str, Entity] = dict(known)
-    refused_handles: set[str] = set()
+    # Handle -> (reason, why) for the statements of this turn that name it.
+    refused_handles: dict[str, tuple[str, str]] = {}
     for ent in proposal.entities:
         if ent.type not in types:
             rejected.append(
                 _rej(turn, "entity", "unknown_entity_type", f"entity type {ent.type!r} is not in the ontology", ent)
             )
-            refused_handles.add(ent.handle)
+            refused_handles[ent.handle] = ("unknown_entity_type", "is an entity whose type was refused")
+            continue
+        earlier = handles.get(ent.handle)
+        if earlier is not None and earlier.type != ent.type:
+            why = (
+                f"handle {ent.handle!r} is the {earlier.type} {earlier.name or earlier.mention!r} already; "
+                f"declared again as the {ent.type} {ent.name or ent.mention!r}"
+            )
+            rejected.append(_rej(turn, "entity", "handle_conflict", why, ent))
+            refused_handles[ent.handle] = ("handle_conflict", f"is {why}")
             continue
         bad_attrs = sorted(k for k in ent.attrs if not is_identifier(k))
         if bad_attrs:
@@ -188,7 +201,7 @@ def _gate_claim(
     c: Claim,
     ontology: Ontology,
     handles: Mapping[str, Entity],
-    refused: set[str],
+    refused: Mapping[str, tuple[str, str]],
     rejected: list[Rejection],
 ) -> Fact | None:
     def no(reason: str, detail: str) -> Fact | None:
@@ -208,7 +221,8 @@ def _gate_claim(
         if h is None or h == USER:
             continue
         if h in refused:
-            return no("unknown_entity_type", f"{side} {h!r} is an entity whose type was refused")
+            reason, why = refused[h]
+            return no(reason, f"{side} {h!r} {why}")
         if h not in handles:
             return no("unknown_handle", f"{side} handle {h!r} names no entity of this conversation")
     subject_terms = {c.subject.casefold()}

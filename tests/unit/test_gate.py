@@ -151,3 +151,34 @@ def test_a_custom_ontology_changes_the_policy():
         onto,
     )
     assert len(r.statements) == 1
+
+
+def test_a_handle_declared_again_as_another_type_is_another_entity_refused_not_merged():
+    """A model that reuses a known handle for a new entity ("e1" the place Lyon, then "e1" the
+    person Tom) merged the two, so "my friend Tom" became a friendship with Lyon and Lyon was
+    renamed Tom. The second declaration and what its turn says of the handle are refused,
+    named; the first entity and its facts stand."""
+    tom = {"handle": "e1", "type": "Person", "mention": "Tom", "resolution": "resolved", "name": "Tom"}
+    conv = conversation(
+        "h",
+        [
+            user_turn(
+                "I live in Lyon.",
+                "2024-01-01T10:00:00Z",
+                [place("e1", "Lyon")],
+                [claim("user", "lives_in", "I live in Lyon", obj="e1")],
+            ),
+            user_turn(
+                "My friend Tom is great.",
+                "2024-01-02T10:00:00Z",
+                [tom],
+                [claim("user", "friend_of", "My friend Tom", obj="e1")],
+            ),
+        ],
+    )
+    r = result_of(conv, default_ontology())
+    assert [(e.handle, e.type, e.name) for e in r.entities] == [("e1", "Place", "Lyon")]
+    assert [(s.predicate, s.object) for s in r.statements] == [("lives_in", "e1")]
+    reasons = sorted((x.kind, x.reason) for x in r.rejected)
+    assert reasons == [("entity", "handle_conflict"), ("statement", "handle_conflict")]
+    assert all("Place" in x.detail and "Person" in x.detail for x in r.rejected)
