@@ -693,7 +693,7 @@ class Database:
             return cur.fetchall() if cur.description else []
 
         with self._lock:
-            conn = self._conn if self._conn is not None and not self._conn.closed else self.conn
+            conn = self.conn
             if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
                 with self._tx() as conn:
                     return fetch(conn.execute(stmt, args))
@@ -705,16 +705,12 @@ class Database:
         on a new connection when the server closed this one while it was idle: only the BEGIN
         failed then, so nothing of the work had run. Every transaction agefacts opens goes
         through here."""
-        with self._lock:
-            yield from self._tx_held()
-
-    def _tx_held(self) -> Iterator[psycopg.Connection]:
-        conn = self._conn if self._conn is not None and not self._conn.closed else self.conn
-        if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE or self._reopening:
-            with conn.transaction():
-                yield conn
-            return
-        with contextlib.ExitStack() as stack:
+        with self._lock, contextlib.ExitStack() as stack:
+            conn = self.conn
+            if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE or self._reopening:
+                with conn.transaction():
+                    yield conn
+                return
             try:
                 stack.enter_context(conn.transaction())
             except psycopg.Error as exc:

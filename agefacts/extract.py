@@ -502,6 +502,14 @@ async def extract_conversation(
     errors: list[str] = []
     model_id = ""
     kept = 0
+
+    def record(i: int, turn: Turn, proposal: Proposal | None, error: str | None = None) -> None:
+        if error is not None:
+            errors.append(f"conversation {conv.id!r} turn {i}: {error}")
+        turns.append(turn.model_copy(update={"recorded": proposal, "error": error}))
+        if on_turn is not None:
+            on_turn(error is None)
+
     for i, turn in enumerate(conv.turns):
         if turn.speaker != "user":
             turns.append(turn)
@@ -513,22 +521,18 @@ async def extract_conversation(
             kept += 1
             continue
         if not turn.text.strip():
-            # A blank message states nothing: recorded as such, not paid for.
-            turns.append(turn.model_copy(update={"recorded": Proposal(), "error": None}))
-            if on_turn is not None:
-                on_turn(True)
+            record(i, turn, Proposal())  # a blank message states nothing: not paid for
             continue
         if not turn.at:
             # What the model would read could not be kept (a statement's known time is its
             # message's time): not paid for, this run or the next.
-            msg = (
+            record(
+                i,
+                turn,
+                None,
                 "the turn has no 'at' time, so no statement read from it could be given a known time, and it was "
-                "not sent to the model; add 'at' (when it was said, ISO-8601) to the turn"
+                "not sent to the model; add 'at' (when it was said, ISO-8601) to the turn",
             )
-            errors.append(f"conversation {conv.id!r} turn {i}: {msg}")
-            turns.append(turn.model_copy(update={"recorded": None, "error": msg}))
-            if on_turn is not None:
-                on_turn(False)
             continue
         messages = build_messages(ontology, turns, list(known.values()), turn.text, turn.at, context_turns)
         try:
@@ -536,23 +540,15 @@ async def extract_conversation(
             proposal = parse_reply(text)
         except EndpointDown as exc:
             # This turn failed; the rest are left as they are, for a run when it answers.
-            errors.append(f"conversation {conv.id!r} turn {i}: {exc}")
-            turns.append(turn.model_copy(update={"recorded": None, "error": str(exc)}))
-            if on_turn is not None:
-                on_turn(False)
+            record(i, turn, None, str(exc))
             turns.extend(conv.turns[i + 1 :])
             break
         except ExtractionError as exc:
-            errors.append(f"conversation {conv.id!r} turn {i}: {exc}")
-            turns.append(turn.model_copy(update={"recorded": None, "error": str(exc)}))
-            if on_turn is not None:
-                on_turn(False)
+            record(i, turn, None, str(exc))
             continue
-        if on_turn is not None:
-            on_turn(True)
         for ent in proposal.entities:
             known[ent.handle] = known[ent.handle].merged(ent) if ent.handle in known else ent
-        turns.append(turn.model_copy(update={"recorded": proposal, "error": None}))
+        record(i, turn, proposal)
     recorded = conv.model_copy(update={"turns": turns, "model": model_id or conv.model or client.model})
     # Validate the whole again: a turn with statements must carry its time.
     return ConversationOutcome(Conversation.model_validate(recorded.model_dump()), errors, kept)

@@ -65,26 +65,31 @@ class _Normalised:
     ends: list[int]  # for each character, where it ends in the original
 
 
-def _collapse(s: str) -> _Normalised:
+def _raw(s: str) -> _Normalised:
+    return _Normalised(s, list(range(len(s))), list(range(1, len(s) + 1)))
+
+
+def _collapse(n: _Normalised) -> _Normalised:
     """Every whitespace run becomes one space; leading and trailing whitespace goes."""
+    s = n.text
     out: list[str] = []
     starts: list[int] = []
     ends: list[int] = []
-    i, n = 0, len(s)
-    while i < n:
+    i, size = 0, len(s)
+    while i < size:
         if s[i].isspace():
             j = i
-            while j < n and s[j].isspace():
+            while j < size and s[j].isspace():
                 j += 1
             if out:  # no leading space
                 out.append(" ")
-                starts.append(i)
-                ends.append(j)
+                starts.append(n.starts[i])
+                ends.append(n.ends[j - 1])
             i = j
         else:
             out.append(s[i])
-            starts.append(i)
-            ends.append(i + 1)
+            starts.append(n.starts[i])
+            ends.append(n.ends[i])
             i += 1
     if out and out[-1] == " ":
         out.pop()
@@ -128,26 +133,18 @@ def _visible(n: _Normalised) -> _Normalised:
     """``n`` without invisible format characters (Unicode category Cf: direction marks, soft
     hyphens, zero-width spaces and joiners, the byte order mark), which chat exports carry and
     a model's quote leaves out."""
-    text = n.text
-    keep = [i for i, c in enumerate(text) if unicodedata.category(c) != "Cf"]
-    if len(keep) == len(text):
+    keep = [i for i, c in enumerate(n.text) if unicodedata.category(c) != "Cf"]
+    if len(keep) == len(n.text):
         return n
-    # Spaces a removed mark stood between are one run again: still one space.
-    kept: list[int] = []
-    for i in keep:
-        if text[i] == " " and (not kept or text[kept[-1]] == " "):
-            continue
-        kept.append(i)
-    while kept and text[kept[-1]] == " ":
-        kept.pop()
-    return _Normalised("".join(text[i] for i in kept), [n.starts[i] for i in kept], [n.ends[i] for i in kept])
+    return _Normalised("".join(n.text[i] for i in keep), [n.starts[i] for i in keep], [n.ends[i] for i in keep])
 
 
-def _typography(n: _Normalised) -> _Normalised:
-    """Invisible format characters left out, the text composed (NFC), quotes and dashes
+def _typography(s: str) -> _Normalised:
+    """Invisible format characters left out (before whitespace runs collapse, so that the
+    spaces a mark stood between are one run), the text composed (NFC), quotes and dashes
     folded (one character for one) and "..." as one ellipsis, with the positions carried
     through."""
-    n = _composed(_visible(n))
+    n = _composed(_collapse(_visible(_raw(s))))
     text, out, starts, ends = fold(n.text), [], [], []
     i = 0
     while i < len(text):
@@ -179,12 +176,10 @@ def _span(text: str, start: int, end: int, tier: MatchTier) -> Span:
 # and only for a tier some quote needs.
 @functools.lru_cache(maxsize=16)
 def _collapsed(text: str) -> _Normalised:
-    return _collapse(text)
+    return _collapse(_raw(text))
 
 
-@functools.lru_cache(maxsize=16)
-def _typographic(text: str) -> _Normalised:
-    return _typography(_collapsed(text))
+_typographic = functools.lru_cache(maxsize=16)(_typography)
 
 
 def _find(haystack: _Normalised, needle: str) -> tuple[int, int] | None:
@@ -202,14 +197,14 @@ def locate(text: str, quote: str) -> Span | None:
     i = text.find(quote)
     if i >= 0:
         return _span(text, i, i + len(quote), "exact")
-    norm_quote = _collapse(quote)
+    norm_quote = _collapse(_raw(quote))
     if not norm_quote.text:
         return None
     found = _find(_collapsed(text), norm_quote.text)
     if found:
         return _span(text, *found, "whitespace")
     # Only when collapsing whitespace was not enough is the message read the longer way.
-    found = _find(_typographic(text), _typography(norm_quote).text)
+    found = _find(_typographic(text), _typography(quote).text)
     if found:
         return _span(text, *found, "typography")
     return None

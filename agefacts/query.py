@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from .db import AsyncDatabase, Database, Table, check_label
 from .errors import QueryError
-from .keys import conversation_key, message_key
+from .keys import message_key
 from .names import is_entity_label
 from .ontology import Ontology
 
@@ -284,7 +284,7 @@ def _parse_named(name: str, kind: str, raw: str) -> NamedQuery:
 
 _KEY_PARAM = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*=\s*([a-z]+)\(([^)]*)\)")
 # The key kinds a named query can be given, by the one function that makes each (agefacts.keys).
-_KEY_KINDS: dict[str, Callable[..., str]] = {"message": message_key, "conversation": conversation_key}
+_KEY_KINDS: dict[str, Callable[..., str]] = {"message": message_key}
 
 
 # The opening MATCH (n) of a query run per entity label, and its closing ORDER BY.
