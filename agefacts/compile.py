@@ -255,7 +255,10 @@ def plan(conv: Conversation, result: ConversationResult, ontology: Ontology) -> 
             fact.valid_until,
             fact.recurrence,
             fact.ends_validity,
+            fact.corrects,
         )
+        spec = ontology.predicate(fact.predicate)
+        single = spec is not None and spec.single_valued
         add_vertex(
             Vertex(
                 "Statement",
@@ -270,6 +273,8 @@ def plan(conv: Conversation, result: ConversationResult, ontology: Ontology) -> 
                         "valid_until": fact.valid_until,
                         "recurrence": fact.recurrence,
                         "ends_fact": True if fact.ends_validity else None,
+                        "corrects": True if fact.corrects else None,
+                        "single_valued": True if single else None,
                     }
                 ),
             )
@@ -303,8 +308,7 @@ def plan(conv: Conversation, result: ConversationResult, ontology: Ontology) -> 
                 ev.char_end,
             )
         p.statements.append(stk)
-        spec = ontology.predicate(fact.predicate)
-        if spec is not None and spec.single_valued:
+        if single:
             p.groups.append((sl, sk, fact.predicate))
             p.member_of[stk] = (sl, sk, fact.predicate)
 

@@ -62,11 +62,10 @@ _INT64 = (-(2**63), 2**63 - 1)
 
 def normalise_value(value: object) -> object:
     """Literal values are stored normalised: text in Unicode NFC with whitespace runs
-    collapsed, case kept. Numbers keep the kind the JSON gave them (an integer stays an
-    integer, a float a float), with two exceptions that make every number read back as it was
-    written on both load paths: negative zero is zero, and a whole-number float of magnitude
-    1e15 or more is the integer it equals, since AGE writes such floats with an exponent and no
-    decimal point, which the bulk path's JSON merge reads back as an integer. The stored value is a
+    collapsed, case kept. A whole-number float is the integer it equals (``30.0`` is ``30``):
+    this is the one rule of value identity, so that the statement key, the stored value, the
+    engine's Cypher equality and :func:`agefacts.derive.value_ident` all find one value where a
+    person does. Other floats stay floats (negative zero is zero). The stored value is a
     function of the statement's key, whatever conversation said it. A number AGE cannot hold
     raises ValueError: an integer outside 64 bits, or a float that is not finite."""
     import unicodedata
@@ -78,9 +77,9 @@ def normalise_value(value: object) -> object:
     if isinstance(value, float):
         if not math.isfinite(value):
             raise ValueError(f"the number {value} is not finite; AGE stores finite numbers only")
-        if abs(value) < 1e15 or not value.is_integer():
-            return value + 0.0  # -0.0 + 0.0 is 0.0
-        value = int(value)
+        if not value.is_integer():
+            return value
+        value = int(value)  # 30.0 is 30; -0.0 is 0
     if isinstance(value, int) and not _INT64[0] <= value <= _INT64[1]:
         raise ValueError(f"the number {value} does not fit in 64 bits, which is what AGE holds; give it as text")
     return value
@@ -259,8 +258,9 @@ def _gate_claim(
             times[field] = norm(raw) if raw is not None else None
         except TimeError as exc:
             return no("invalid_time", f"{field} {raw!r} {exc}")
-    if times["valid_from"] and times["valid_until"] and times["valid_until"] < times["valid_from"]:
-        return no("invalid_time", f"valid_until {times['valid_until']} is before valid_from {times['valid_from']}")
+    if times["valid_from"] and times["valid_until"] and times["valid_until"] <= times["valid_from"]:
+        # An interval that ends where it starts holds at no time (ends are exclusive).
+        return no("invalid_time", f"valid_until {times['valid_until']} is not after valid_from {times['valid_from']}")
     if c.confidence is not None and not 0 <= c.confidence <= 1:
         return no("invalid", f"confidence {c.confidence} is not between 0 and 1")
     try:
@@ -270,14 +270,16 @@ def _gate_claim(
     confidence = None if c.confidence is None else c.confidence + 0.0  # no negative zero
 
     admit = ontology.admit
-    ends = False
+    ends = corrects = False
     if c.polarity not in admit.polarity:
-        if c.polarity == "negated" and admit.negation_ends_validity and spec.single_valued and c.tense == "current":
-            ends = True  # "I don't live in Amman any more" closes the matching fact
+        if c.polarity == "negated" and admit.negation_ends_validity and c.correction:
+            ends = corrects = True  # "I'm not allergic to peanuts (it's tree nuts)" withdraws what was said
+        elif c.polarity == "negated" and admit.negation_ends_validity and c.tense == "current":
+            ends = True  # "I don't live in Amman any more" ends the matching fact
         else:
             return no("polarity", f"polarity {c.polarity!r} is not admitted as a fact")
     dated = any(times.values())
-    if c.tense not in admit.tense and not (c.tense in admit.dated_tenses and dated):
+    if not corrects and c.tense not in admit.tense and not (c.tense in admit.dated_tenses and dated):
         hint = " without its own date or recurrence" if c.tense in admit.dated_tenses else ""
         return no("tense", f"tense {c.tense!r} is not admitted as a fact{hint}")
 
@@ -303,5 +305,6 @@ def _gate_claim(
         confidence=confidence,
         tense=c.tense,
         ends_validity=ends,
+        corrects=corrects,
         evidence=(evidence,),
     )

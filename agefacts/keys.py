@@ -15,7 +15,7 @@ namespaces, because the namespace is always one of the fields.
   a placeholder: namespace, conversation id, handle (one vertex per conversation, filled
   in place when a later turn names it).
 - statement: namespace, subject key, predicate, object key or normalised value, valid_from,
-  valid_until, recurrence (and whether it ends a fact rather than states one).
+  valid_until, recurrence (and whether it ends a fact, or corrects one, rather than states one).
 - keyphrase: namespace, its text (:func:`keyphrase_text`: the words, case-folded, one space
   between them), so "Sourdough starter" and "sourdough  starter" are one vertex.
 - edge: label, start key, end key (and, for evidence, the span); a ``SUPERSEDES`` edge is
@@ -139,10 +139,13 @@ def statement_key(
     valid_until: str | None,
     recurrence: str | None,
     ends_validity: bool = False,
+    corrects: bool = False,
 ) -> str:
     val = None if value is None else [type(value).__name__, value]
     fields = [namespace, subject_key, predicate, object_key, val, valid_from, valid_until, recurrence]
-    if ends_validity:
+    if corrects:
+        fields.append("corrects")
+    elif ends_validity:
         fields.append("ends")
     return make_key("stmt", *fields)
 

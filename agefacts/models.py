@@ -176,6 +176,9 @@ class Claim(Model):
     quote: str = ""
     polarity: Polarity | None = None
     tense: Tense | None = None
+    correction: bool | None = None
+    """Set on a negated claim that corrects what was said before ("I'm not allergic to
+    peanuts, it's tree nuts"), rather than saying the fact ended ("not any more")."""
 
     @model_validator(mode="after")
     def _object_or_value(self) -> Claim:
@@ -304,6 +307,8 @@ class Fact(Model):
     confidence: float | None = None
     tense: Tense = "current"
     ends_validity: bool = False
+    corrects: bool = False
+    """A correction: it withdraws the earlier statements of its fact (it also ends none)."""
     evidence: tuple[Evidence, ...] = ()
 
     def content(self) -> tuple[Any, ...]:
@@ -317,6 +322,7 @@ class Fact(Model):
             self.valid_until,
             self.recurrence,
             self.ends_validity,
+            self.corrects,
         )
 
 

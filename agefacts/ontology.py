@@ -207,6 +207,11 @@ class Ontology(BaseModel):
                                 "enum": ["asserted", "negated", "hedged", "hypothetical", "reported"],
                             },
                             "tense": {"type": "string", "enum": ["current", "past", "future"]},
+                            "correction": {
+                                "type": "boolean",
+                                "description": "true on a negated statement that corrects what was said before "
+                                "(a mistake), not a change in the world",
+                            },
                         },
                     },
                 },

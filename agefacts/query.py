@@ -20,6 +20,7 @@ from .errors import QueryError
 from .keys import message_key
 from .names import is_entity_label
 from .ontology import Ontology
+from .timeline import FACT_COLUMNS, fact_order, fact_rows
 
 if TYPE_CHECKING:
     from .load import Summary
@@ -41,9 +42,8 @@ __all__ = [
     "graph_content",
     "history",
     "history_async",
-    "merge_undated",
     "named_queries",
-    "ordered_facts",
+    "current_facts",
     "return_columns",
     "run",
     "run_named",
@@ -535,7 +535,9 @@ def _answers_key(table: Table, key: str, namespace: str | None) -> bool:
 def facts_of_keys(db: Database, keys: Sequence[str], valid_at: TimeArg = None, known_at: TimeArg = None) -> Table:
     """The facts about entities already found (by key), as :func:`facts` gives them."""
     valid, known = as_of(valid_at, known_at)
-    return _joined([run_named(db, "facts", {"entity": k, "valid_at": valid, "known_at": known}) for k in keys])
+    return _facts_table(
+        [(k, run_named(db, "fact_statements", {"entity": k, "known_at": known}).dicts()) for k in keys], valid
+    )
 
 
 async def facts_async(
@@ -563,74 +565,31 @@ async def facts_of_keys_async(
 ) -> Table:
     """:func:`facts_of_keys` on an asynchronous connection."""
     valid, known = as_of(valid_at, known_at)
-    return _joined(
-        [await run_named_async(db, "facts", {"entity": k, "valid_at": valid, "known_at": known}) for k in keys]
+    read = [(k, (await run_named_async(db, "fact_statements", {"entity": k, "known_at": known})).dicts()) for k in keys]
+    return _facts_table(read, valid)
+
+
+def _facts_table(read: Sequence[tuple[str | None, list[dict[str, Any]]]], valid_at: str) -> Table:
+    """The facts about each entity key (every fact, for None), from the statements read for
+    it by the one reading of time (:mod:`agefacts.timeline`); a fact about two of the
+    entities is one row."""
+    rows: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for key, statements in read:
+        for r in fact_rows(statements, valid_at, about=key):
+            rows.setdefault((r["statement"], r["valid_from"], r["valid_until"]), r)
+    ordered = sorted(rows.values(), key=fact_order)
+    return Table(list(FACT_COLUMNS), [tuple(d[c] for c in FACT_COLUMNS) for d in ordered])
+
+
+def current_facts(
+    db: Database, namespace: str | None = None, *, valid_at: TimeArg = None, known_at: TimeArg = None
+) -> Table:
+    """Every fact of one namespace (of all, without one) that holds at ``valid_at`` as known
+    at ``known_at`` (both default to now), by the same reading as :func:`facts`."""
+    valid, known = as_of(valid_at, known_at)
+    return _facts_table(
+        [(None, run_named(db, "statements", {"namespace": namespace, "known_at": known}).dicts())], valid
     )
-
-
-def _joined(tables: list[Table]) -> Table:
-    rows = [r for t in tables for r in t.rows]
-    columns = tables[0].columns if tables else []
-    facts = ordered_facts([dict(zip(columns, r, strict=True)) for r in _dedupe(rows)])
-    return Table(columns, [tuple(d[c] for c in columns) for d in merge_undated(facts)])
-
-
-def ordered_facts(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The facts query's rows in their order: by predicate, valid_from, recorded_at (nulls
-    last) and key. The query is two parts joined by UNION ALL, which it cannot order."""
-    return sorted(
-        rows,
-        key=lambda d: (
-            d["predicate"],
-            d["valid_from"] is None,
-            d["valid_from"] or "",
-            d["recorded_at"] is None,
-            d["recorded_at"] or "",
-            d["statement"],
-        ),
-    )
-
-
-def merge_undated(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Facts rows with each undated statement that says again what a dated one says read as
-    evidence of the dated one. "I work at Acme" (no date) and "I start at Acme on Monday"
-    (valid from that Monday) are one fact when the undated one became known inside the dated
-    one's validity: the dated row stays, with the undated one's evidence counted in. Said
-    before the dated fact began, or after it ended, they conflict and both stay. The graph
-    keeps both statements as said (a statement's key is its own content, so loads stay
-    independent of order); this is how they are read."""
-    from .derive import value_ident
-
-    def same(r: dict[str, Any]) -> tuple[Any, ...]:
-        return (r["subject_key"], r["predicate"], r["object_key"], value_ident(r["value"]))
-
-    dated: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
-    for r in rows:
-        if r["valid_from"] is not None or r["valid_until"] is not None or r["recurrence"] is not None:
-            dated.setdefault(same(r), []).append(r)
-    if not dated:
-        return rows
-    out: list[dict[str, Any]] = []
-    absorbed: dict[str, int] = {}
-    for r in rows:
-        if r["valid_from"] is None and r["valid_until"] is None and r["recurrence"] is None:
-            known = r["recorded_at"]
-            host = next(
-                (
-                    d
-                    for d in sorted(dated.get(same(r), []), key=lambda d: (d["valid_from"] or "", d["statement"]))
-                    if (d["valid_from"] is None or d["valid_from"] <= known)
-                    and (d["valid_until"] is None or known < d["valid_until"])
-                ),
-                None,
-            )
-            if host is not None:
-                absorbed[host["statement"]] = absorbed.get(host["statement"], 0) + r["evidence"]
-                continue
-        out.append(r)
-    return [
-        {**r, "evidence": r["evidence"] + absorbed[r["statement"]]} if r["statement"] in absorbed else r for r in out
-    ]
 
 
 def history(
@@ -678,17 +637,6 @@ def _check_history(predicate: str, ontology: Ontology | None) -> None:
         raise QueryError(f"predicate {predicate!r} is not in the ontology; {hint}")
 
 
-def _dedupe(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
-    seen: set[str] = set()
-    out: list[tuple[Any, ...]] = []
-    for r in rows:
-        key = json.dumps(r, sort_keys=True, default=str)
-        if key not in seen:
-            seen.add(key)
-            out.append(r)
-    return out
-
-
 def demo(db: Database, ontology: Ontology) -> tuple[Summary, Table]:
     """Load the shipped example conversations and read some current facts with their quotes
     (what ``agefacts demo`` prints)."""
@@ -698,4 +646,18 @@ def demo(db: Database, ontology: Ontology) -> tuple[Summary, Table]:
 
     with resources.as_file(resources.files("agefacts.examples")) as folder:
         summary = load_paths(db, [folder], ontology)
-    return summary, run_named(db, "current_facts")
+    shown = ("namespace", "subject", "predicate", "object", "quote")
+    rows = sorted(
+        (
+            (
+                r["namespace"],
+                r["subject"],
+                r["predicate"],
+                r["object"] if r["object"] is not None else r["value"],
+                r["quote"],
+            )
+            for r in current_facts(db).dicts()
+        ),
+        key=lambda row: tuple("" if x is None else str(x) for x in row),
+    )
+    return summary, Table(list(shown), rows[:12])

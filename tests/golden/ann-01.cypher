@@ -8,9 +8,9 @@ MERGE (n:Person {k: 'ent:38c127a965dbd59e97e97a8ef70988c2'}) SET n.namespace = '
 MERGE (n:Organization {k: 'ent:8c1426de90007786890854fcdea181d6'}) SET n.namespace = 'ann', n.type = 'Organization'
 MERGE (n:Organization {k: 'ent:c8c92ed1605d2353570950e74244aa14'}) SET n.namespace = 'ann', n.type = 'Organization'
 MERGE (n:Statement {k: 'stmt:0b23e251f1d21193ea75da15078fa9ef'}) SET n.namespace = 'ann', n.predicate = 'spouse_of'
-MERGE (n:Statement {k: 'stmt:8cfba541a425b9997c8594d45f988789'}) SET n.namespace = 'ann', n.predicate = 'name', n.value = 'Tom'
-MERGE (n:Statement {k: 'stmt:a3ad2ebb5aa4f37364e59e2c197f02b2'}) SET n.namespace = 'ann', n.predicate = 'works_at', n.valid_from = '2026-11-02'
-MERGE (n:Statement {k: 'stmt:e452235e6d5860596ab2140cef4cac63'}) SET n.namespace = 'ann', n.predicate = 'works_at', n.valid_from = '2020-11'
+MERGE (n:Statement {k: 'stmt:8cfba541a425b9997c8594d45f988789'}) SET n.namespace = 'ann', n.predicate = 'name', n.single_valued = true, n.value = 'Tom'
+MERGE (n:Statement {k: 'stmt:a3ad2ebb5aa4f37364e59e2c197f02b2'}) SET n.namespace = 'ann', n.predicate = 'works_at', n.single_valued = true, n.valid_from = '2026-11-02'
+MERGE (n:Statement {k: 'stmt:e452235e6d5860596ab2140cef4cac63'}) SET n.namespace = 'ann', n.predicate = 'works_at', n.single_valued = true, n.valid_from = '2020-11'
 MATCH (a:Message), (b:Conversation) WHERE a.k = 'msg:27686cb0cfd7d9f5661ce597d5638c2d' AND b.k = 'conv:6fbcfeb8415e5931e14f7be5252fc590' OPTIONAL MATCH (a)-[e:PART_OF {k: 'edge:6358990a7565d0679afc7ea7a1d20d55'}]->(b) WITH a, b, e WHERE e IS NULL CREATE (a)-[:PART_OF {k: 'edge:6358990a7565d0679afc7ea7a1d20d55'}]->(b)
 MATCH (a:Message), (b:Conversation) WHERE a.k = 'msg:65872adafdee50108649882297cda989' AND b.k = 'conv:6fbcfeb8415e5931e14f7be5252fc590' OPTIONAL MATCH (a)-[e:PART_OF {k: 'edge:aa09abe2418fa9bde9a1a35de6e2a2a9'}]->(b) WITH a, b, e WHERE e IS NULL CREATE (a)-[:PART_OF {k: 'edge:aa09abe2418fa9bde9a1a35de6e2a2a9'}]->(b)
 MATCH (a:Message), (b:Conversation) WHERE a.k = 'msg:bbc2ddbd6c9b92513eb348b45566cba6' AND b.k = 'conv:6fbcfeb8415e5931e14f7be5252fc590' OPTIONAL MATCH (a)-[e:PART_OF {k: 'edge:e0a1196dc4ca40897cff57abd529fecd'}]->(b) WITH a, b, e WHERE e IS NULL CREATE (a)-[:PART_OF {k: 'edge:e0a1196dc4ca40897cff57abd529fecd'}]->(b)

@@ -6,7 +6,7 @@ MERGE (n:Place {k: 'ent:0ea77aac0e2f01b77cb4a5ee1e069e56'}) SET n.namespace = 'a
 MERGE (n:Person {k: 'ent:3196e27e8f44b8fe3fb91bf92b1c1bd8'}) SET n.namespace = 'ann', n.resolution = 'resolved', n.role = 'user', n.type = 'Person'
 MERGE (n:Person {k: 'ent:38c127a965dbd59e97e97a8ef70988c2'}) SET n.namespace = 'ann', n.type = 'Person'
 MERGE (n:Organization {k: 'ent:c8c92ed1605d2353570950e74244aa14'}) SET n.namespace = 'ann', n.type = 'Organization'
-MERGE (n:Statement {k: 'stmt:27b64f1a18832544b7a411dab3495106'}) SET n.namespace = 'ann', n.predicate = 'works_at'
+MERGE (n:Statement {k: 'stmt:27b64f1a18832544b7a411dab3495106'}) SET n.namespace = 'ann', n.predicate = 'works_at', n.single_valued = true
 MERGE (n:Statement {k: 'stmt:3236d33975b21b320eecd743df2cf176'}) SET n.namespace = 'ann', n.predicate = 'plans', n.valid_from = '2027-05', n.value = 'trip to Lisbon'
 MATCH (a:Message), (b:Conversation) WHERE a.k = 'msg:69294e7d1f85258ce2a61954bacac54c' AND b.k = 'conv:72a7a4b30a2d0546510bbb545e8334c9' OPTIONAL MATCH (a)-[e:PART_OF {k: 'edge:40b9793604319928324b4944f05930fe'}]->(b) WITH a, b, e WHERE e IS NULL CREATE (a)-[:PART_OF {k: 'edge:40b9793604319928324b4944f05930fe'}]->(b)
 MATCH (a:Message), (b:Conversation) WHERE a.k = 'msg:cd6a55bc73afdfba0bc2055d501c38fe' AND b.k = 'conv:72a7a4b30a2d0546510bbb545e8334c9' OPTIONAL MATCH (a)-[e:PART_OF {k: 'edge:60c983f7ab0f9fd5327396dcc2017c56'}]->(b) WITH a, b, e WHERE e IS NULL CREATE (a)-[:PART_OF {k: 'edge:60c983f7ab0f9fd5327396dcc2017c56'}]->(b)

@@ -7,7 +7,7 @@ MERGE (n:Person {k: 'ent:05b92e2b485aa4196bb9f48214128228'}) SET n.namespace = '
 MERGE (n:Place {k: 'ent:31bfde12aa2199c02ad646aacd75353e'}) SET n.namespace = 'jose', n.type = 'Place'
 MERGE (n:Person {k: 'ent:534355d61c8c2e3d231092c337656fa8'}) SET n.namespace = 'jose', n.resolution = 'resolved', n.role = 'user', n.type = 'Person'
 MERGE (n:Person {k: 'ent:7fff2eb4e173c1eae2bed8b548ed9e50'}) SET n.namespace = 'jose', n.type = 'Person'
-MERGE (n:Statement {k: 'stmt:233d4b63371d567196362b918fba7228'}) SET n.namespace = 'jose', n.predicate = 'lives_in'
+MERGE (n:Statement {k: 'stmt:233d4b63371d567196362b918fba7228'}) SET n.namespace = 'jose', n.predicate = 'lives_in', n.single_valued = true
 MERGE (n:Statement {k: 'stmt:60eab81a1755c3e6f7d8666e9a2105e8'}) SET n.namespace = 'jose', n.predicate = 'spouse_of'
 MERGE (n:Statement {k: 'stmt:a7f08db2938b116f1255f8e7498dfb79'}) SET n.namespace = 'jose', n.predicate = 'sibling_of'
 MATCH (a:Message), (b:Conversation) WHERE a.k = 'msg:f12a590c24bf38d97d412e0f663aa4aa' AND b.k = 'conv:e16de867601e29395cb779a09c821666' OPTIONAL MATCH (a)-[e:PART_OF {k: 'edge:166c9b63c0b10736e61304623d8cbd61'}]->(b) WITH a, b, e WHERE e IS NULL CREATE (a)-[:PART_OF {k: 'edge:166c9b63c0b10736e61304623d8cbd61'}]->(b)

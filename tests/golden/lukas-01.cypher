@@ -6,7 +6,7 @@ MERGE (n:Person {k: 'ent:1bb93081b29bf56de078276cc3f0257c'}) SET n.namespace = '
 MERGE (n:Organization {k: 'ent:6aae83fdcdc35a409cfb3c6e573245de'}) SET n.namespace = 'lukas', n.type = 'Organization'
 MERGE (n:Place {k: 'ent:cee0ef827287a4a9cee87900cd91c9f9'}) SET n.namespace = 'lukas', n.type = 'Place'
 MERGE (n:Person {k: 'ent:e16f64358c2db92a477a088f7935b37c'}) SET n.namespace = 'lukas', n.type = 'Person'
-MERGE (n:Statement {k: 'stmt:2dd823d50fe29cfcf55c0eb8d5da8381'}) SET n.namespace = 'lukas', n.predicate = 'works_at'
+MERGE (n:Statement {k: 'stmt:2dd823d50fe29cfcf55c0eb8d5da8381'}) SET n.namespace = 'lukas', n.predicate = 'works_at', n.single_valued = true
 MERGE (n:Statement {k: 'stmt:4464d50a46b01d870d72c767e78d3660'}) SET n.namespace = 'lukas', n.predicate = 'located_in'
 MATCH (a:Message), (b:Conversation) WHERE a.k = 'msg:29d3e5b80b22df262e22dffd22c502b3' AND b.k = 'conv:5afc94ef512a35f6b0e0ab32c2abefae' OPTIONAL MATCH (a)-[e:PART_OF {k: 'edge:b4b342c33195a74cfd8cd3b753db129b'}]->(b) WITH a, b, e WHERE e IS NULL CREATE (a)-[:PART_OF {k: 'edge:b4b342c33195a74cfd8cd3b753db129b'}]->(b)
 MATCH (a:Organization), (b:Conversation) WHERE a.k = 'ent:6aae83fdcdc35a409cfb3c6e573245de' AND b.k = 'conv:5afc94ef512a35f6b0e0ab32c2abefae' OPTIONAL MATCH (a)-[e:MENTIONED_IN {k: 'edge:3987ac9a93f4bf69dc5cebd0385d376f'}]->(b) WITH a, b, e WHERE e IS NULL CREATE (a)-[:MENTIONED_IN {at: '2026-06-20T16:30:00Z', handles: ['e1'], k: 'edge:3987ac9a93f4bf69dc5cebd0385d376f', mentions: ['Siemens'], name: 'Siemens'}]->(b)

@@ -5,8 +5,8 @@ MERGE (n:Place {k: 'ent:293d9481b91787db7a9365db67d3f8bb'}) SET n.namespace = 'm
 MERGE (n:Person {k: 'ent:ac7330eddf28165f1cd8e51d41a789c6'}) SET n.namespace = 'mei', n.resolution = 'resolved', n.role = 'user', n.type = 'Person'
 MERGE (n:Person {k: 'ent:d878278dd84c2c40e0f0a5d700519366'}) SET n.namespace = 'mei', n.type = 'Person'
 MERGE (n:Place {k: 'ent:f1875ba044d9553d8dc795162d0cea4c'}) SET n.namespace = 'mei', n.type = 'Place'
-MERGE (n:Statement {k: 'stmt:3cfe300aaabc930ec96eb9569449b536'}) SET n.namespace = 'mei', n.predicate = 'lives_in'
-MERGE (n:Statement {k: 'stmt:5771b153be130442595644ff71cfe745'}) SET n.namespace = 'mei', n.predicate = 'job_title', n.value = 'nurse'
+MERGE (n:Statement {k: 'stmt:3cfe300aaabc930ec96eb9569449b536'}) SET n.namespace = 'mei', n.predicate = 'lives_in', n.single_valued = true
+MERGE (n:Statement {k: 'stmt:5771b153be130442595644ff71cfe745'}) SET n.namespace = 'mei', n.predicate = 'job_title', n.single_valued = true, n.value = 'nurse'
 MERGE (n:Statement {k: 'stmt:9d9e57ca7b413b758182c0f158e99291'}) SET n.namespace = 'mei', n.predicate = 'sibling_of'
 MATCH (a:Message), (b:Conversation) WHERE a.k = 'msg:bcd06a8baced2c57e2717fcf6e340c4c' AND b.k = 'conv:2527d6a0f1f543c1e067bc1bb7633c33' OPTIONAL MATCH (a)-[e:PART_OF {k: 'edge:923bc1106631602f209586b3421b63ec'}]->(b) WITH a, b, e WHERE e IS NULL CREATE (a)-[:PART_OF {k: 'edge:923bc1106631602f209586b3421b63ec'}]->(b)
 MATCH (a:Person), (b:Conversation) WHERE a.k = 'ent:d878278dd84c2c40e0f0a5d700519366' AND b.k = 'conv:2527d6a0f1f543c1e067bc1bb7633c33' OPTIONAL MATCH (a)-[e:MENTIONED_IN {k: 'edge:1005d76134fad0f0514aa65dc984f551'}]->(b) WITH a, b, e WHERE e IS NULL CREATE (a)-[:MENTIONED_IN {at: '2026-09-10T08:45:00Z', attrs: {rel: 'sibling_of:user'}, handles: ['e1'], k: 'edge:1005d76134fad0f0514aa65dc984f551', mentions: ['my sister Lin'], name: 'Lin'}]->(b)

@@ -6,7 +6,7 @@ MERGE (n:Message {k: 'msg:9ace49868e5a8639f3ea667221199734'}) SET n.at = '2026-0
 MERGE (n:Place {k: 'ent:0142cf1f9ac188e3093fe1f7461d509c'}) SET n.namespace = 'omar', n.type = 'Place'
 MERGE (n:Person {k: 'ent:3a3248cb32737f9fef85f0196c35fd05'}) SET n.namespace = 'omar', n.resolution = 'resolved', n.role = 'user', n.type = 'Person'
 MERGE (n:Place {k: 'ent:ef94d5d9908901e54a5accf01b8d7e50'}) SET n.namespace = 'omar', n.type = 'Place'
-MERGE (n:Statement {k: 'stmt:6c8182ae703bfc4df19fc2332281bc99'}) SET n.namespace = 'omar', n.predicate = 'lives_in'
+MERGE (n:Statement {k: 'stmt:6c8182ae703bfc4df19fc2332281bc99'}) SET n.namespace = 'omar', n.predicate = 'lives_in', n.single_valued = true
 MATCH (a:Message), (b:Conversation) WHERE a.k = 'msg:6953941f7e4b4b95c32cb6e8a97e4390' AND b.k = 'conv:978a7cd566eb27ce123166f361585d1e' OPTIONAL MATCH (a)-[e:PART_OF {k: 'edge:7b46d5e791edaaadd83efbe42bd60d24'}]->(b) WITH a, b, e WHERE e IS NULL CREATE (a)-[:PART_OF {k: 'edge:7b46d5e791edaaadd83efbe42bd60d24'}]->(b)
 MATCH (a:Message), (b:Conversation) WHERE a.k = 'msg:71f6dcb723b2ca5f6ad6eeab304849e5' AND b.k = 'conv:978a7cd566eb27ce123166f361585d1e' OPTIONAL MATCH (a)-[e:PART_OF {k: 'edge:98bb48f1b7674bcdc664962bac5c225b'}]->(b) WITH a, b, e WHERE e IS NULL CREATE (a)-[:PART_OF {k: 'edge:98bb48f1b7674bcdc664962bac5c225b'}]->(b)
 MATCH (a:Message), (b:Conversation) WHERE a.k = 'msg:9ace49868e5a8639f3ea667221199734' AND b.k = 'conv:978a7cd566eb27ce123166f361585d1e' OPTIONAL MATCH (a)-[e:PART_OF {k: 'edge:d83addf4fa28624ba801498ea35e2feb'}]->(b) WITH a, b, e WHERE e IS NULL CREATE (a)-[:PART_OF {k: 'edge:d83addf4fa28624ba801498ea35e2feb'}]->(b)

@@ -7,10 +7,10 @@ MERGE (n:Person {k: 'ent:3a3248cb32737f9fef85f0196c35fd05'}) SET n.namespace = '
 MERGE (n:Person {k: 'ent:572edd11db5a9b5619dfc4cc5b622134'}) SET n.namespace = 'omar', n.type = 'Person'
 MERGE (n:Organization {k: 'ent:bbc2a0cfcc389ea6d7d46bb7f70fd085'}) SET n.namespace = 'omar', n.type = 'Organization'
 MERGE (n:Place {k: 'ent:c4341837844cac8d4165a454837f46f3'}) SET n.namespace = 'omar', n.type = 'Place'
-MERGE (n:Statement {k: 'stmt:82ce5cfffbfcd7776f443963f0731a39'}) SET n.namespace = 'omar', n.predicate = 'name', n.value = 'Rania'
-MERGE (n:Statement {k: 'stmt:85d77af8578e5fe00181e03b0ddc3ef2'}) SET n.namespace = 'omar', n.predicate = 'works_at'
+MERGE (n:Statement {k: 'stmt:82ce5cfffbfcd7776f443963f0731a39'}) SET n.namespace = 'omar', n.predicate = 'name', n.single_valued = true, n.value = 'Rania'
+MERGE (n:Statement {k: 'stmt:85d77af8578e5fe00181e03b0ddc3ef2'}) SET n.namespace = 'omar', n.predicate = 'works_at', n.single_valued = true
 MERGE (n:Statement {k: 'stmt:c3ba024205d9b94ed24323fdab16dd08'}) SET n.namespace = 'omar', n.predicate = 'spouse_of'
-MERGE (n:Statement {k: 'stmt:e3e6e1078055b29a93ca86e6da37f41f'}) SET n.namespace = 'omar', n.predicate = 'lives_in', n.valid_from = '2026-10'
+MERGE (n:Statement {k: 'stmt:e3e6e1078055b29a93ca86e6da37f41f'}) SET n.namespace = 'omar', n.predicate = 'lives_in', n.single_valued = true, n.valid_from = '2026-10'
 MATCH (a:Message), (b:Conversation) WHERE a.k = 'msg:9806e98b959b11b8c88d9f6eea0721de' AND b.k = 'conv:5c423f3ac9546ff91a123d339316a202' OPTIONAL MATCH (a)-[e:PART_OF {k: 'edge:285c5f4e7aede575fa95f13cf07cbfdb'}]->(b) WITH a, b, e WHERE e IS NULL CREATE (a)-[:PART_OF {k: 'edge:285c5f4e7aede575fa95f13cf07cbfdb'}]->(b)
 MATCH (a:Message), (b:Conversation) WHERE a.k = 'msg:70536406e953d40221e245f44e865c7e' AND b.k = 'conv:5c423f3ac9546ff91a123d339316a202' OPTIONAL MATCH (a)-[e:PART_OF {k: 'edge:9b827bc81e699bd212db5a8bf36587a7'}]->(b) WITH a, b, e WHERE e IS NULL CREATE (a)-[:PART_OF {k: 'edge:9b827bc81e699bd212db5a8bf36587a7'}]->(b)
 MATCH (a:Message), (b:Conversation) WHERE a.k = 'msg:975a80044648f689fd4a17e1a81f2ec1' AND b.k = 'conv:5c423f3ac9546ff91a123d339316a202' OPTIONAL MATCH (a)-[e:PART_OF {k: 'edge:b0950f77c33667053323e0461a755342'}]->(b) WITH a, b, e WHERE e IS NULL CREATE (a)-[:PART_OF {k: 'edge:b0950f77c33667053323e0461a755342'}]->(b)

@@ -95,7 +95,10 @@ def test_what_a_query_lacks_is_named_instead_of_answering_nothing(cli_env, capsy
             ["history", "user", "lives_inn", "--namespace", "nina"],
             ["'lives_inn' is not in the ontology", "did you mean lives_in"],
         ),
-        (["query", "--name", "facts"], ["query 'facts' needs entity, valid_at, known_at", "--param entity=..."]),
+        (
+            ["query", "--name", "fact_statements"],
+            ["query 'fact_statements' needs entity, known_at", "--param entity=..."],
+        ),
         (["query", "MATCH (n) WHERE n.k = $x RETURN n.k"], ["uses $x but no value was given", "--param x=..."]),
     ]
     for argv, said in cases:

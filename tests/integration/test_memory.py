@@ -378,11 +378,13 @@ def test_an_undated_statement_of_a_dated_fact_is_its_evidence(db, via):
     # Before the undated one was said, the dated fact stands alone, as before.
     (alone,) = facts(db, "user", namespace="test", valid_at="2026-11-10", known_at="2026-11-10").dicts()
     assert alone["evidence"] == 1
-    # Said first before the dated fact began (the undated statement is now known since
-    # October, with two pieces of evidence), "I work at Acme" conflicts with it: both stay.
+    # Said first before the dated fact began, "I work at Acme" held then (since a start not
+    # known) and the dated fact starts a run of its own on November 2: one row at any time.
     assert loader.load(early).status == "loaded"
     rows = facts(db, "user", namespace="test", valid_at="2026-12-01").dicts()
-    assert sorted((r["valid_from"] or "", r["evidence"]) for r in rows) == [("", 2), ("2026-11-02", 1)]
+    assert [(r["valid_from"], r["valid_until"]) for r in rows] == [("2026-11-02", None)]
+    rows = facts(db, "user", namespace="test", valid_at="2026-10-15").dicts()
+    assert [(r["valid_from"], r["valid_until"], r["quote"]) for r in rows] == [(None, "2026-11-02", "I work at Acme")]
 
 
 def test_one_async_memory_asks_the_model_for_several_conversations_at_once(dsn, graph_name, db):

@@ -15,6 +15,7 @@ from agefacts.agtype import Path as AgPath
 from agefacts.cli import main
 from agefacts.keys import keyphrase_key
 from agefacts.load import Loader, load_paths
+from agefacts.query import facts as query_facts
 from agefacts.query import named_queries, return_columns, run, run_named
 from agefacts.retrieve import ask, link
 
@@ -89,12 +90,11 @@ def test_every_named_query_runs_on_the_examples_and_returns_what_it_says(loaded,
     tom = run_named(db, "entities", {"text": "my husband", "namespace": "ann"}).dicts()
     assert [e["name"] for e in tom] == ["Tom"]
     nina = run_named(db, "entities", {"text": "user", "namespace": "nina"}).dicts()[0]["key"]
-    facts = run_named(db, "facts", {"entity": nina, "valid_at": "2024-10", "known_at": "2030-01-01T00:00:00Z"}).dicts()
-    assert [f["object"] for f in facts] == ["Oslo"]
+    said = run_named(db, "fact_statements", {"entity": nina, "known_at": "2030-01-01T00:00:00Z"}).dicts()
+    assert sorted(f["object"] for f in said) == ["Bergen", "Lyon", "Oslo"]
+    assert all(f["single_valued"] and len(f["said_at"]) == f["evidence"] for f in said)
     hist = run_named(db, "history", {"entity": nina, "predicate": "lives_in"}).dicts()
     assert [h["object"] for h in hist] == ["Lyon", "Oslo", "Bergen"]
-    rel = run_named(db, "relations", {"entity": user_ann[0]["key"]}).dicts()
-    assert [(r["predicate"], r["object"]) for r in rel] == [("spouse_of", "Tom")]
     spans = run_named(db, "message_statements", {"conversation": "ann-01", "ordinal": 0, "namespace": "ann"}).dicts()
     assert [(s["quote"], s["char_start"]) for s in spans] == [("My husband", 0), ("starts at Acme on Monday", 11)]
     holes = run_named(db, "placeholders", {"namespace": "tess"}).dicts()
@@ -107,13 +107,9 @@ def test_every_named_query_runs_on_the_examples_and_returns_what_it_says(loaded,
     }
     assert questions[0]["priority"] == "immediate"
     rejections = {r["reason"]: r["claims"] for r in run_named(db, "rejections", {}).dicts()}
-    assert rejections["polarity"] == 5 and rejections["not_in_message"] == 1
-    assert [
-        f["object"]
-        for f in run_named(
-            db, "facts", {"entity": nina, "valid_at": "2024-10-01", "known_at": "2030-01-01T00:00:00Z"}
-        ).dicts()
-    ] == ["Oslo"]
+    # "I'm not allergic to peanuts" (mei-01) is a negation now, stored; it ends nothing.
+    assert rejections["polarity"] == 4 and rejections["not_in_message"] == 1
+    assert [f["object"] for f in query_facts(db, nina, valid_at="2024-10-01").dicts()] == ["Oslo"]
 
 
 def test_query_list_and_name_from_the_command_line(cli_env, capsys):
@@ -126,7 +122,7 @@ def test_query_list_and_name_from_the_command_line(cli_env, capsys):
     assert main(["query", "--name", "placeholders", "--param", "namespace=lukas", "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out)[0]["mentions"] == ["my boss"]
     assert main(["query", "--name", "nope"]) == 1
-    assert main(["query", "--name", "facts", "--param", "bogus=1"]) == 1
+    assert main(["query", "--name", "fact_statements", "--param", "bogus=1"]) == 1
     assert "takes no parameter bogus" in capsys.readouterr().err
 
 
@@ -249,20 +245,19 @@ def test_every_shipped_query_states_its_parameters_and_columns_and_returns_them(
     # One call per shipped query: a query file added without a line here fails this test.
     samples = {
         "conversations": {"namespace": "nina"},
-        "current_facts": {},
         "entities": {"text": "Tom", "namespace": "ann"},
         "entity_by_key": {"text": nina, "namespace": "nina"},
         "entity_keys": {},
         "entity_names": {"namespace": "ann"},
-        "facts": {"entity": nina, **when},
+        "fact_statements": {"entity": nina, "known_at": when["known_at"]},
         "graph_edges": {},
         "graph_vertices": {},
         "history": {"entity": nina, "predicate": "lives_in"},
         "message_statements": {"conversation": "ann-01", "ordinal": 0, "namespace": "ann"},
         "placeholders": {"namespace": "tess"},
         "questions": {"namespace": None, "include_resolved": True},
-        "relations": {"entity": run_named(db, "entities", {"text": "user", "namespace": "ann"}).dicts()[0]["key"]},
         "rejections": {"namespace": None},
+        "statements": {"namespace": "nina", "known_at": when["known_at"]},
         "topic_messages": {"keys": [keyphrase_key("baker", "sourdough")]},
         "topic_messages_by_text": {"texts": ["sourdough"]},
     }

@@ -22,6 +22,7 @@ RANKS: list[set[str]] = [
     {"typography", "models"},
     {"keys", "ontology"},
     {"derive"},
+    {"timeline"},
     {"engine"},
     {"db"},
     {"extract"},

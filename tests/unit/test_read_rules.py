@@ -1,65 +1,11 @@
-"""Rules applied when facts are read: an undated statement of a dated fact is its evidence;
-a question's words rank the facts; first-person words link the owner."""
+"""Rules applied when facts are read: a question's words rank the facts; first-person words
+link the owner. (The reading of time is tests/unit/test_timeline.py.)"""
 
 from __future__ import annotations
 
-from hypothesis import given
-from hypothesis import strategies as st
-
-from agefacts.query import merge_undated
 from agefacts.retrieve import link_rows, rank
 
 from ..helpers import ONTO
-
-WHEN = st.sampled_from([None, "2024", "2024-06", "2024-06-01", "2025-01-01"])
-KNOWN = st.sampled_from(["2023-12-01T10:00:00Z", "2024-07-01T10:00:00Z", "2025-02-01T10:00:00Z"])
-
-
-@st.composite
-def rows(draw):
-    out = []
-    for i in range(draw(st.integers(0, 8))):
-        start = draw(WHEN)
-        end = draw(WHEN) if start is None or draw(st.booleans()) else None
-        if start and end and end <= start:
-            end = None
-        out.append(
-            {
-                "statement": f"s{i}",
-                "subject_key": "u",
-                "predicate": draw(st.sampled_from(["works_at", "likes"])),
-                "object_key": draw(st.sampled_from(["acme", "globex", None])),
-                "value": draw(st.sampled_from([None, 1, 1.0])),
-                "valid_from": start,
-                "valid_until": end,
-                "recurrence": None,
-                "recorded_at": draw(KNOWN),
-                "evidence": draw(st.integers(1, 3)),
-            }
-        )
-    return out
-
-
-@given(rows())
-def test_merging_keeps_every_dated_fact_and_all_the_evidence(facts):
-    merged = merge_undated(facts)
-    dated = [r["statement"] for r in facts if r["valid_from"] or r["valid_until"]]
-    assert [r["statement"] for r in merged if r["valid_from"] or r["valid_until"]] == dated
-    assert sum(r["evidence"] for r in merged) == sum(r["evidence"] for r in facts)
-    for r in facts:
-        if r["statement"] not in {m["statement"] for m in merged}:
-            # Only an undated row goes, and only into a dated one saying the same, whose
-            # validity holds the time the undated one became known.
-            assert r["valid_from"] is None and r["valid_until"] is None
-            assert any(
-                d["object_key"] == r["object_key"]
-                and d["predicate"] == r["predicate"]
-                and (d["valid_from"] or "") <= r["recorded_at"]
-                and (d["valid_until"] is None or r["recorded_at"] < d["valid_until"])
-                for d in facts
-                if d["valid_from"] or d["valid_until"]
-            )
-    assert merge_undated(merged) == merged
 
 
 def test_first_person_words_link_the_owner_only_when_not_part_of_a_role():

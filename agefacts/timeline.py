@@ -1,0 +1,261 @@
+"""The reading of time: what holds at a valid time T, as known at a known time K.
+
+This is the one definition of "current" (and of "valid at T"): ``facts``, ``ask``, ``show``,
+``Memory``, the MCP server and the demo all read through :func:`fact_rows`. It is a pure
+function of the statements known at K, so what was believed at K is the rule applied to what
+had been said by then: a later statement can change how an earlier time is read, and reading
+as known before it still gives what was believed then. The rule (the README's Time section
+states it for people):
+
+1. **Known at K**: a statement counts with its evidence said by K. A correction ("I'm not
+   allergic to peanuts, it's tree nuts": negated, with ``correction``) withdraws the evidence
+   of its fact said at or before it; a statement left with no evidence counts as never said.
+2. **Events**: a fact is a subject, a predicate and an object or value (one value by
+   :func:`agefacts.derive.value_ident`: ``30`` and ``30.0`` are one). Its statements give
+   events in valid time: a ``valid_from`` *starts* it; a ``valid_until`` *ends* it; a
+   statement without a start says it *held* each time it was said (each evidence's time),
+   unless it gives an end at or before then; a negation ("I don't like jazz any more")
+   *ends* it at its ``valid_until``, else its ``valid_from``, else each time it was said.
+3. **A chain** is what cannot overlap: one fact, or for a single-valued predicate
+   (``lives_in``, ``works_at``) every fact about the subject with that predicate. Its events
+   are read in time order (at one time: ends, then starts, then "held", each in the order
+   their statements were first said, then by the value's text), one value open at a time:
+
+   - a start or "held" of the open fact joins it (a start after a run whose start is unknown
+     begins a new run there); of another fact, it closes the open one there and opens its
+     own: at a start, at its start; at a "held", there, or in the open past when nothing came
+     before it in the chain;
+   - an end of the open fact closes it; an end of a fact said while another is open is that
+     other's to keep (an end without a start is not current where another value holds); an
+     end with nothing open is a run from the end of the run before it (or from the open past,
+     when there was none) to that end ("I left St. Luke's in October"), unless it is a
+     negation, which then ends nothing.
+
+4. **Valid at T**: a run holds at T when it starts at or before T (or in the open past) and
+   ends after T (or not at all). Times compare as text: every stored form sorts in time order
+   (:mod:`agefacts.temporal`).
+
+A run is one row: its statements counted together, citing the earliest evidence,
+``valid_from``/``valid_until`` its start and end as read, ``superseded_at`` when the statement
+that ended it (a negation, or the next run's) became known.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .derive import value_ident
+
+__all__ = [
+    "FACT_COLUMNS",
+    "Run",
+    "STATEMENT_FIELDS",
+    "fact_of",
+    "fact_order",
+    "fact_rows",
+    "runs",
+]
+
+# What a statement row carries (the ``fact_statements`` and ``statements`` queries return
+# these): its key, the fact it is about, its stated times and kind, and its evidence as known
+# at K (``said_at``: the time of each, in any order).
+STATEMENT_FIELDS = (
+    "statement",
+    "subject_key",
+    "predicate",
+    "object_key",
+    "value",
+    "valid_from",
+    "stated_until",
+    "recurrence",
+    "ends_fact",
+    "corrects",
+    "single_valued",
+    "recorded_at",
+    "said_at",
+)
+
+# The columns of a fact as ``facts`` and ``ask`` give it: one row per run.
+FACT_COLUMNS = (
+    "subject",
+    "predicate",
+    "value",
+    "object",
+    "valid_from",
+    "valid_until",
+    "recorded_at",
+    "superseded_at",
+    "recurrence",
+    "quote",
+    "conversation",
+    "message",
+    "char_start",
+    "char_end",
+    "evidence",
+    "namespace",
+    "statement",
+    "subject_type",
+    "subject_key",
+    "object_type",
+    "object_key",
+    "quoted_at",
+)
+
+_END, _START, _HELD = 0, 1, 2  # the order of events at one time
+
+_Fact = tuple[str, str, str]
+
+
+def fact_of(row: Mapping[str, Any]) -> _Fact:
+    """The fact a statement is about: subject, predicate, and object key or value identity."""
+    obj = row.get("object_key")
+    return (row["subject_key"], row["predicate"], f"id:{obj}" if obj is not None else value_ident(row.get("value")))
+
+
+@dataclass
+class Run:
+    """One stretch of valid time over which a fact holds, as read from its statements.
+    ``start`` None is the open past, ``end`` None the open future (or not known yet)."""
+
+    fact: _Fact
+    start: str | None
+    start_known: bool
+    members: list[Mapping[str, Any]] = field(default_factory=list)
+    end: str | None = None
+    ended_by: Mapping[str, Any] | None = None  # the statement that ended it, if not its own
+
+    def holds_at(self, t: str) -> bool:
+        return (self.start is None or self.start <= t) and (self.end is None or t < self.end)
+
+    def join(self, row: Mapping[str, Any]) -> None:
+        if all(m is not row for m in self.members):
+            self.members.append(row)
+
+    @property
+    def superseded_at(self) -> str | None:
+        """When what ended this run became known (None when a statement of its own did)."""
+        if self.ended_by is None:
+            return None
+        first: str = min(m["recorded_at"] for m in self.members)
+        ended: str = self.ended_by["recorded_at"]
+        return max(first, ended)
+
+
+def _withdrawn_before(rows: Iterable[Mapping[str, Any]]) -> dict[_Fact, str]:
+    """Each corrected fact's latest correction: its evidence said by then is withdrawn."""
+    out: dict[_Fact, str] = {}
+    for r in rows:
+        if r.get("corrects"):
+            f = fact_of(r)
+            out[f] = max(out.get(f, ""), *r["said_at"])
+    return out
+
+
+_Event = tuple[str, int, tuple[str, str, str], Mapping[str, Any]]
+
+
+def _events(rows: Iterable[Mapping[str, Any]]) -> list[_Event]:
+    withdrawn = _withdrawn_before(r for r in rows)
+    events: list[_Event] = []
+    for r in rows:
+        if r.get("corrects"):
+            continue
+        said = sorted(r["said_at"])
+        cut = withdrawn.get(fact_of(r)) if not r.get("ends_fact") else None
+        if cut is not None:
+            said = [t for t in said if t > cut]
+            if not said:
+                continue
+        # At one time, events of one rank go in the order their statements were learned,
+        # then by the value's text (what the object is called, or the literal), then by key.
+        obj = r.get("object")
+        k = (said[0], str(obj if obj is not None else r.get("value")), r["statement"])
+        if r.get("ends_fact"):
+            dated = r.get("stated_until") or r.get("valid_from")
+            events.extend((t, _END, k, r) for t in ([dated] if dated else said))
+            continue
+        start, until = r.get("valid_from"), r.get("stated_until")
+        if start is not None:
+            events.append((start, _START, k, r))
+        else:
+            events.extend((t, _HELD, k, r) for t in said if until is None or t < until)
+        if until is not None:
+            events.append((until, _END, k, r))
+    events.sort(key=lambda e: e[:3])
+    return events
+
+
+def _chain_runs(rows: list[Mapping[str, Any]]) -> list[Run]:
+    """Rule 3 over one chain's statements."""
+    done: list[Run] = []
+    run: Run | None = None
+    for t, kind, _, r in _events(rows):
+        fact = fact_of(r)
+        if kind == _END:
+            negation = bool(r.get("ends_fact"))
+            if run is not None and run.fact == fact:
+                run.end = t
+                if negation:
+                    run.ended_by = r
+                else:
+                    run.join(r)
+                done.append(run)
+                run = None
+            elif run is None and not negation:
+                done.append(Run(fact, done[-1].end if done else None, False, [r], end=t))
+            continue
+        if run is not None and run.fact == fact and not (kind == _START and not run.start_known):
+            run.join(r)
+            continue
+        if run is not None:
+            run.end, run.ended_by = t, r
+            done.append(run)
+        if kind == _START:
+            run = Run(fact, t, True, [r])
+        else:
+            run = Run(fact, t if done else None, False, [r])
+    if run is not None:
+        done.append(run)
+    return done
+
+
+def runs(rows: Iterable[Mapping[str, Any]]) -> list[Run]:
+    """Every run the statements make (rules 1 to 3), those that hold at no time included."""
+    chains: dict[tuple[str, ...], list[Mapping[str, Any]]] = {}
+    for r in rows:
+        fact = fact_of(r)
+        chains.setdefault(fact[:2] if r.get("single_valued") else fact, []).append(r)
+    return [run for _, chain in sorted(chains.items()) for run in _chain_runs(chain)]
+
+
+def fact_rows(rows: Iterable[Mapping[str, Any]], valid_at: str, about: str | None = None) -> list[dict[str, Any]]:
+    """The facts that hold at ``valid_at`` as rows (:data:`FACT_COLUMNS`), from the statement
+    rows known at K; with ``about``, only those whose subject or object is that entity key.
+    A row cites its run's earliest evidence (by ``at``, then the evidence key) and that
+    evidence's statement; ``evidence`` counts the evidence of every statement it coalesces."""
+    out = []
+    for run in runs(rows):
+        if not run.holds_at(valid_at):
+            continue
+        cited = min(run.members, key=lambda m: (m["quoted_at"], m["evidence_key"]))
+        if about is not None and about not in (cited["subject_key"], cited["object_key"]):
+            continue
+        by_time = sorted(run.members, key=lambda m: (m["recorded_at"], m["statement"]))
+        row = {c: cited.get(c) for c in FACT_COLUMNS}
+        row.update(
+            valid_from=run.start,
+            valid_until=run.end,
+            recorded_at=by_time[0]["recorded_at"],
+            superseded_at=run.superseded_at,
+            recurrence=next((m["recurrence"] for m in by_time if m.get("recurrence")), None),
+            evidence=sum(m["evidence"] for m in run.members),
+        )
+        out.append(row)
+    return sorted(out, key=fact_order)
+
+
+def fact_order(row: Mapping[str, Any]) -> tuple[Any, ...]:
+    """The order facts are listed in: by predicate, start (the open past last), known time, key."""
+    return (row["predicate"], row["valid_from"] is None, row["valid_from"] or "", row["recorded_at"], row["statement"])

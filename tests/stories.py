@@ -1,0 +1,138 @@
+"""Generated life stories and an interval oracle for them, written from the README's Time
+section and independent of ``agefacts.timeline``: it paints each chain's values onto the
+sorted times the story mentions and reads the value under T.
+
+A story is a list of said statements about the user: a predicate, a target (an object's name
+or a literal), a kind (``states``, ``ends`` "not any more", ``corrects`` "I'm not X, I meant"),
+optional valid-time bounds, and the instants it was said at (once or more).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hypothesis import strategies as st
+
+# predicate -> (single-valued, takes an object (a type) or a literal value, the targets)
+PREDICATES = {
+    "works_at": (True, "Organization", ["Acme", "Globex", "Initech"]),
+    "lives_in": (True, "Place", ["Lyon", "Oslo"]),
+    "likes": (False, None, ["jazz", "hiking"]),
+    "allergic_to": (False, None, ["peanuts", "tree nuts"]),
+}
+VALID = ["2023", "2023-06", "2024-01-15", "2024-03", "2024-06", "2024-09-01", "2025", "2025-02"]
+SAID = [
+    "2023-03-01T10:00:00Z",
+    "2023-09-10T10:00:00Z",
+    "2024-01-15T10:00:00Z",
+    "2024-04-02T10:00:00Z",
+    "2024-06-20T10:00:00Z",
+    "2024-11-05T10:00:00Z",
+    "2025-03-01T10:00:00Z",
+]
+# Times to ask at: the story's own times, and times between and around them.
+ASK_VALID = sorted(set(VALID + SAID + ["2022", "2023-01-01", "2024-05-01", "2024-12-31", "2026-06-01"]))
+ASK_KNOWN = sorted(set(SAID + ["2023-01-01T00:00:00Z", "2024-05-01T00:00:00Z", "2030-01-01T00:00:00Z"]))
+
+
+@dataclass(frozen=True)
+class Said:
+    i: int
+    predicate: str
+    target: str
+    kind: str  # states | ends | corrects
+    valid_from: str | None
+    valid_until: str | None
+    said: tuple[str, ...]
+
+    @property
+    def single(self) -> bool:
+        return PREDICATES[self.predicate][0]
+
+
+@st.composite
+def said(draw, i: int) -> Said:
+    predicate = draw(st.sampled_from(sorted(PREDICATES)))
+    target = draw(st.sampled_from(PREDICATES[predicate][2]))
+    kind = draw(st.sampled_from(["states"] * 6 + ["ends"] * 2 + ["corrects"]))
+    start = draw(st.one_of(st.none(), st.none(), st.sampled_from(VALID)))
+    until = draw(st.one_of(st.none(), st.none(), st.sampled_from(VALID)))
+    if kind == "corrects":
+        start = until = None
+    if start is not None and until is not None and until <= start:
+        until = None  # the gate refuses an interval that ends where it starts, or before
+    times = draw(st.lists(st.sampled_from(SAID), min_size=1, max_size=2, unique=True))
+    return Said(i, predicate, target, kind, start, until, tuple(sorted(times)))
+
+
+@st.composite
+def stories(draw, max_size: int = 8) -> list[Said]:
+    n = draw(st.integers(1, max_size))
+    return [draw(said(i)) for i in range(n)]
+
+
+def oracle(story: list[Said], valid_at: str, known_at: str) -> set[tuple[str, str]]:
+    """The (predicate, target) facts that hold at ``valid_at`` as known at ``known_at``."""
+    known = []
+    for s in story:
+        times = [t for t in s.said if t <= known_at]
+        if times:
+            known.append((s, times))
+    # A correction withdraws what its fact was said to be up to it.
+    corrected: dict[tuple[str, str], str] = {}
+    for s, times in known:
+        if s.kind == "corrects":
+            corrected[(s.predicate, s.target)] = max(corrected.get((s.predicate, s.target), ""), max(times))
+    chains: dict[tuple[str, ...], list[tuple[str, int, tuple[str, str], str, Said]]] = {}
+    for s, times in known:
+        if s.kind == "corrects":
+            continue
+        if s.kind == "states" and (s.predicate, s.target) in corrected:
+            times = [t for t in times if t > corrected[(s.predicate, s.target)]]
+            if not times:
+                continue
+        chain = chains.setdefault((s.predicate,) if s.single else (s.predicate, s.target), [])
+        # At one time: ends, then starts, then "held"; then the statement learned first, then
+        # the value's text.
+        order = (min(times), s.target)
+        if s.kind == "ends":
+            for t in [s.valid_until or s.valid_from] if (s.valid_until or s.valid_from) else times:
+                chain.append((t, 0, order, "neg", s))
+            continue
+        if s.valid_from:
+            chain.append((s.valid_from, 1, order, "start", s))
+        else:
+            chain.extend((t, 2, order, "held", s) for t in times if s.valid_until is None or t < s.valid_until)
+        if s.valid_until:
+            chain.append((s.valid_until, 0, order, "end", s))
+    out: set[tuple[str, str]] = set()
+    for events in chains.values():
+        events.sort(key=lambda e: (e[0], e[1], e[2]))
+        ticks = sorted({e[0] for e in events} | {valid_at})
+        at = {t: n for n, t in enumerate(ticks)}
+        paint: list[str | None] = [None] * len(ticks)
+        value: str | None = None  # what is open, from tick `since` (0 is the open past)
+        since, unknown, last_end, runs = 0, False, None, 0
+
+        for t, _, _, what, s in events:
+            if what in ("end", "neg"):
+                if value == s.target:
+                    paint[since : at[t]] = [value] * (at[t] - since)
+                    value, last_end, runs = None, at[t], runs + 1
+                elif value is None and what == "end":
+                    for n in range(last_end if last_end is not None else 0, at[t]):
+                        paint[n] = s.target
+                    last_end, runs = at[t], runs + 1
+                continue
+            if value == s.target and not (what == "start" and unknown):
+                continue
+            if value is not None:
+                paint[since : at[t]] = [value] * (at[t] - since)
+                last_end, runs = at[t], runs + 1
+            since = at[t] if (what == "start" or runs) else 0
+            value, unknown = s.target, what == "held"
+        if value is not None:
+            paint[since:] = [value] * (len(ticks) - since)
+        if paint[at[valid_at]] is not None:
+            out.add((events[0][4].predicate, paint[at[valid_at]]))
+    return out
