@@ -461,6 +461,33 @@ def _cmd_forget(args: argparse.Namespace) -> int:
     return _EXIT_OK
 
 
+def _cmd_correct(args: argparse.Namespace) -> int:
+    from .load import Loader
+    from .memory import correction
+
+    with _open_db(args) as db:
+        conv = correction(
+            db,
+            args.entity,
+            args.predicate,
+            args.said,
+            namespace=args.namespace,
+            by=args.by,
+            instead=args.instead,
+            reason=args.reason,
+            at=args.at,
+        )
+        out = Loader(db, _ontology(args), via=args.via).load(conv, source=f"correct:{conv.namespace}/{conv.id}")
+    if out.status == "failed":
+        print(f"agefacts: the correction was not loaded: {out.reason}", file=sys.stderr)
+        return _EXIT_FAILED
+    _print(
+        f"{out.status} correction {conv.id!r} in namespace {conv.namespace!r}: {conv.turns[0].text}\n"
+        f"(undo it: agefacts forget --namespace {conv.namespace} --conversation {conv.id})"
+    )
+    return _EXIT_OK
+
+
 def _cmd_export(args: argparse.Namespace) -> int:
     from . import ledger
 
@@ -823,6 +850,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--conversation", action="append", default=None, help="only this conversation id (repeat for more)")
     p.add_argument("--via", choices=["bulk", "cypher"], default="bulk", help="how to recompute what remains")
     p.set_defaults(func=_cmd_forget)
+
+    p = sub.add_parser(
+        "correct", parents=[dbo, ont], help="take one fact back (an authored correction, forgotten like a conversation)"
+    )
+    p.add_argument("entity", help="whose fact: a key, a name or a mention; 'user' is the namespace's owner")
+    p.add_argument("predicate", help="the fact's predicate, e.g. allergic_to")
+    p.add_argument("said", help="what was said that is wrong: the object's name or the value, as facts show it")
+    p.add_argument("--namespace", required=True, help="whose memory")
+    p.add_argument("--by", required=True, help="who corrects it (kept in the correction's text and title)")
+    p.add_argument("--instead", default=None, help="what is right instead (an entity's name or a value)")
+    p.add_argument("--reason", default=None, help="why, in a few words (kept with it)")
+    p.add_argument("--at", default=None, help="when it was corrected (ISO-8601; default now): its known time")
+    p.add_argument("--via", choices=["bulk", "cypher"], default="bulk", help="the load path")
+    p.set_defaults(func=_cmd_correct)
 
     p = sub.add_parser("mcp", parents=[dbo, ont], help="serve the memory to an assistant over MCP (stdio)")
     p.add_argument(

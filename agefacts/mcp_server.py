@@ -147,6 +147,26 @@ def build_server(
         return rows
 
     @server.tool()
+    async def correct(
+        entity: str,
+        predicate: str,
+        said: str,
+        by: str,
+        instead: str | None = None,
+        reason: str | None = None,
+        namespace: str | None = None,
+    ) -> dict[str, Any]:
+        """Take back one fact that is wrong: entity ('user' is the person) predicate (such as
+        allergic_to) said (the object's name or the value, as facts show it), corrected by
+        `by` (who), with what is right `instead` if known. It is kept as a correction of its
+        own (the answer names its conversation): forgetting that conversation undoes it."""
+        ns = scope(namespace)
+        added: dict[str, Any] = await run(
+            lambda m: m.correct(entity, predicate, said, namespace=ns, by=by, instead=instead, reason=reason)
+        )
+        return added
+
+    @server.tool()
     async def forget(conversations: list[str] | None = None, namespace: str | None = None) -> dict[str, Any]:
         """Remove what conversations (those named, or all of the namespace) wrote to the
         memory; the facts other conversations gave stay."""

@@ -34,16 +34,18 @@ def _call(params: StdioServerParameters, calls: list[tuple[str, dict]]) -> tuple
 
 def test_the_sdk_client_recalls_facts_with_their_quotes(db, dsn, graph_name):
     load_paths(db, [EXAMPLES], ONTO)
-    tools, (recall, other, foreign, missing) = _call(
+    tools, (recall, other, foreign, missing, corrected, now) = _call(
         _server(dsn, graph_name, "--namespace", "nina"),
         [
             ("recall", {"question": "Where do I live?", "valid_at": "2024-10-01"}),
             ("facts", {"entity": "user", "valid_at": "2024-10-01", "known_at": "2024-07-01"}),
             ("recall", {"question": "Where do I live?", "namespace": "ann"}),
             ("history", {"entity": "nobody-at-all", "predicate": "lives_in"}),
+            ("correct", {"entity": "user", "predicate": "lives_in", "said": "Bergen", "by": "Nina", "instead": "Oslo"}),
+            ("facts", {"entity": "user"}),
         ],
     )
-    assert tools == ["facts", "forget", "history", "recall", "remember"]
+    assert tools == ["correct", "facts", "forget", "history", "recall", "remember"]
     assert not recall.is_error
     answer = recall.structured_content
     first = answer["facts"][0]
@@ -59,6 +61,9 @@ def test_the_sdk_client_recalls_facts_with_their_quotes(db, dsn, graph_name):
     # Scoped to the namespace it was started with; errors are tool errors, in our words.
     assert foreign.is_error and "namespace 'nina' only" in foreign.content[0].text
     assert missing.is_error and "no entity 'nobody-at-all'" in missing.content[0].text
+    # A fact taken back: Bergen was wrong, it is Oslo.
+    assert corrected.structured_content["conversation"].startswith("correction-")
+    assert [f["object"] for f in now.structured_content["result"]] == ["Oslo"]
 
 
 def test_remember_then_recall_then_forget_through_the_server(db, dsn, graph_name, server):

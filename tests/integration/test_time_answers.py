@@ -208,3 +208,70 @@ def test_the_reading_does_not_depend_on_the_load_path(dsn, graph_name):
             digests.add(digest(other))
             other.drop_graph()
     assert len(digests) == 1
+
+
+def test_one_fact_is_taken_back_as_data_and_forgotten_like_a_conversation(dsn, graph_name, other_graph, capsys):
+    """Memory.correct records an authored correction: the fact is withdrawn from its known
+    time on (believed before it), the right value stands, the correction is exported and
+    replayed like any conversation, and forgetting it brings the fact back."""
+    import asyncio
+
+    from agefacts import AsyncMemory, Memory
+    from agefacts.cli import main
+    from agefacts.errors import QueryError
+
+    with Memory(dsn, graph_name) as memory:
+        for c in _allergies([]):
+            memory.add(c)
+        before = digest(memory.db)
+        with pytest.raises(QueryError, match="has no likes 'opera'.*'hiking', 'jazz'"):
+            memory.correct("user", "likes", "opera", namespace="eve", by="assistant")
+        added = memory.correct(
+            "user", "likes", "Hiking", namespace="eve", by="assistant", instead="climbing", at="2024-04-01T00:00:00Z"
+        )
+        assert added.status == "loaded" and added.conversation.startswith("correction-")
+        now = {(f.predicate, f.value) for f in memory.facts("user", namespace="eve")}
+        assert ("likes", "hiking") not in now and ("likes", "climbing") in now
+        believed = {(f.predicate, f.value) for f in memory.facts("user", namespace="eve", known_at="2024-03-15")}
+        assert ("likes", "hiking") in believed and ("likes", "climbing") not in believed
+        (fix,) = memory.export("eve", [added.conversation])
+        assert fix.title == "correction by assistant" and fix.model is None
+        assert [s.correction for s in fix.turns[0].recorded.statements] == [True, None]
+        # Replayed into an empty graph, the export gives the same graph.
+        fresh = other_graph("replay")
+        load_all(fresh, "cypher", memory.export("eve"))
+        assert digest(fresh) == digest(memory.db)
+        memory.forget("eve", [added.conversation])
+        assert digest(memory.db) == before
+
+    async def twin():
+        async with AsyncMemory(dsn, graph_name) as m:
+            return await m.correct("user", "likes", "hiking", namespace="eve", by="assistant", at="2024-04-01")
+
+    assert asyncio.run(twin()).status == "loaded"
+    # From the command line: said, undone with the command it prints.
+    capsys.readouterr()
+    env_graph = ["--graph", graph_name, "--dsn", dsn]
+    assert main(["correct", "user", "allergic_to", "tree nuts", "--namespace", "eve", "--by", "Eve", *env_graph]) == 0
+    out = capsys.readouterr().out
+    assert "Eve corrects: user allergic_to tree nuts is not so" in out
+    undo = out.split("undo it: ")[1].rstrip(")\n").split()
+    assert main([*undo[1:], *env_graph]) == 0
+    assert main(["correct", "user", "allergic_to", "dust", "--namespace", "eve", "--by", "Eve", *env_graph]) == 1
+    assert "has no allergic_to 'dust'" in capsys.readouterr().err
+
+
+def test_the_demo_prints_each_fact_once_as_the_readme_shows(cli_env, capsys):
+    from pathlib import Path
+
+    from agefacts.cli import main
+
+    assert main(["demo"]) == 0
+    out = capsys.readouterr().out
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    block = readme.split("`make demo` ends with facts and the words they were read from:\n\n```\n")[1].split("```")[0]
+    shown = [line for line in block.splitlines() if line != "..."]
+    printed = out.splitlines()
+    assert printed[: len(shown)] == shown
+    rows = [line for line in printed if "|" in line][1:]
+    assert len(rows) == len(set(rows)) and any("works_at" in r and "Acme" in r for r in rows)
