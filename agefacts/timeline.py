@@ -18,8 +18,8 @@ states it for people):
    *ends* it at its ``valid_until``, else its ``valid_from``, else each time it was said.
 3. **A chain** is what cannot overlap: one fact, or for a single-valued predicate
    (``lives_in``, ``works_at``) every fact about the subject with that predicate. Its events
-   are read in time order (at one time: ends, then starts, then "held", each in the order
-   their statements were first said, then by the value's text), one value open at a time:
+   are read in time order (at one time: ends, then starts, then "held", each by the value's
+   text), one value open at a time:
 
    - a start or "held" of the open fact joins it (a start after a run whose start is unknown
      begins a new run there); of another fact, it closes the open one there and opens its
@@ -153,7 +153,7 @@ def _withdrawn_before(rows: Iterable[Mapping[str, Any]]) -> dict[_Fact, str]:
     return out
 
 
-_Event = tuple[str, int, tuple[str, str, str], Mapping[str, Any]]
+_Event = tuple[str, int, tuple[str, str], Mapping[str, Any]]
 
 
 def _events(rows: Iterable[Mapping[str, Any]]) -> list[_Event]:
@@ -168,10 +168,11 @@ def _events(rows: Iterable[Mapping[str, Any]]) -> list[_Event]:
             said = [t for t in said if t > cut]
             if not said:
                 continue
-        # At one time, events of one rank go in the order their statements were learned,
-        # then by the value's text (what the object is called, or the literal), then by key.
+        # At one time, events of one rank go by the value's text (what the object is called,
+        # or the literal), then by key: nothing else at hand is the same however statements
+        # of one fact merged (the same words said twice are one statement).
         obj = r.get("object")
-        k = (said[0], str(obj if obj is not None else r.get("value")), r["statement"])
+        k = (str(obj if obj is not None else r.get("value")), r["statement"])
         if r.get("ends_fact"):
             dated = r.get("stated_until") or r.get("valid_from")
             events.extend((t, _END, k, r) for t in ([dated] if dated else said))

@@ -83,7 +83,7 @@ def oracle(story: list[Said], valid_at: str, known_at: str) -> set[tuple[str, st
     for s, times in known:
         if s.kind == "corrects":
             corrected[(s.predicate, s.target)] = max(corrected.get((s.predicate, s.target), ""), max(times))
-    chains: dict[tuple[str, ...], list[tuple[str, int, tuple[str, str], str, Said]]] = {}
+    chains: dict[tuple[str, ...], list[tuple[str, int, str, str, Said]]] = {}
     for s, times in known:
         if s.kind == "corrects":
             continue
@@ -92,9 +92,8 @@ def oracle(story: list[Said], valid_at: str, known_at: str) -> set[tuple[str, st
             if not times:
                 continue
         chain = chains.setdefault((s.predicate,) if s.single else (s.predicate, s.target), [])
-        # At one time: ends, then starts, then "held"; then the statement learned first, then
-        # the value's text.
-        order = (min(times), s.target)
+        # At one time: ends, then starts, then "held"; then by the value's text.
+        order = s.target
         if s.kind == "ends":
             for t in [s.valid_until or s.valid_from] if (s.valid_until or s.valid_from) else times:
                 chain.append((t, 0, order, "neg", s))

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 
 from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from agefacts.timeline import fact_rows, runs
 
@@ -15,10 +14,17 @@ from ..stories import ASK_KNOWN, ASK_VALID, PREDICATES, Said, oracle, stories
 
 
 def rows_known(story: list[Said], known_at: str) -> list[dict]:
-    """The rows the fact_statements query gives for the story's statements as known at K."""
-    out = []
+    """The rows the fact_statements query gives for the story's statements as known at K:
+    statements that say the same words are one statement, as their keys make them."""
+    said: dict[tuple, list[str]] = {}
+    first: dict[tuple, Said] = {}
     for s in story:
-        times = sorted(t for t in s.said if t <= known_at)
+        content = (s.predicate, s.target, s.kind, s.valid_from, s.valid_until)
+        said.setdefault(content, []).extend(t for t in s.said if t <= known_at)
+        first.setdefault(content, s)
+    out = []
+    for content, s in first.items():
+        times = sorted(said[content])
         if not times:
             continue
         obj = PREDICATES[s.predicate][1] is not None
@@ -49,8 +55,8 @@ def rows_known(story: list[Said], known_at: str) -> list[dict]:
 
 
 @settings(max_examples=int(os.environ.get("AGEFACTS_FUZZ_EXAMPLES", "300")), deadline=None)
-@given(stories(), st.data())
-def test_every_answer_matches_the_interval_oracle(story, data):
+@given(stories())
+def test_every_answer_matches_the_interval_oracle(story):
     for known_at in ASK_KNOWN:
         rows = rows_known(story, known_at)
         for valid_at in ASK_VALID:
