@@ -337,8 +337,8 @@ _FIELDS = ("entities", "statements", "followups")
 
 def _reply_object(text: str) -> dict[str, Any]:
     """The extraction in a reply: the last JSON object that has one of its fields (a reasoning
-    model's thinking, prose and fences around it, and examples before it are passed over), or
-    else the first JSON object."""
+    model's thinking, prose and fences around it, and examples before it are passed over). A
+    reply with no such object is an error (the turn is asked again on the next run)."""
     text = _THINKING.sub("", text)
     # Some servers strip the opening tag and leave the closing one after the thinking.
     text = _THINKING_END.split(text)[-1]
@@ -360,8 +360,14 @@ def _reply_object(text: str) -> dict[str, Any]:
     for found_obj in reversed(found):
         if any(f in found_obj for f in _FIELDS):
             return found_obj
+    # An object without the extraction's own fields is not "states nothing": a reply cut off
+    # mid-way leaves only its inner objects whole (an entity), and recording that as an empty
+    # extraction would keep the turn from ever being asked again.
     if found:
-        return found[0]
+        raise ExtractionError(
+            f"the reply holds no extraction (no object with {', '.join(_FIELDS)}); it may have been cut off: "
+            f"{text[:200]!r}"
+        )
     raise ExtractionError(failure or f"the reply holds no JSON object: {text[:200]!r}")
 
 

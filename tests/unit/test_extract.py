@@ -398,9 +398,13 @@ def test_the_extraction_is_found_in_what_real_model_servers_reply(reply):
 def test_a_draft_in_the_thinking_is_not_the_answer(opening):
     """The thinking may hold a whole draft; the answer after it is what counts, also when the
     server stripped the opening tag and left only the closing one."""
-    reply = opening + "Draft: " + json.dumps(REPLY_LYON) + " but Lyon is not said.</think>\n{}"
+    nothing = json.dumps({"entities": [], "statements": [], "followups": []})
+    reply = opening + "Draft: " + json.dumps(REPLY_LYON) + " but Lyon is not said.</think>\n" + nothing
     proposal = parse_reply(reply)
     assert proposal.statements == [] and proposal.entities == []
+    # An empty object after the thinking is no answer at all: not "states nothing".
+    with pytest.raises(ExtractionError, match="no extraction"):
+        parse_reply(opening + "Draft: " + json.dumps(REPLY_LYON) + "</think>\n{}")
 
 
 @pytest.mark.parametrize(
@@ -409,6 +413,14 @@ def test_a_draft_in_the_thinking_is_not_the_answer(opening):
         ("<think>I am still thinking about {the user", "no JSON object"),
         ('{"entities": [', "does not parse"),
         ("[1, 2]", "no JSON object"),
+        # Cut off inside its statements: only an inner object (an entity) is whole, which is
+        # no extraction; it was recorded as "states nothing" and never asked again.
+        (
+            '{"entities": [{"handle": "e1", "type": "Person", "mention": "Caroline", "resolution": "resolved", '
+            '"name": "Caroline"}], "statements": [{"subj',
+            "no extraction.*cut off",
+        ),
+        ('{"note": 1}', "no extraction"),
     ],
 )
 def test_a_reply_without_a_whole_extraction_says_what_it_holds(reply, why):
