@@ -575,7 +575,8 @@ def _facts_table(read: Sequence[tuple[str | None, list[dict[str, Any]]]], valid_
     entities is one row."""
     rows: dict[tuple[Any, ...], dict[str, Any]] = {}
     for key, statements in read:
-        for r in fact_rows(statements, valid_at, about=key):
+        once = list({r["statement"]: r for r in statements}.values())
+        for r in fact_rows(once, valid_at, about=key):
             rows.setdefault((r["statement"], r["valid_from"], r["valid_until"]), r)
     ordered = sorted(rows.values(), key=fact_order)
     return Table(list(FACT_COLUMNS), [tuple(d[c] for c in FACT_COLUMNS) for d in ordered])

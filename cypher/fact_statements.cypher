@@ -5,10 +5,14 @@
 // said by known_at, each with its evidence said by then (its earliest, cited; the time of each;
 // how many). stated_until is the end a statement gave itself, not
 // one write-time supersession inferred.
-// Two parts, UNION ALL: the entity as subject, then as object, each walking typed edges from the
-// entity's key (index scans), so the cost does not grow with the graph. (Collecting both sides'
-// statement keys and matching them again by key let a server's planner, given statistics,
-// hash-join a scan of the whole Statement label.) The time parameter is bound to a variable
+// Two parts, UNION ALL: the entity as subject; then as object, with, for a single-valued
+// predicate, the subject's other values of it. Each walks typed edges from the entity's key
+// (index scans), so the cost does not grow with the graph (a statement both parts find is
+// read once). Most of a call's time on a server is planning this text (3.7 of 4.8 ms at 100k
+// statements, PostgreSQL 17): a third part for the other values cost 1.5 ms more than walking
+// the subject's statements in the second. (Collecting both sides' statement keys and matching
+// them again by key let a server's planner, given statistics, hash-join a scan of the whole
+// Statement label.) The time parameter is bound to a variable
 // before it is compared (AGE 1.6.0 crashed its backend on the same WHERE with $known_at).
 // The earliest evidence is the least [at, key, quote, ...] list: its at and unique key decide.
 MATCH (x) WHERE x.k = $entity
