@@ -672,11 +672,13 @@ def _cmd_extract(args: argparse.Namespace) -> int:
         for err in oc.errors:
             failed = True
             print(f"agefacts: error: {err}", file=sys.stderr)
-    turns = [t for oc in outcomes for t in oc.conversation.turns if t.speaker == "user"]
-    errored = sum(1 for t in turns if t.error is not None)
+    # Counted by what each extractor did (a model's recording or keyphrases), never inferred
+    # from the model's fields: the statistical extractor records keyphrases only.
+    turns = sum(1 for oc in outcomes for t in oc.conversation.turns if t.speaker == "user")
+    recorded = sum(oc.recorded for oc in outcomes)
+    errored = sum(oc.failed for oc in outcomes)
     kept = sum(oc.kept for oc in outcomes)
-    recorded = sum(1 for t in turns if t.recorded is not None and t.error is None) - kept
-    unasked = sum(1 for t in turns if t.recorded is None and t.error is None)
+    unasked = turns - recorded - errored - kept
     if statistical is None and client.down is not None:
         failed = True
         print(

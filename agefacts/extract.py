@@ -25,6 +25,7 @@ import os
 import random
 import re
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -84,6 +85,15 @@ class EndpointDown(ExtractionError):
     is not asked again for a while."""
 
 
+@dataclass
+class _Open:
+    """What an LLMClient holds open in one event loop, and how many tasks there use it."""
+
+    client: httpx.AsyncClient
+    slots: asyncio.Semaphore | None
+    entered: int = 0
+
+
 class LLMClient:
     """A small client for ``/v1/chat/completions``: JSON in, the reply's text and model id
     out, with bounded retries (429, 5xx, timeouts, dropped connections) and exponential
@@ -120,10 +130,12 @@ class LLMClient:
         self.max_tokens = max_tokens
         self._transport = transport
         self._sleep = sleep
-        self._client: httpx.AsyncClient | None = None
-        self._entered = 0
+        # One HTTP client (and one set of request slots) per event loop that has entered this
+        # client: an AsyncMemory's tasks share one loop; a Memory shared by threads runs each
+        # add in a loop of its own, and an HTTP client belongs to the loop it was made in.
+        self._open: dict[asyncio.AbstractEventLoop, _Open] = {}
+        self._opening = threading.Lock()
         self.concurrency = concurrency
-        self._slots: asyncio.Semaphore | None = None
         # Cleared when the server refuses a json_schema response_format (some OpenAI-compatible
         # servers do); the prompt still asks for the JSON object alone.
         self.structured = True
@@ -138,32 +150,45 @@ class LLMClient:
 
     async def __aenter__(self) -> LLMClient:
         # Entered by several tasks at once (an AsyncMemory's adds), it opens one HTTP client
-        # and closes it when the last of them leaves.
-        self._entered += 1
-        if self._entered == 1:
-            self._slots = asyncio.Semaphore(self.concurrency) if self.concurrency else None
-            headers = {"Content-Type": "application/json"}
-            if self._api_key:
-                headers["Authorization"] = f"Bearer {self._api_key}"
-            self._client = httpx.AsyncClient(headers=headers, timeout=self.timeout, transport=self._transport)
+        # per event loop and closes it when the last of that loop's tasks leaves.
+        loop = asyncio.get_running_loop()
+        with self._opening:
+            held = self._open.get(loop)
+            if held is None:
+                headers = {"Content-Type": "application/json"}
+                if self._api_key:
+                    headers["Authorization"] = f"Bearer {self._api_key}"
+                client = httpx.AsyncClient(headers=headers, timeout=self.timeout, transport=self._transport)
+                slots = asyncio.Semaphore(self.concurrency) if self.concurrency else None
+                held = self._open[loop] = _Open(client, slots)
+            held.entered += 1
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        self._entered -= 1
-        if self._entered == 0 and self._client is not None:
-            client, self._client = self._client, None
-            await client.aclose()
+        loop = asyncio.get_running_loop()
+        with self._opening:
+            held = self._open[loop]
+            held.entered -= 1
+            if held.entered:
+                return
+            del self._open[loop]
+        await held.client.aclose()
+
+    def _held(self) -> _Open:
+        try:
+            return self._open[asyncio.get_running_loop()]
+        except KeyError:
+            raise RuntimeError("use LLMClient as an async context manager") from None
 
     async def probe(self) -> None:
         """Ask the endpoint once, before any paid request, whether it is there and takes the
         key (``GET .../models``): nothing listening, or 401/403, stops the run with a sentence,
         rather than after hours of retries. Any other answer (404 and 501 included: not every
         server lists its models) lets the run go on."""
-        if self._client is None:
-            raise RuntimeError("use LLMClient as an async context manager")
+        client = self._held().client
         models = self.url.rsplit("/chat/completions", 1)[0] + "/models"
         try:
-            resp = await self._client.get(models, timeout=min(self.timeout, 10.0))
+            resp = await client.get(models, timeout=min(self.timeout, 10.0))
         except httpx.ConnectError:
             raise ExtractionError(
                 f"nothing answers at {self.url} (connection refused); start the model server, or give "
@@ -183,8 +208,7 @@ class LLMClient:
 
     async def complete(self, messages: list[dict[str, str]], schema: dict[str, Any] | None = None) -> tuple[str, str]:
         """The text of the first choice and the model id the server reports."""
-        if self._client is None:
-            raise RuntimeError("use LLMClient as an async context manager")
+        held = self._held()
         self._check_down()
         body: dict[str, Any] = {"model": self.model, "messages": messages}
         if self.temperature is not None:
@@ -203,11 +227,11 @@ class LLMClient:
                 body.pop("response_format", None)
             wait = min(self.max_backoff, self.backoff * (2**attempt)) * (0.5 + random.random() / 2)
             try:
-                async with self._slots or contextlib.nullcontext():
+                async with held.slots or contextlib.nullcontext():
                     # Looked at again once a place is free: another request may have found
                     # the endpoint down while this one waited.
                     self._check_down()
-                    resp = await self._client.post(self.url, json=body)
+                    resp = await held.client.post(self.url, json=body)
             except httpx.TimeoutException:
                 last = f"no answer within {self.timeout:g}s"
             except httpx.TransportError as exc:
@@ -439,6 +463,8 @@ class ConversationOutcome:
     errors: list[str]
     kept: int = 0  # user turns whose earlier recording was kept, not asked for again
     asked: bool = True  # False: not begun, the endpoint having stopped answering
+    recorded: int = 0  # user turns this run recorded
+    failed: int = 0  # user turns this run tried and could not record (each keeps its error)
 
 
 class Extractor(Protocol):
@@ -455,10 +481,16 @@ class Extractor(Protocol):
         ...
 
     async def conversation(
-        self, conv: Conversation, *, redo: bool = False, on_turn: Callable[[bool], None] | None = None
+        self,
+        conv: Conversation,
+        *,
+        redo: bool = False,
+        on_turn: Callable[[bool], None] | None = None,
+        checkpoint: Callable[[int, Turn], None] | None = None,
     ) -> ConversationOutcome:
         """``conv`` with this extractor's work on its turns (``on_turn(ok)`` after each turn
-        worked on); a turn that fails keeps its error and the next turns go on."""
+        worked on, ``checkpoint(i, turn)`` with each turn it recorded, as soon as it is); a
+        turn that fails keeps its error and the next turns go on."""
         ...
 
 
@@ -483,10 +515,21 @@ class LLMExtractor:
         return self.client.down
 
     async def conversation(
-        self, conv: Conversation, *, redo: bool = False, on_turn: Callable[[bool], None] | None = None
+        self,
+        conv: Conversation,
+        *,
+        redo: bool = False,
+        on_turn: Callable[[bool], None] | None = None,
+        checkpoint: Callable[[int, Turn], None] | None = None,
     ) -> ConversationOutcome:
         return await extract_conversation(
-            self.client, conv, self.ontology, redo=redo, context_turns=self.context_turns, on_turn=on_turn
+            self.client,
+            conv,
+            self.ontology,
+            redo=redo,
+            context_turns=self.context_turns,
+            on_turn=on_turn,
+            checkpoint=checkpoint,
         )
 
 
@@ -498,9 +541,10 @@ async def extract_conversation(
     redo: bool = False,
     context_turns: int = DEFAULT_CONTEXT_TURNS,
     on_turn: Callable[[bool], None] | None = None,
+    checkpoint: Callable[[int, Turn], None] | None = None,
 ) -> ConversationOutcome:
     """Extract the user turns of ``conv`` in order (``on_turn(ok)`` is called after each
-    turn sent). A turn that already has a recording (and
+    turn sent, ``checkpoint(i, turn)`` with each turn recorded). A turn that already has a recording (and
     no error) is kept as it is and not asked for again, unless ``redo``. A turn that fails
     keeps its error in the conversation (``error``) and the next turns go on."""
     turns: list[Turn] = []
@@ -509,10 +553,23 @@ async def extract_conversation(
     model_id = ""
     kept = 0
 
+    done = [0, 0]  # recorded, failed
+    # Every handle the recording already holds, later turns' included: a turn asked again
+    # (it failed, or the conversation grew before it) that saw only earlier turns' entities
+    # could give a handle a later turn had declared to someone else, and the two merged.
+    if not redo:
+        for turn in conv.turns:
+            if turn.speaker == "user" and turn.recorded is not None and turn.error is None:
+                for ent in turn.recorded.entities:
+                    known[ent.handle] = known[ent.handle].merged(ent) if ent.handle in known else ent
+
     def record(i: int, turn: Turn, proposal: Proposal | None, error: str | None = None) -> None:
         if error is not None:
             errors.append(f"conversation {conv.id!r} turn {i}: {error}")
+        done[error is not None] += 1
         turns.append(turn.model_copy(update={"recorded": proposal, "error": error}))
+        if error is None and checkpoint is not None:
+            checkpoint(i, turns[-1])
         if on_turn is not None:
             on_turn(error is None)
 
@@ -521,8 +578,6 @@ async def extract_conversation(
             turns.append(turn)
             continue
         if not redo and turn.recorded is not None and turn.error is None:
-            for ent in turn.recorded.entities:
-                known[ent.handle] = known[ent.handle].merged(ent) if ent.handle in known else ent
             turns.append(turn)
             kept += 1
             continue
@@ -557,7 +612,9 @@ async def extract_conversation(
         record(i, turn, proposal)
     recorded = conv.model_copy(update={"turns": turns, "model": model_id or conv.model or client.model})
     # Validate the whole again: a turn with statements must carry its time.
-    return ConversationOutcome(Conversation.model_validate(recorded.model_dump()), errors, kept)
+    return ConversationOutcome(
+        Conversation.model_validate(recorded.model_dump()), errors, kept, recorded=done[0], failed=done[1]
+    )
 
 
 async def extract_all(
@@ -616,12 +673,20 @@ async def extract_with(
             if getattr(extractor, "stopped", None):
                 # Not asked, not written: the next run asks it.
                 return ConversationOutcome(conv, [], asked=False)
+            journal = _Journal(folder, conv) if folder is not None else None
             try:
-                outcome = await extractor.conversation(conv, redo=redo, on_turn=turned)
+                outcome = await extractor.conversation(
+                    conv, redo=redo, on_turn=turned, checkpoint=journal.write if journal else None
+                )
             except (ExtractionError, ValidationError) as exc:
                 return ConversationOutcome(conv, [f"conversation {conv.id!r}: {exc}"])
+            finally:
+                if journal is not None:
+                    journal.close()
         if folder is not None:
             write_recording(outcome.conversation, folder)
+            if journal is not None:
+                journal.remove()
         return outcome
 
     return list(await asyncio.gather(*(one(c) for c in conversations)))
@@ -671,29 +736,79 @@ def write_atomically(path: str | Path, text: str) -> None:
         raise
 
 
+class _Journal:
+    """Each turn recorded for one conversation, appended to ``<recording>.journal`` beside the
+    recording as soon as it is answered, so that a run killed inside a long conversation (a
+    dialogue of hundreds of turns is written whole only when it is done) loses at most the
+    requests in flight. :func:`resumed` reads it; it is removed once the recording is
+    written. A line cut off by the kill is passed over."""
+
+    def __init__(self, folder: Path, conv: Conversation):
+        self.path = folder / (recording_name(conv) + ".journal")
+        self._file: Any = None
+
+    def write(self, i: int, turn: Turn) -> None:
+        if self._file is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - closed by close()
+        line = {"turn": i, **turn.model_dump(mode="json", exclude_none=True)}
+        self._file.write(json.dumps(line, ensure_ascii=False) + "\n")
+        self._file.flush()  # to the operating system: a killed process loses nothing written
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def remove(self) -> None:
+        with contextlib.suppress(OSError):
+            self.path.unlink()
+
+    def turns(self) -> dict[int, Turn]:
+        """What the journal holds, by turn position (a later line for a turn wins)."""
+        out: dict[int, Turn] = {}
+        try:
+            lines = self.path.read_text(encoding="utf-8").splitlines()
+        except OSError:
+            return out
+        for line in lines:
+            try:
+                data = json.loads(line)
+                i = int(data.pop("turn"))
+                out[i] = Turn.model_validate(data)
+            except (ValueError, TypeError, KeyError, ValidationError):
+                continue  # the last line of a killed run may be cut off
+        return out
+
+
 def resumed(conv: Conversation, folder: Path) -> Conversation:
-    """``conv`` with the recordings an earlier run left in ``folder`` for its turns: a turn
-    takes its earlier recording when that recording is of the same turn (same position,
-    speaker, text and time) and has no error, so an interrupted run, or a conversation that
-    grew, is extended rather than paid for again."""
+    """``conv`` with the recordings an earlier run left in ``folder`` for its turns (its
+    recording, then its journal): a turn takes an earlier recording when that recording is of
+    the same turn (same position, speaker, text and time) and has no error, so an interrupted
+    run, or a conversation that grew, is extended rather than paid for again."""
     path = folder / recording_name(conv)
+    earlier: dict[int, Turn] = {}
+    model = None
     try:
-        earlier = Conversation.model_validate_json(path.read_text(encoding="utf-8"))
+        whole = Conversation.model_validate_json(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return conv
-    if (earlier.namespace, earlier.id) != (conv.namespace, conv.id):
-        return conv
+        pass
+    else:
+        if (whole.namespace, whole.id) == (conv.namespace, conv.id):
+            earlier = dict(enumerate(whole.turns))
+            model = whole.model
+    earlier.update(_Journal(folder, conv).turns())
     turns = list(conv.turns)
     for i, turn in enumerate(turns):
-        if i >= len(earlier.turns):
-            break
-        old = earlier.turns[i]
+        old = earlier.get(i)
+        if old is None:
+            continue
         same = (old.speaker, old.text, old.at) == (turn.speaker, turn.text, turn.at)
         if same and turn.recorded is None and old.recorded is not None and old.error is None:
             turns[i] = turns[i].model_copy(update={"recorded": old.recorded, "error": None})
         if same and turn.keyphrases is None and old.keyphrases is not None:
             turns[i] = turns[i].model_copy(update={"keyphrases": old.keyphrases})
-    return conv.model_copy(update={"turns": turns, "model": conv.model or earlier.model})
+    return conv.model_copy(update={"turns": turns, "model": conv.model or model})
 
 
 async def extract_to(

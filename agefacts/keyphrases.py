@@ -21,6 +21,7 @@ phrase), which a property test checks across runs and hash seeds.
 from __future__ import annotations
 
 import importlib.metadata
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,6 +39,10 @@ __all__ = [
 
 DEFAULT_TOP = 5
 DEFAULT_MAX_WORDS = 3
+
+_APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'"})
+# What is left of a contraction split from its word: "'re", "'s", "n't".
+_FRAGMENT = re.compile(r"['\u2018\u2019\u02bc]\w*|n['\u2019]t", re.IGNORECASE)
 
 
 def _yake() -> Any:
@@ -82,12 +87,18 @@ class StatisticalExtractor:
         if not text.strip():
             return []
         try:
-            found = self._kw.extract_keywords(text)
+            # YAKE splits words at a typographic apostrophe ("don’t" -> "don", "’t"), making
+            # keyphrases of the fragments ("n’t coming", "’re watching"); it reads the ASCII
+            # apostrophe as part of the word. The fold keeps every offset (one character for
+            # one), and a phrase is found in the message by the grounding, which folds them too.
+            found = self._kw.extract_keywords(text.translate(_APOSTROPHES))
         except Exception as exc:  # noqa: BLE001 - the library's own failure, said as ours
             # None seen in 3,000 generated texts; if one comes, it is this message's alone.
             raise ExtractionError(f"YAKE failed on this message ({type(exc).__name__}: {exc})") from exc
         best: dict[str, float] = {}
         for phrase, s in found:
+            if any(_FRAGMENT.fullmatch(w) for w in phrase.split()):
+                continue
             span = locate(text, phrase)
             if span is None:
                 continue
@@ -103,11 +114,17 @@ class StatisticalExtractor:
         return sum(1 for t in conv.turns if t.speaker == "user" and (redo or t.keyphrases is None))
 
     async def conversation(
-        self, conv: Conversation, *, redo: bool = False, on_turn: Callable[[bool], None] | None = None
+        self,
+        conv: Conversation,
+        *,
+        redo: bool = False,
+        on_turn: Callable[[bool], None] | None = None,
+        checkpoint: Callable[[int, Turn], None] | None = None,
     ) -> ConversationOutcome:
         turns: list[Turn] = []
         errors: list[str] = []
         kept = 0
+        done = [0, 0]  # recorded, failed
         for i, turn in enumerate(conv.turns):
             if turn.speaker != "user":
                 turns.append(turn)
@@ -122,6 +139,11 @@ class StatisticalExtractor:
                     errors.append(f"conversation {conv.id!r} turn {i}: {exc}")
                     found = None
                 turns.append(turn.model_copy(update={"keyphrases": found}))
+                done[found is None] += 1
+                if found is not None and checkpoint is not None:
+                    checkpoint(i, turns[-1])
                 if on_turn is not None:
                     on_turn(found is not None)
-        return ConversationOutcome(conv.model_copy(update={"turns": turns}), errors, kept)
+        return ConversationOutcome(
+            conv.model_copy(update={"turns": turns}), errors, kept, recorded=done[0], failed=done[1]
+        )

@@ -11,6 +11,7 @@ import math
 import pytest
 
 from agefacts.db import Database
+from agefacts.inputs import read_conversations
 from agefacts.keyphrases import StatisticalExtractor
 from agefacts.load import Loader
 from agefacts.models import Conversation
@@ -146,7 +147,12 @@ def test_the_readmes_statistical_example_runs_offline_from_extract_to_ask(cli_en
     files = sorted(str(p) for p in EXAMPLES.glob("*.json"))
     env_url = "http://127.0.0.1:9/v1"  # nothing listens there: the statistical run must not ask
     assert main(["extract", "--extractor", "statistical", *files, "--out", str(out), "--llm-url", env_url]) == 0
-    assert "25 conversation(s)" in capsys.readouterr().out
+    users = sum(1 for _, c in read_conversations([EXAMPLES]) for t in c.turns if t.speaker == "user")
+    said = capsys.readouterr().out
+    # Counted as keyphrased: it said "0 user turn(s) recorded ... 13 not asked" on turns
+    # without a model's recording, and "-1 user turn(s) recorded" on a rerun.
+    assert f"25 conversation(s) into {out}: {users} user turn(s) recorded, 0 failed, 0 kept" in said, said
+    assert "not asked" not in said
     assert main(["load", str(out)]) == 0
     assert "keyphrases" in capsys.readouterr().out
     assert main(["ask", "What did I say about the dentist?", "--namespace", "ann"]) == 0
@@ -161,5 +167,6 @@ def test_the_readmes_statistical_example_runs_offline_from_extract_to_ask(cli_en
     assert "(about dentist)" in recall.context
     # A second run keeps what the first recorded; --top 0 is a usage error.
     assert main(["extract", "--extractor", "statistical", *files, "--out", str(out)]) == 0
-    assert "0 user turn(s) recorded" in capsys.readouterr().out
+    said = capsys.readouterr().out
+    assert f": 0 user turn(s) recorded, 0 failed, {users} kept" in said and "not asked" not in said, said
     assert main(["extract", "--extractor", "statistical", files[0], "--out", str(out), "--top", "0"]) == 2

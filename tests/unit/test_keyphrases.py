@@ -198,3 +198,42 @@ def test_a_message_the_library_fails_on_is_that_turns_error_and_the_others_go_on
     ]
     assert [t.keyphrases for t in out.conversation.turns][0] is None  # tried again next run
     assert [k.mention for k in out.conversation.turns[1].keyphrases or []] == ["bread"]
+
+
+def test_contractions_with_a_typographic_apostrophe_leave_no_fragment_keyphrases():
+    """YAKE split "don’t" at the curly apostrophe: "n’t", "’re" and "’re watching" were 2.9%
+    of the keyphrases of a dialogue corpus (none with straight apostrophes)."""
+    x = StatisticalExtractor()
+    for curly in (
+        "I don’t think they’re watching the game tonight, we’re busy.",
+        "Caroline isn’t coming; she’s at the LGBTQ support group’s meeting.",
+        "You’ve got to see it, it’s wonderful and I’ll bring snacks.",
+    ):
+        straight = curly.replace("’", "'")
+        got = [k.mention for k in x.keyphrases(curly)]
+        assert got, curly
+        assert not [m for m in got if m.startswith("’") or "n’t" in m or " ’" in m], got
+        # The same phrases as with straight apostrophes, each the message's own text.
+        assert [m.replace("’", "'") for m in got] == [k.mention for k in x.keyphrases(straight)]
+        assert all(m in curly for m in got)
+
+
+def test_extract_counts_the_turns_the_statistical_extractor_keyphrased(tmp_path, capsys):
+    """On turns without a model's recording it printed "0 user turn(s) recorded ... 3 not
+    asked" though all had keyphrases, and "-3 user turn(s) recorded" on a rerun."""
+    from agefacts.cli import main
+    from agefacts.models import Conversation
+
+    turns = [
+        {"speaker": "user", "text": f"I baked sourdough bread number {i} today.", "at": f"2024-01-0{i + 1}T10:00:00Z"}
+        for i in range(3)
+    ]
+    src = tmp_path / "c.json"
+    src.write_text(Conversation.model_validate({"id": "c", "namespace": "n", "turns": turns}).model_dump_json())
+    out = tmp_path / "out"
+    assert main(["extract", "--extractor", "statistical", str(src), "--out", str(out)]) == 0
+    said = capsys.readouterr().out
+    assert ": 3 user turn(s) recorded, 0 failed, 0 kept" in said and "not asked" not in said, said
+    assert main(["extract", "--extractor", "statistical", str(src), "--out", str(out)]) == 0
+    said = capsys.readouterr().out
+    assert ": 0 user turn(s) recorded, 0 failed, 3 kept" in said and "not asked" not in said, said
