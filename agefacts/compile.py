@@ -241,7 +241,6 @@ def plan(conv: Conversation, result: ConversationResult, ontology: Ontology) -> 
         p.entities.append((label, k))
 
     # Statements.
-    evidence_count = 0
     for fact in result.statements:
         sl, sk = handle_of[fact.subject]
         ok = handle_of[fact.object][1] if fact.object is not None else None
@@ -284,7 +283,6 @@ def plan(conv: Conversation, result: ConversationResult, ontology: Ontology) -> 
             ol, okey = handle_of[fact.object]
             add_edge("ABOUT", "Statement", stk, ol, okey, {})
         for ev in fact.evidence:
-            evidence_count += 1
             add_edge(
                 "EVIDENCED_BY",
                 "Statement",
@@ -331,10 +329,13 @@ def plan(conv: Conversation, result: ConversationResult, ontology: Ontology) -> 
     p.entities = sorted(set(p.entities), key=lambda t: t[1])
     p.statements = sorted(set(p.statements))
     p.groups = sorted(set(p.groups), key=lambda g: (g[1], g[2]))
+    # What is written, by distinct key (two claims of one statement are one statement; two on
+    # one place are one evidence edge), and how many claims the turns admitted.
     p.counts = {
         "entities": len(by_key),
         "statements": len(p.statements),
-        "evidence": evidence_count,
+        "evidence": sum(1 for e in p.edges if e.label == "EVIDENCED_BY"),
+        "claims": result.claims,
         "rejected": len(result.rejected),
         "followups": len(p.followups),
         "keyphrases": len(result.keyphrases),

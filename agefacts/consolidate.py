@@ -3,7 +3,8 @@
 - Entities union by handle: a later turn fills in a name and resolution (a placeholder such as
   "my husband" named in a later turn stays one entity) and adds attributes. The first mention
   is kept as ``mention``.
-- Statements dedupe by content; the evidence of every turn that said it is kept, in order.
+- Statements dedupe by content; the evidence of every turn that said it is kept, in order, one
+  piece per place (:func:`agefacts.derive.one_per_place`).
 - Follow-ups dedupe by gap, keep the strongest priority, and are dropped once the gap is
   filled (the entity gained the name or attribute the gap asked for).
 - Rejections are kept as they are: they are the record of what the model got wrong.
@@ -14,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from .derive import one_per_place
 from .models import USER, Conversation, ConversationResult, Entity, Fact, Followup, TurnResult
 from .ontology import Ontology
 
@@ -43,7 +45,9 @@ def consolidate(conversation: str, namespace: str, turns: Iterable[TurnResult]) 
     rejected = []
     mentions: dict[str, list[str]] = {}
     keyphrases = []
+    claims = 0
     for tr in sorted(turns, key=lambda t: t.turn):
+        claims += len(tr.statements)
         keyphrases.extend(tr.keyphrases)
         for ent in tr.entities:
             if ent.mention and ent.mention not in mentions.setdefault(ent.handle, []):
@@ -54,9 +58,7 @@ def consolidate(conversation: str, namespace: str, turns: Iterable[TurnResult]) 
             if key in facts:
                 old = facts[key]
                 conf = [c for c in (old.confidence, fact.confidence) if c is not None]
-                evidence = tuple(
-                    sorted(set(old.evidence) | set(fact.evidence), key=lambda e: (e.turn, e.char_start, e.char_end))
-                )
+                evidence = one_per_place(old.evidence + fact.evidence)
                 facts[key] = old.model_copy(update={"evidence": evidence, "confidence": max(conf) if conf else None})
             else:
                 facts[key] = fact
@@ -75,6 +77,7 @@ def consolidate(conversation: str, namespace: str, turns: Iterable[TurnResult]) 
         rejected=rejected,
         mentions={h: m for h, m in sorted(mentions.items()) if h in entities},
         keyphrases=keyphrases,
+        claims=claims,
     )
 
 

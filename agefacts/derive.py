@@ -15,6 +15,7 @@ differential property test holds the two equal on generated groups.
   earliest evidence (by ``at``, then key) that has them.
 - Supersession, for the statements about one subject with one single-valued predicate: see
   :func:`supersede`.
+- Evidence: one piece per place a statement was read, see :func:`one_per_place`.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .keys import supersedes_key
+from .models import Evidence
 
 __all__ = [
     "ENTITY_DERIVED",
@@ -36,6 +38,7 @@ __all__ = [
     "Succession",
     "entity_props",
     "inputs_of",
+    "one_per_place",
     "statement_props",
     "supersede",
     "supersession_key",
@@ -95,6 +98,30 @@ def statement_props(evidence: Sequence[Mapping[str, Any]]) -> dict[str, Any] | N
     for f in STATEMENT_DERIVED[2:]:
         out[f] = next((e[f] for e in first if e.get(f) is not None), None)
     return out
+
+
+_TIERS = ("exact", "whitespace", "typography")  # best first
+
+
+def one_per_place(evidence: Iterable[Evidence]) -> tuple[Evidence, ...]:
+    """The evidence of one statement, one per place it was read (turn and span), in order.
+
+    Two claims of one statement on one place (a model that quoted "huge fan" at 0.73 and
+    "huge  fan" at 0.6 in one reply) are one piece of evidence with the highest confidence
+    either gave and the best tier either was found by (exact, then whitespace, then
+    typography): whichever came first. Kept as two, they were one edge whose properties
+    depended on set order, so one input loaded into two graphs gave two digests."""
+    places: dict[tuple[int, int, int], Evidence] = {}
+    for ev in evidence:
+        place = (ev.turn, ev.char_start, ev.char_end)
+        old = places.get(place)
+        if old is None:
+            places[place] = ev
+            continue
+        confidences = [c for c in (old.confidence, ev.confidence) if c is not None]
+        best = min(old, ev, key=lambda e: _TIERS.index(e.match))
+        places[place] = best.model_copy(update={"confidence": max(confidences) if confidences else None})
+    return tuple(places[p] for p in sorted(places))
 
 
 def value_ident(value: Any) -> str:

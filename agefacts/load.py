@@ -33,6 +33,7 @@ from .errors import AgeFactsError, DatabaseError, InputError, QueryError
 from .inputs import input_size, read_conversations
 from .keys import conversation_key, user_key
 from .models import Conversation
+from .names import CORE_VERTEX_LABELS
 from .ontology import Ontology
 
 __all__ = [
@@ -59,6 +60,9 @@ class Outcome:
     status: str  # loaded | skipped | failed
     reason: str | None = None
     counts: dict[str, Any] = field(default_factory=dict)
+    # The keys written, by kind (entities, statements, evidence): a run's totals count each
+    # once, as the graph holds it, however many conversations wrote it.
+    written: dict[str, frozenset[str]] = field(default_factory=dict, repr=False)
 
 
 @dataclass
@@ -73,11 +77,16 @@ class Summary:
         return [o for o in self.outcomes if o.status == "failed"]
 
     def totals(self) -> dict[str, int]:
-        out = {"entities": 0, "statements": 0, "evidence": 0, "rejected": 0, "followups": 0, "keyphrases": 0}
-        for o in self.outcomes:
-            if o.status == "loaded":
-                for k in out:
-                    out[k] += o.counts.get(k, 0)
+        """What the run wrote: entities, statements and evidence by distinct key (what the
+        graph holds of them), the rest summed; ``claims`` is how many claims were admitted,
+        ``repeated`` how many of them said a statement another claim of the run said too."""
+        loaded = [o for o in self.outcomes if o.status == "loaded"]
+        out = {}
+        for kind in ("entities", "statements", "evidence"):
+            out[kind] = len(frozenset().union(*(o.written.get(kind, frozenset()) for o in loaded)))
+        for kind in ("claims", "rejected", "followups", "keyphrases"):
+            out[kind] = sum(o.counts.get(kind, 0) for o in loaded)
+        out["repeated"] = max(0, out["claims"] - out["statements"])
         return out
 
     def to_json(self) -> dict[str, Any]:
@@ -94,8 +103,9 @@ class Summary:
         lines = [
             f"conversations: {self.count('loaded')} loaded, {self.count('skipped')} skipped (unchanged), "
             f"{self.count('failed')} failed",
-            f"written: {t['entities']} entities, {t['statements']} statements, {t['evidence']} evidence, "
-            f"{t['rejected']} rejected claims, {t['followups']} follow-ups"
+            f"written: {t['entities']} entities, {t['statements']} statements"
+            + (f" ({t['repeated']} claims said a statement again)" if t["repeated"] else "")
+            + f", {t['evidence']} evidence, {t['rejected']} rejected claims, {t['followups']} follow-ups"
             + (f", {t['keyphrases']} keyphrases" if t["keyphrases"] else ""),
         ]
         # A reason shared by many conversations (the connection was lost) is said once.
@@ -155,7 +165,13 @@ class Prepared:
         return self.prior is not None and self.prior != self.content_hash
 
     def outcome(self) -> Outcome:
-        return Outcome(self.source, self.conv.id, self.conv.namespace, "loaded", counts=dict(self.plan.counts))
+        p = self.plan
+        written = {
+            "entities": frozenset(v.k for v in p.vertices if v.label not in CORE_VERTEX_LABELS),
+            "statements": frozenset(p.statements),
+            "evidence": frozenset(e.k for e in p.edges if e.label == "EVIDENCED_BY"),
+        }
+        return Outcome(self.source, self.conv.id, self.conv.namespace, "loaded", counts=dict(p.counts), written=written)
 
 
 @dataclass(frozen=True)
@@ -659,7 +675,7 @@ def setup(
     objects and the graph (made by connecting), every label the ontology can write with its
     key index, then the grants each ``app`` role needs to load and each ``reader`` role needs
     to read. Returns the grants run and those this role could not give."""
-    from .names import CORE_EDGE_LABELS, CORE_VERTEX_LABELS
+    from .names import CORE_EDGE_LABELS
 
     db.ensure_labels(vertex=sorted(CORE_VERTEX_LABELS | set(ontology.entity_types)), edge=sorted(CORE_EDGE_LABELS))
     done: list[str] = []

@@ -374,6 +374,8 @@ class ConversationResult(Model):
     mentions: dict[str, list[str]] = Field(default_factory=dict)
     """Every way each handle was mentioned, across turns."""
     keyphrases: list[KeyphraseHit] = Field(default_factory=list)
+    claims: int = 0
+    """How many claims its turns admitted: more than its statements when one was said twice."""
 
     @field_validator("entities")
     @classmethod

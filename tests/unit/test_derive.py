@@ -4,6 +4,7 @@ same rules held equal to them on generated groups (on the engine)."""
 from __future__ import annotations
 
 from hypothesis import given
+from hypothesis import strategies as st
 
 from agefacts.derive import Member, entity_props, statement_props, supersede, supersession_key
 
@@ -79,3 +80,19 @@ def test_a_whole_float_is_the_same_value_as_its_integer_and_nothing_else_is():
     assert value_ident(0) == value_ident(0.0) == value_ident(-0.0)
     assert value_ident(7) == value_ident(7.0)
     assert len({value_ident(v) for v in (1, 1.5, True, "1", None, [1], {"a": 1})}) == 7
+
+
+@given(st.permutations(range(4)))
+def test_evidence_on_one_place_is_one_piece_whatever_the_order(order):
+    from agefacts.derive import one_per_place
+    from agefacts.models import Evidence
+
+    def ev(turn, start, conf, tier):
+        return Evidence(
+            turn=turn, quote="x", char_start=start, char_end=start + 1, byte_start=start, byte_end=start + 1,
+            match=tier, at="2024-01-01T00:00:00Z", confidence=conf,
+        )  # fmt: skip
+
+    items = [ev(0, 0, 0.6, "whitespace"), ev(0, 0, 0.73, "typography"), ev(0, 0, None, "exact"), ev(1, 0, 0.5, "exact")]
+    merged = one_per_place([items[i] for i in order])
+    assert [(e.turn, e.confidence, e.match) for e in merged] == [(0, 0.73, "exact"), (1, 0.5, "exact")]
