@@ -99,7 +99,9 @@ def build_server(
         """Add messages to a conversation of the memory (each {"role": "user" or "assistant",
         "content": text, "at": optional ISO-8601 time}; system and tool messages are passed
         over); facts are extracted from the user's messages and loaded, with the words they
-        came from."""
+        came from. `status` is loaded, skipped (nothing new), or pending: the messages are kept
+        but the model could not read some of them yet (`errors` say why; the next remember
+        asks again), so what they say is not in memory."""
         ns = scope(namespace)
         added = await run(lambda m: m.add(messages, namespace=ns, conversation=conversation))
         result: dict[str, Any] = added

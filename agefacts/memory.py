@@ -213,10 +213,11 @@ class TopicMessage:
 
 @dataclass(frozen=True)
 class Added:
-    """What :meth:`Memory.add` did with one conversation: ``status`` is ``loaded`` or
-    ``skipped`` (nothing new); the user turns sent to the model, those that failed (each
-    keeps its error in the conversation, and the next ``add`` asks again), and what the load
-    wrote."""
+    """What :meth:`Memory.add` did with one conversation: ``status`` is ``loaded`` (what was
+    said is in memory), ``skipped`` (nothing new), or ``pending`` (the messages are kept but
+    some user turns could not be extracted, so what they say is not known yet: ``failed``
+    counts them, ``errors`` say why, and the next ``add`` asks again); the user turns sent to
+    the model, and what the load wrote."""
 
     namespace: str
     conversation: str
@@ -286,11 +287,15 @@ def extended(
     namespace: str | None,
     conversation: str | None,
     title: str | None = None,
+    raced: int | None = None,
 ) -> Conversation:
     """The conversation to load after an ``add``: the stored one with the new messages after
     its turns. Messages that repeat the stored turns from the start (an assistant that sends
     its whole history each time) are the history, not new messages; a stored turn's recorded
-    extraction is kept, so it is not paid for again."""
+    extraction is kept, so it is not paid for again. ``raced``: this add was built before on
+    a version of ``raced`` turns, and another add landed first; a new message that another
+    add appended since (the same message sent by several processes at once) is not added
+    twice."""
     now = normalise_instant(dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat())
     if isinstance(new, Conversation):
         if namespace is not None and namespace != new.namespace:
@@ -317,6 +322,8 @@ def extended(
                 b = b.model_copy(update={"recorded": a.recorded, "error": a.error, "at": b.at or a.at})
             turns.append(b)
     else:
+        if raced is not None:
+            incoming = _not_raced(old[raced:], incoming)
         turns = old + incoming
     if not isinstance(new, Conversation):
         # A new message without a time was sent now.
@@ -332,6 +339,18 @@ def extended(
         raise InputError(
             f"conversation {fields['id']!r} of namespace {fields['namespace']!r}: {describe(exc)}"
         ) from None
+
+
+def _not_raced(landed: Sequence[Turn], incoming: Sequence[Turn]) -> list[Turn]:
+    """The incoming messages less those another add appended (in order) while this one was
+    being built."""
+    out, j = [], 0
+    for t in incoming:
+        if j < len(landed) and _same(landed[j], t):
+            j += 1
+            continue
+        out.append(t)
+    return out
 
 
 def _stored(db: Database, namespace: str | None, conversation: str | None) -> tuple[Conversation | None, str | None]:
@@ -371,7 +390,24 @@ def _load(loader: Loader, conv: Conversation, extracted: int, errors: list[str],
     if out.status == "failed":
         raise AgeFactsError(f"conversation {conv.id!r} of namespace {conv.namespace!r} was not loaded: {out.reason}")
     user_turns = sum(1 for t in conv.turns if t.speaker == "user")
-    return Added(conv.namespace, conv.id, out.status, user_turns, extracted, len(errors), tuple(errors), out.counts)
+    # The messages are kept either way; what a failed turn says is not known until the next
+    # add asks again, and a caller reading "loaded" would take it as understood.
+    status = "pending" if errors else out.status
+    return Added(conv.namespace, conv.id, status, user_turns, extracted, len(errors), tuple(errors), out.counts)
+
+
+def _ids(conversations: Iterable[str] | str | None) -> list[str] | None:
+    """Conversation ids as a list: one string is one id (iterating it gave its letters, so
+    forget("ns", "ab") forgot conversations "a" and "b")."""
+    if conversations is None:
+        return None
+    if isinstance(conversations, str):
+        return [conversations]
+    ids = list(conversations)
+    bad = [c for c in ids if not isinstance(c, str)]
+    if bad:
+        raise UsageError(f"conversation ids are text; got {bad[0]!r}")
+    return ids
 
 
 def _kept_changing(ns: str | None, cid: str | None) -> AgeFactsError:
@@ -583,9 +619,11 @@ class Memory:
         # Built on the version read; when another writer loads one first, built again on that.
         paid: dict[str, Turn] = {}
         asked = 0
+        raced: int | None = None
         for _ in range(_ADD_TRIES):
             stored, based_on = _stored(self.db, ns, cid)
-            conv = _paid(extended(stored, messages, namespace, conversation, title), paid)
+            conv = _paid(extended(stored, messages, namespace, conversation, title, raced), paid)
+            raced = len(stored.turns) if stored is not None else 0
             conv, n, errors = asyncio.run(_extract(self.llm, conv, self.ontology, self.context_turns))
             _remember_paid(conv, paid)
             asked += n
@@ -663,16 +701,16 @@ class Memory:
         )
         return _load(Loader(self.db, self.ontology, via=self.via), conv, 0, [], None)
 
-    def forget(self, namespace: str, conversations: Iterable[str] | None = None) -> list[str]:
+    def forget(self, namespace: str, conversations: Iterable[str] | str | None = None) -> list[str]:
         """Remove what the namespace's conversations (those named, or all) wrote; returns
         the ids forgotten."""
         loader = Loader(self.db, self.ontology, via=self.via)
-        return loader.forget(namespace, list(conversations) if conversations is not None else None)
+        return loader.forget(namespace, _ids(conversations))
 
-    def export(self, namespace: str, conversations: Iterable[str] | None = None) -> list[Conversation]:
+    def export(self, namespace: str, conversations: Iterable[str] | str | None = None) -> list[Conversation]:
         """The namespace's conversations as loaded, with their recordings: loading them into
         an empty graph gives the same graph."""
-        return ledger.export(self.db, namespace, list(conversations) if conversations is not None else None)
+        return ledger.export(self.db, namespace, _ids(conversations))
 
 
 class AsyncMemory:
@@ -753,13 +791,15 @@ class AsyncMemory:
         cid = messages.id if isinstance(messages, Conversation) else conversation
         paid: dict[str, Turn] = {}
         asked = 0
+        raced: int | None = None
         for _ in range(_ADD_TRIES):
             # The writer's one connection serves one add at a time; the model is asked outside
             # the lock, so adds to different conversations wait for it side by side (and one
             # that another add overtook is built again on what that add loaded).
             async with self._writing:
                 stored, based_on = await asyncio.to_thread(_stored, db, ns, cid)
-            conv = _paid(extended(stored, messages, namespace, conversation, title), paid)
+            conv = _paid(extended(stored, messages, namespace, conversation, title, raced), paid)
+            raced = len(stored.turns) if stored is not None else 0
             conv, n, errors = await _extract(self.llm, conv, self.ontology, self.context_turns)
             _remember_paid(conv, paid)
             asked += n
@@ -851,16 +891,16 @@ class AsyncMemory:
         async with self._writing:
             return await asyncio.to_thread(work)
 
-    async def forget(self, namespace: str, conversations: Iterable[str] | None = None) -> list[str]:
+    async def forget(self, namespace: str, conversations: Iterable[str] | str | None = None) -> list[str]:
         """See :meth:`Memory.forget`."""
         _, loader = self._writer()
-        wanted = list(conversations) if conversations is not None else None
+        wanted = _ids(conversations)
         async with self._writing:
             return await asyncio.to_thread(loader.forget, namespace, wanted)
 
-    async def export(self, namespace: str, conversations: Iterable[str] | None = None) -> list[Conversation]:
+    async def export(self, namespace: str, conversations: Iterable[str] | str | None = None) -> list[Conversation]:
         """See :meth:`Memory.export`."""
         db, _ = self._writer()
-        wanted = list(conversations) if conversations is not None else None
+        wanted = _ids(conversations)
         async with self._writing:
             return await asyncio.to_thread(ledger.export, db, namespace, wanted)
