@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .db import AsyncDatabase, Database, Table, check_label
-from .errors import QueryError
+from .errors import QueryError, UsageError, need_text
 from .keys import message_key
 from .names import is_entity_label
 from .ontology import Ontology
@@ -422,6 +422,8 @@ def time_text(value: TimeArg) -> str | None:
     """A time argument as the ISO-8601 text the graph stores and compares."""
     if value is None or isinstance(value, str):
         return value
+    if not isinstance(value, datetime.date):
+        raise UsageError(f"a time is ISO-8601 text, a date or a datetime, not {value!r}")
     if isinstance(value, datetime.datetime):
         if value.tzinfo is None:
             value = value.replace(tzinfo=datetime.UTC)
@@ -512,6 +514,7 @@ def facts(
     to now; text, ``date`` or ``datetime``), one row per statement with its earliest quote.
     When the entity is found in more than one namespace, give a ``namespace`` or
     ``all_namespaces=True``."""
+    _check_entity(entity, namespace)
     if entity.startswith("ent:"):
         # A key names one entity, in one namespace: when it has facts, they are the answer,
         # and looking the entity up first would only cost a round trip (a quarter of the
@@ -522,6 +525,11 @@ def facts(
         keys = _entity_keys(db, entity, namespace, all_namespaces)
         return table if keys == [entity] else facts_of_keys(db, keys, valid_at, known_at)
     return facts_of_keys(db, _entity_keys(db, entity, namespace, all_namespaces), valid_at, known_at)
+
+
+def _check_entity(entity: object, namespace: object) -> None:
+    need_text(entity, "the entity (a key, a name or a mention; 'user' is the owner)")
+    need_text(namespace, "the namespace", optional=True)
 
 
 def _answers_key(table: Table, key: str, namespace: str | None) -> bool:
@@ -535,9 +543,15 @@ def _answers_key(table: Table, key: str, namespace: str | None) -> bool:
 def facts_of_keys(db: Database, keys: Sequence[str], valid_at: TimeArg = None, known_at: TimeArg = None) -> Table:
     """The facts about entities already found (by key), as :func:`facts` gives them."""
     valid, known = as_of(valid_at, known_at)
-    return _facts_table(
-        [(k, run_named(db, "fact_statements", {"entity": k, "known_at": known}).dicts()) for k in keys], valid
-    )
+    read = []
+    for k in keys:
+        rows = run_named(db, "fact_statements", {"entity": k, "known_at": known}).dicts()
+        for subject, predicate in _groups(rows, k):
+            rows += run_named(
+                db, "group_statements", {"subject": subject, "predicate": predicate, "known_at": known}
+            ).dicts()
+        read.append((k, rows))
+    return _facts_table(read, valid)
 
 
 async def facts_async(
@@ -550,6 +564,7 @@ async def facts_async(
     known_at: TimeArg = None,
 ) -> Table:
     """:func:`facts` on an asynchronous connection."""
+    _check_entity(entity, namespace)
     if entity.startswith("ent:"):
         table = await facts_of_keys_async(db, [entity], valid_at, known_at)
         if _answers_key(table, entity, namespace):
@@ -565,8 +580,20 @@ async def facts_of_keys_async(
 ) -> Table:
     """:func:`facts_of_keys` on an asynchronous connection."""
     valid, known = as_of(valid_at, known_at)
-    read = [(k, (await run_named_async(db, "fact_statements", {"entity": k, "known_at": known})).dicts()) for k in keys]
+    read = []
+    for k in keys:
+        rows = (await run_named_async(db, "fact_statements", {"entity": k, "known_at": known})).dicts()
+        for subject, predicate in _groups(rows, k):
+            params = {"subject": subject, "predicate": predicate, "known_at": known}
+            rows += (await run_named_async(db, "group_statements", params)).dicts()
+        read.append((k, rows))
     return _facts_table(read, valid)
+
+
+def _groups(rows: list[dict[str, Any]], key: str) -> list[tuple[str, str]]:
+    """The single-valued groups ``key`` is a value of (as object), whose other values can end
+    its facts and are read besides."""
+    return sorted({(r["subject_key"], r["predicate"]) for r in rows if r["single_valued"] and r["object_key"] == key})
 
 
 def _facts_table(read: Sequence[tuple[str | None, list[dict[str, Any]]]], valid_at: str) -> Table:
@@ -604,6 +631,7 @@ def history(
 ) -> Table:
     """One entity's values for one predicate over time; with ``ontology``, a predicate it
     does not know is an error that names the nearest ones it does."""
+    _check_entity(entity, namespace)
     _check_history(predicate, ontology)
     tables = [
         run_named(db, "history", {"entity": k, "predicate": predicate})
@@ -622,6 +650,7 @@ async def history_async(
     ontology: Ontology | None = None,
 ) -> Table:
     """:func:`history` on an asynchronous connection."""
+    _check_entity(entity, namespace)
     _check_history(predicate, ontology)
     keys = _keys_found(await find_entities_async(db, entity, namespace), entity, namespace, all_namespaces)
     tables = [await run_named_async(db, "history", {"entity": k, "predicate": predicate}) for k in keys]
@@ -629,6 +658,7 @@ async def history_async(
 
 
 def _check_history(predicate: str, ontology: Ontology | None) -> None:
+    need_text(predicate, "the predicate")
     if ontology is not None and ontology.predicate(predicate) is None:
         import difflib
 

@@ -251,6 +251,7 @@ def test_every_shipped_query_states_its_parameters_and_columns_and_returns_them(
         "entity_names": {"namespace": "ann"},
         "fact_statements": {"entity": nina, "known_at": when["known_at"]},
         "graph_edges": {},
+        "group_statements": {"subject": nina, "predicate": "lives_in", "known_at": when["known_at"]},
         "graph_vertices": {},
         "history": {"entity": nina, "predicate": "lives_in"},
         "message_statements": {"conversation": "ann-01", "ordinal": 0, "namespace": "ann"},

@@ -70,6 +70,14 @@ def test_an_end_said_without_its_start_is_one_fact_with_the_start_said_before(db
     assert rows(db, "works_at", valid_at="2025-12-01") == []
     # As known before the end was said, St. Luke's was current with no end.
     assert rows(db, "works_at", valid_at="2025-12-01", known_at="2025-07-01") == [("St. Luke's", "2025-06", None)]
+
+    # Read from the employer's side, the same: Northwind's job ends where St. Luke's begins.
+    def employer(name: str, at: str) -> list:
+        return [(r["object"], r["valid_until"]) for r in facts(db, name, namespace="eve", valid_at=at).dicts()]
+
+    assert employer("Northwind Hospital", "2025-03-01") == [("Northwind Hospital", "2025-06")]
+    assert employer("Northwind Hospital", "2025-08-01") == []
+    assert employer("St. Luke's", "2025-12-01") == []
     # The graph keeps every statement as said.
     assert len(history(db, "user", "works_at", namespace="eve").rows) == 3
 
