@@ -353,7 +353,8 @@ def run_bench(
         return db
 
     def load(db: Database, items: list[Conversation], **kw: Any) -> None:
-        outs = list(Loader(db, ontology, **kw).load_many((c.id, c) for c in items))
+        # As `agefacts load` does: the process only loads, so the interpreter is tuned for it.
+        outs = list(Loader(db, ontology, tune_interpreter=True, **kw).load_many((c.id, c) for c in items))
         bad = [o for o in outs if o.status == "failed"]
         if bad:
             raise RuntimeError(f"benchmark load failed: {bad[0].reason}")

@@ -296,7 +296,7 @@ def _cmd_ask(args: argparse.Namespace) -> int:
         return _EXIT_OK
     ns = ["namespace"] if args.namespace is None else []
     if answer.entities:
-        _print("Linked: " + ", ".join(f"{e.name or e.key} ({e.surface!r})" for e in answer.entities))
+        _print("Linked: " + answer.linked())
         cols = [*ns, *_FACT_COLUMNS, "quote", "conversation", "message"]
         _print(output.render(cols, [[f[c] for c in cols] for f in answer.facts], "table"))
         for r in answer.rejected:
@@ -594,6 +594,7 @@ def _cmd_load(args: argparse.Namespace) -> int:
                 progress=progress,
                 stop=asked.is_set,
                 batch_statements=args.batch_statements,
+                tune_interpreter=True,  # this process only loads
             )
     except LoadInterrupted as stop:
         if progress:

@@ -308,14 +308,16 @@ def _interpreter_tuned() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _worker() -> Iterator[Any]:
+def _worker(tuned: bool) -> Iterator[Any]:
     """One worker thread that prepares the next batch while the current one is written, with
-    the interpreter tuned for loading (:func:`_interpreter_tuned`) while it runs."""
+    the interpreter tuned for loading (:func:`_interpreter_tuned`) while it runs when
+    ``tuned``: the settings are the whole process's, so a library leaves them alone unless its
+    caller asks (the command line does)."""
     from concurrent.futures import ThreadPoolExecutor
 
     pool = ThreadPoolExecutor(max_workers=1)
     finished = False
-    with _interpreter_tuned():
+    with _interpreter_tuned() if tuned else contextlib.nullcontext():
         try:
             yield pool
             finished = True
@@ -353,6 +355,7 @@ class Loader:
         batch_statements: int = 5000,
         batch_conversations: int = 1000,
         retries: int = 5,
+        tune_interpreter: bool = False,
     ):
         if via not in VIA:
             raise ValueError(f"via must be one of {VIA}, not {via!r}")
@@ -364,6 +367,9 @@ class Loader:
         self.via = via
         self.batch_statements = batch_statements
         self.batch_conversations = batch_conversations
+        # Process-wide settings (the thread switch interval, the garbage collector's threshold)
+        # changed while loads run: for a process that loads and does little else.
+        self.tune_interpreter = tune_interpreter
         self.retries = retries
         self._writer: Any = None
         # Why no more can be loaded in this run, once that is so: the connection is gone for
@@ -400,7 +406,7 @@ class Loader:
         with ``KeyboardInterrupt``."""
         run_seen: set[tuple[str, str]] = set()
         previous = None
-        with _worker() as pool:
+        with _worker(self.tune_interpreter) as pool:
             for batch, pending in self._batches(items):
                 if stop is not None and stop():
                     break
@@ -697,14 +703,18 @@ def load_paths(
     progress: Callable[[int, str], None] | None = None,
     stop: Callable[[], bool] | None = None,
     batch_statements: int = 5000,
+    tune_interpreter: bool = False,
 ) -> Summary:
-    """Load every conversation found under ``paths``; see :class:`Loader`. On the embedded
-    engine, a load its data folder has no room for is refused first (:func:`agefacts.engine.check_room`)."""
+    """Load every conversation found under ``paths``; see :class:`Loader` (and its
+    ``tune_interpreter``). On the embedded engine, a load its data folder has no room for is
+    refused first (:func:`agefacts.engine.check_room`)."""
     from .engine import check_room
 
     paths = list(paths)
     check_room(db.dsn, input_size(paths))
-    loader = Loader(db, ontology, force=force, via=via, batch_statements=batch_statements)
+    loader = Loader(
+        db, ontology, force=force, via=via, batch_statements=batch_statements, tune_interpreter=tune_interpreter
+    )
     summary = Summary()
 
     def items() -> Iterator[tuple[str, Conversation | InputError]]:

@@ -21,7 +21,7 @@ from pydantic import ValidationError
 
 from . import ledger
 from .db import DEFAULT_GRAPH, AsyncDatabase, Database, resolve_dsn
-from .errors import AgeFactsError, ExtractionError, InputError, QueryError, UsageError
+from .errors import AgeFactsError, ExtractionError, InputError, QueryError, UsageError, need_text
 from .extract import DEFAULT_CONTEXT_TURNS, LLMClient, extract_conversation, pending_turns
 from .load import ConversationMoved, Loader
 from .models import Conversation, Turn, describe
@@ -570,8 +570,10 @@ class Memory:
     ``history`` what is known, ``forget`` and ``export`` a namespace's conversations.
 
     ``dsn`` is a PostgreSQL with AGE (default: ``$AGEFACTS_DSN``, then the embedded engine,
-    started if needed); ``llm`` extracts the user turns that have no recording. Use it as a
-    context manager, or call :meth:`close`."""
+    started if needed); ``llm`` extracts the user turns that have no recording;
+    ``tune_interpreter`` lets a load change the process's thread switch interval and garbage
+    collector threshold while it runs (faster for a process that only loads; off, a memory
+    leaves its host's interpreter alone). Use it as a context manager, or call :meth:`close`."""
 
     def __init__(
         self,
@@ -582,12 +584,17 @@ class Memory:
         llm: LLMClient | None = None,
         via: str = "bulk",
         context_turns: int = DEFAULT_CONTEXT_TURNS,
+        tune_interpreter: bool = False,
     ):
         self.ontology = ontology or default_ontology()
         self.llm = llm
         self.context_turns = context_turns
         self.via = via
+        self.tune_interpreter = tune_interpreter
         self.db = Database(resolve_dsn(dsn), graph).connect()
+
+    def _loader(self) -> Loader:
+        return Loader(self.db, self.ontology, via=self.via, tune_interpreter=self.tune_interpreter)
 
     def __enter__(self) -> Memory:
         return self
@@ -610,6 +617,8 @@ class Memory:
         say which), extract the user turns not yet recorded, and load it: in one call."""
         ns = messages.namespace if isinstance(messages, Conversation) else namespace
         cid = messages.id if isinstance(messages, Conversation) else conversation
+        need_text(ns, "namespace= (whose memory)", optional=True)
+        need_text(cid, "conversation= (which conversation)", optional=True)
         try:
             asyncio.get_running_loop()
         except RuntimeError:
@@ -628,7 +637,7 @@ class Memory:
             _remember_paid(conv, paid)
             asked += n
             try:
-                return _load(Loader(self.db, self.ontology, via=self.via), conv, asked, errors, based_on)
+                return _load(self._loader(), conv, asked, errors, based_on)
             except ConversationMoved:
                 continue
         raise _kept_changing(ns, cid)
@@ -699,12 +708,12 @@ class Memory:
         conv = correction(
             self.db, entity, predicate, said, namespace=namespace, by=by, instead=instead, reason=reason, at=at
         )
-        return _load(Loader(self.db, self.ontology, via=self.via), conv, 0, [], None)
+        return _load(self._loader(), conv, 0, [], None)
 
     def forget(self, namespace: str, conversations: Iterable[str] | str | None = None) -> list[str]:
         """Remove what the namespace's conversations (those named, or all) wrote; returns
         the ids forgotten."""
-        loader = Loader(self.db, self.ontology, via=self.via)
+        loader = self._loader()
         return loader.forget(namespace, _ids(conversations))
 
     def export(self, namespace: str, conversations: Iterable[str] | str | None = None) -> list[Conversation]:
@@ -729,10 +738,12 @@ class AsyncMemory:
         llm: LLMClient | None = None,
         via: str = "bulk",
         context_turns: int = DEFAULT_CONTEXT_TURNS,
+        tune_interpreter: bool = False,
     ):
         self.ontology = ontology or default_ontology()
         self.llm = llm
         self.context_turns = context_turns
+        self.tune_interpreter = tune_interpreter
         self._dsn = dsn
         self._graph = graph
         self._via = via
@@ -775,7 +786,7 @@ class AsyncMemory:
         # which is what successive adds to one conversation are.
         if self._db is None:
             raise UsageError("the memory is not open: use `async with AsyncMemory(...) as memory`")
-        return self._db, Loader(self._db, self.ontology, via=self._via)
+        return self._db, Loader(self._db, self.ontology, via=self._via, tune_interpreter=self.tune_interpreter)
 
     async def add(
         self,
@@ -789,6 +800,8 @@ class AsyncMemory:
         db, _ = self._writer()
         ns = messages.namespace if isinstance(messages, Conversation) else namespace
         cid = messages.id if isinstance(messages, Conversation) else conversation
+        need_text(ns, "namespace= (whose memory)", optional=True)
+        need_text(cid, "conversation= (which conversation)", optional=True)
         paid: dict[str, Turn] = {}
         asked = 0
         raced: int | None = None

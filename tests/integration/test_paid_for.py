@@ -240,3 +240,43 @@ def test_an_add_whose_model_is_down_says_its_message_is_not_understood_yet(dsn, 
         # The message is kept, and the next add asks for it again.
         (conv,) = memory.export("rui")
         assert [t.text for t in conv.turns] == ["I love fado."] and conv.turns[0].error
+
+
+@pytest.mark.parametrize("opted_in", [False, True])
+def test_a_load_leaves_the_hosts_interpreter_alone_unless_asked(db, opted_in):
+    """During any load, Memory.add included, another thread saw sys.getswitchinterval() go
+    from 0.005 to 5e-05 and the GC threshold from 700 to 100,000: process-wide settings a
+    library must leave alone unless its caller opts in (the command line does)."""
+    import gc
+    import sys
+
+    from agefacts.bench import generate
+    from agefacts.load import Loader
+    from agefacts.models import Conversation
+
+    from ..helpers import ONTO
+
+    before = (sys.getswitchinterval(), gc.get_threshold())
+    convs = [Conversation.model_validate(c) for c in generate(1500, 10)]
+    seen: set[tuple[float, tuple[int, int, int]]] = set()
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            seen.add((sys.getswitchinterval(), gc.get_threshold()))
+            done.wait(0.001)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        outcomes = list(Loader(db, ONTO, tune_interpreter=opted_in).load_many((c.id, c) for c in convs))
+    finally:
+        done.set()
+        watcher.join()
+    assert all(o.status == "loaded" for o in outcomes)
+    assert len(seen) >= 1
+    if opted_in:
+        assert any(interval < before[0] and threshold[0] >= 100_000 for interval, threshold in seen)
+    else:
+        assert seen == {before}
+    assert (sys.getswitchinterval(), gc.get_threshold()) == before
