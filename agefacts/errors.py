@@ -17,6 +17,7 @@ __all__ = [
     "OntologyError",
     "QueryError",
     "UsageError",
+    "need_text",
 ]
 
 
@@ -75,6 +76,15 @@ class CompileError(AgeFactsError):
 
 class UsageError(AgeFactsError):
     """A command was given arguments it cannot use (the CLI exits with status 2)."""
+
+
+def need_text(value: object, what: str, *, optional: bool = False) -> None:
+    """A library argument that must be text (or None, when ``optional``) is refused, naming it,
+    before it reaches the database ("text = smallint", with SQL) or a TypeError."""
+    if value is None and optional:
+        return
+    if not isinstance(value, str):
+        raise UsageError(f"{what} is text{' (or None)' if optional else ''}, not {value!r}")
 
 
 class QueryError(AgeFactsError):

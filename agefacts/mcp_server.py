@@ -2,9 +2,11 @@
 (stdio, the official ``mcp`` SDK, an optional extra: ``pip install 'agefacts[mcp]'``).
 
 Tools: ``remember`` (add messages of a conversation), ``recall`` (ask a question: ranked facts
-with citations and a prompt-ready block), ``facts``, ``history`` and ``forget``. Every tool is
-scoped to one namespace: the one the server was started with (a call may repeat it, not name
-another), or, when it was started without one, the one each call names. An error is returned
+with citations and a prompt-ready block), ``facts``, ``history``, ``correct`` (take one fact
+back) and ``forget`` (named conversations, or everything only when asked for). Every parameter
+is described to the model. Every tool is scoped to one namespace: the one the server was started
+with (its tools then have no namespace parameter), or, when it was started without one, the one
+each call names. An error is returned
 to the assistant as a tool error, in the same sentence the command line would print.
 """
 
@@ -13,8 +15,13 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
+import functools
+import inspect
+import typing
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import Field
 
 from .errors import AgeFactsError, UsageError
 from .extract import LLMClient
@@ -25,6 +32,52 @@ __all__ = [
     "build_server",
     "jsonable",
     "serve",
+]
+
+
+# What each tool parameter is, told to the model calling it (the SDK puts the description in
+# the tool's input schema).
+_Namespace = Annotated[
+    str | None,
+    Field(description="whose memory this is (one namespace per person); required unless the server keeps one"),
+]
+_Entity = Annotated[
+    str, Field(description="who or what: a name ('Tom'), a mention ('my sister'), an entity key; 'user' is the person")
+]
+_Predicate = Annotated[str, Field(description="the relation, as the facts name it: lives_in, works_at, likes, ...")]
+_ValidAt = Annotated[
+    str | None,
+    Field(description="the time the facts must be true at, ISO-8601 (2024-06, 2024-06-01 or a datetime); default now"),
+]
+_KnownAt = Annotated[
+    str | None,
+    Field(description="read the memory as it was known at this instant, ISO-8601 (2024-06-01T09:00:00Z); default now"),
+]
+_Question = Annotated[str, Field(description="the question, in the person's words ('Where do I live?')")]
+_HowMany = Annotated[int, Field(description="how many facts at most (at least 1)", ge=1)]
+_ConversationId = Annotated[
+    str, Field(description="the conversation these messages belong to: any id, kept per namespace")
+]
+_Messages = Annotated[
+    list[dict[str, Any]],
+    Field(
+        description='the new messages, each {"role": "user" or "assistant", "content": text, "at": optional '
+        "ISO-8601 time}; system and tool messages are passed over"
+    ),
+]
+_Said = Annotated[
+    str, Field(description="what was said that is wrong: the object's name or the value, as facts shows it")
+]
+_By = Annotated[
+    str, Field(description="who makes the correction (kept with it), e.g. 'assistant' or the person's name")
+]
+_Instead = Annotated[str | None, Field(description="what is right instead, if known: an entity's name or a value")]
+_Reason = Annotated[str | None, Field(description="why, in a few words (kept with it)")]
+_Conversations = Annotated[
+    list[str] | None, Field(description="the ids of the conversations to forget (remember's `conversation`)")
+]
+_Everything = Annotated[
+    bool, Field(description="true to forget every conversation of the namespace; nothing less does")
 ]
 
 
@@ -92,28 +145,46 @@ def build_server(
         lifespan=lifespan,
     )
 
-    @server.tool()
+    def tool(fn: Callable[..., Any]) -> None:
+        """Register a tool; on a server kept to one namespace, without its ``namespace``
+        parameter (a model shown one would think it may name another)."""
+        # The SDK builds each tool's argument model from its annotations, which this module's
+        # `from __future__ import annotations` leaves as text it cannot resolve: resolved here.
+        fn.__annotations__ = typing.get_type_hints(fn, include_extras=True)
+        if namespace is None:
+            server.tool()(fn)
+            return
+        sig = inspect.signature(fn)
+
+        @functools.wraps(fn)
+        async def scoped(**kw: Any) -> Any:
+            return await fn(**kw, namespace=None)
+
+        scoped.__signature__ = sig.replace(  # type: ignore[attr-defined]
+            parameters=[p for p in sig.parameters.values() if p.name != "namespace"]
+        )
+        scoped.__annotations__ = {k: v for k, v in fn.__annotations__.items() if k != "namespace"}
+        server.tool(name=fn.__name__)(scoped)
+
     async def remember(
-        messages: list[dict[str, Any]], conversation: str, namespace: str | None = None
+        messages: _Messages, conversation: _ConversationId, namespace: _Namespace = None
     ) -> dict[str, Any]:
-        """Add messages to a conversation of the memory (each {"role": "user" or "assistant",
-        "content": text, "at": optional ISO-8601 time}; system and tool messages are passed
-        over); facts are extracted from the user's messages and loaded, with the words they
-        came from. `status` is loaded, skipped (nothing new), or pending: the messages are kept
-        but the model could not read some of them yet (`errors` say why; the next remember
-        asks again), so what they say is not in memory."""
+        """Add messages to a conversation of the memory; facts are extracted from the user's
+        messages and loaded, with the words they came from. `status` is loaded, skipped
+        (nothing new), or pending: the messages are kept but the model could not read some of
+        them yet (`errors` say why; the next remember asks again), so what they say is not in
+        memory."""
         ns = scope(namespace)
         added = await run(lambda m: m.add(messages, namespace=ns, conversation=conversation))
         result: dict[str, Any] = added
         return result
 
-    @server.tool()
     async def recall(
-        question: str,
-        namespace: str | None = None,
-        k: int = 10,
-        valid_at: str | None = None,
-        known_at: str | None = None,
+        question: _Question,
+        namespace: _Namespace = None,
+        k: _HowMany = 10,
+        valid_at: _ValidAt = None,
+        known_at: _KnownAt = None,
     ) -> dict[str, Any]:
         """Facts that answer a question about the person ("Where do I live?", "my sister"),
         ranked, each with its quote, conversation and message time, and the messages that say
@@ -125,57 +196,61 @@ def build_server(
         result: dict[str, Any] = answer
         return result
 
-    @server.tool()
     async def facts(
-        entity: str = "user",
-        namespace: str | None = None,
-        valid_at: str | None = None,
-        known_at: str | None = None,
+        entity: _Entity = "user",
+        namespace: _Namespace = None,
+        valid_at: _ValidAt = None,
+        known_at: _KnownAt = None,
     ) -> list[dict[str, Any]]:
-        """The facts about an entity (a name, a mention, a key; 'user' is the person), true at
-        valid_at as known at known_at (both default to now)."""
+        """What is remembered about someone or something: the facts about an entity true at
+        valid_at as known at known_at (both default to now), each with the words it came from."""
         ns = scope(namespace)
         rows: list[dict[str, Any]] = await run(
             lambda m: m.facts(entity, namespace=ns, valid_at=valid_at, known_at=known_at)
         )
         return rows
 
-    @server.tool()
-    async def history(entity: str, predicate: str, namespace: str | None = None) -> list[dict[str, Any]]:
+    async def history(entity: _Entity, predicate: _Predicate, namespace: _Namespace = None) -> list[dict[str, Any]]:
         """An entity's values for one predicate (such as lives_in) over time, with when each
-        was true and when it was learned."""
+        was true and when it was learned, ended and superseded ones included."""
         ns = scope(namespace)
         rows: list[dict[str, Any]] = await run(lambda m: m.history(entity, predicate, namespace=ns))
         return rows
 
-    @server.tool()
     async def correct(
-        entity: str,
-        predicate: str,
-        said: str,
-        by: str,
-        instead: str | None = None,
-        reason: str | None = None,
-        namespace: str | None = None,
+        entity: _Entity,
+        predicate: _Predicate,
+        said: _Said,
+        by: _By,
+        instead: _Instead = None,
+        reason: _Reason = None,
+        namespace: _Namespace = None,
     ) -> dict[str, Any]:
-        """Take back one fact that is wrong: entity ('user' is the person) predicate (such as
-        allergic_to) said (the object's name or the value, as facts show it), corrected by
-        `by` (who), with what is right `instead` if known. It is kept as a correction of its
-        own (the answer names its conversation): forgetting that conversation undoes it."""
+        """Take back one fact that is wrong (what facts shows), with what is right instead if
+        known. It is kept as a correction of its own (the answer names its conversation):
+        forgetting that conversation undoes it."""
         ns = scope(namespace)
         added: dict[str, Any] = await run(
             lambda m: m.correct(entity, predicate, said, namespace=ns, by=by, instead=instead, reason=reason)
         )
         return added
 
-    @server.tool()
-    async def forget(conversations: list[str] | None = None, namespace: str | None = None) -> dict[str, Any]:
-        """Remove what conversations (those named, or all of the namespace) wrote to the
-        memory; the facts other conversations gave stay."""
+    async def forget(
+        conversations: _Conversations = None, everything: _Everything = False, namespace: _Namespace = None
+    ) -> dict[str, Any]:
+        """Remove what the named conversations wrote to the memory (the facts other
+        conversations gave stay); the whole namespace's memory only with everything=true."""
         ns = scope(namespace)
+        if conversations is None and not everything:
+            raise ToolError(
+                "name the conversations to forget (conversations), or set everything=true to forget "
+                "everything this memory holds"
+            )
         gone = await run(lambda m: m.forget(ns, conversations))
         return {"forgotten": gone}
 
+    for fn in (remember, recall, facts, history, correct, forget):
+        tool(fn)
     return server
 
 

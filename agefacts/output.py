@@ -4,6 +4,7 @@ json`` is one array of objects keyed by column name; ``jsonl`` one object per li
 from __future__ import annotations
 
 import csv
+import datetime
 import io
 import json
 from collections.abc import Sequence
@@ -23,9 +24,12 @@ FORMATS = ("table", "json", "jsonl", "csv")
 
 
 def plain(value: Any) -> Any:
-    """A JSON-ready form of a decoded value."""
+    """A JSON-ready form of a decoded value (a time as ISO-8601 text: SQL queries over
+    agefacts' own tables return ``datetime`` values)."""
     if isinstance(value, (Vertex, Edge, Path)):
         return value.to_json()
+    if isinstance(value, datetime.date | datetime.time):  # a datetime is a date
+        return value.isoformat()
     if isinstance(value, Decimal):
         # JSON has one number type; a numeric that fits a float is printed as one.
         return float(value)
@@ -39,9 +43,10 @@ def plain(value: Any) -> Any:
 def _cell(value: Any) -> str:
     if value is None:
         return ""
+    value = plain(value)
     if isinstance(value, str):
         return value
-    return json.dumps(plain(value), ensure_ascii=False)
+    return json.dumps(value, ensure_ascii=False)
 
 
 def render(columns: Sequence[str], rows: Sequence[Sequence[Any]], fmt: str = "table") -> str:

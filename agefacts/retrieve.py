@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .db import AsyncDatabase, Database
-from .errors import UsageError
+from .errors import UsageError, need_text
 from .keys import keyphrase_key, keyphrase_text
 from .ontology import Ontology
 from .query import TimeArg, check_scope, facts_of_keys, facts_of_keys_async, run_named, run_named_async
@@ -115,13 +115,26 @@ class Answer:
         assistant can cite it; then one line per message found by topic."""
         if not self.facts and not self.messages:
             return f"(no facts: {self.reason or 'nothing found'})"
-        lines = [context_line(i, f) for i, f in enumerate(self.facts, 1)]
-        lines += [message_line(i, m) for i, m in enumerate(self.messages, len(lines) + 1)]
+        # Over several memories each line says whose it is ("user" is every owner).
+        several = len({r["namespace"] for r in [*self.facts, *self.messages]}) > 1
+        lines = [context_line(i, f, several) for i, f in enumerate(self.facts, 1)]
+        lines += [message_line(i, m, several) for i, m in enumerate(self.messages, len(lines) + 1)]
         return "\n".join(lines)
 
+    def linked(self) -> str:
+        """The entities the question linked, each said once: "user ('i') in 15 namespaces"
+        rather than the owner fifteen times."""
+        spaces: dict[tuple[str, str], set[str]] = {}
+        for e in self.entities:
+            spaces.setdefault((e.name or e.key, e.surface), set()).add(e.namespace)
+        return ", ".join(
+            f"{name} ({surface!r})" + (f" in {len(ns)} namespaces" if len(ns) > 1 else "")
+            for (name, surface), ns in spaces.items()
+        )
 
-def context_line(n: int, f: dict[str, Any]) -> str:
-    """One fact as one line of a prompt-ready block."""
+
+def context_line(n: int, f: dict[str, Any], namespaced: bool = False) -> str:
+    """One fact as one line of a prompt-ready block (saying its namespace when ``namespaced``)."""
     what = f["object"] if f.get("object_key") is not None else json.dumps(f["value"], ensure_ascii=False)
     since, until = f.get("valid_from"), f.get("valid_until")
     valid = f"from {since or 'the start'}" + (f" until {until}" if until else "")
@@ -130,16 +143,20 @@ def context_line(n: int, f: dict[str, Any]) -> str:
     said = json.dumps(f.get("quote"), ensure_ascii=False)
     return (
         f"[{n}] {f['subject']} {f['predicate']} {what} ({valid}; known since {f['recorded_at']}) "
-        f"- said {said} in conversation {f['conversation']} message {f['message']} at {f.get('quoted_at')}"
+        f"- said {said} in conversation {f['conversation']}"
+        + (f" of namespace {f['namespace']}" if namespaced else "")
+        + f" message {f['message']} at {f.get('quoted_at')}"
     )
 
 
-def message_line(n: int, m: dict[str, Any]) -> str:
+def message_line(n: int, m: dict[str, Any], namespaced: bool = False) -> str:
     """One message found by topic as one line of a prompt-ready block."""
     about = ", ".join(sorted({h["text"] for h in m["keyphrases"]}))
     said = json.dumps(m["text"], ensure_ascii=False)
     return (
-        f"[{n}] said {said} in conversation {m['conversation']} message {m['message']} at {m.get('at')} (about {about})"
+        f"[{n}] said {said} in conversation {m['conversation']}"
+        + (f" of namespace {m['namespace']}" if namespaced else "")
+        + f" message {m['message']} at {m.get('at')} (about {about})"
     )
 
 
@@ -398,6 +415,12 @@ def answer_from(
     return answer
 
 
+def _check_question(question: object, namespace: object, k: int) -> None:
+    need_text(question, "the question")
+    need_text(namespace, "the namespace", optional=True)
+    _check_k(k)
+
+
 def _check_k(k: int) -> None:
     # A slice by 0 returns nothing and by -1 all but the last: neither is what was asked.
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
@@ -419,7 +442,7 @@ def ask(
     person), ranked by the question's words, each with its quote and source message. When
     what it names lies in more than one namespace, give a ``namespace`` (or
     ``all_namespaces=True`` to look in every one)."""
-    _check_k(k)
+    _check_question(question, namespace, k)
     entities = link(db, question, namespace)
     check_scope(namespace, all_namespaces, (e.namespace for e in entities), "what the question names")
     # Linked entities are known by key: no second lookup of each one.
@@ -439,7 +462,7 @@ async def ask_async(
     known_at: TimeArg = None,
 ) -> Answer:
     """:func:`ask` on an asynchronous connection."""
-    _check_k(k)
+    _check_question(question, namespace, k)
     names = await run_named_async(db, "entity_names", {"namespace": namespace})
     entities = link_rows(question, names.dicts(), namespace)
     check_scope(namespace, all_namespaces, (e.namespace for e in entities), "what the question names")

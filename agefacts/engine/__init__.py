@@ -276,6 +276,7 @@ class Engine:
     def _recorded(self) -> EngineState | None:
         """The state file's engine, if the file is one: a pid above 1 (0, -1 and negative pids
         name process groups or every process), a port, a data folder."""
+        self._check_home()
         try:
             raw = json.loads(self.state_file.read_text())
         except FileNotFoundError:
@@ -460,12 +461,27 @@ class Engine:
                 elif p.name != DATA_LOCK:
                     p.unlink(missing_ok=True)
 
+    def _check_home(self) -> None:
+        if self.home.exists() and not self.home.is_dir():
+            raise EngineError(
+                f"the agefacts home {self.home} is a file, not a folder: set AGEFACTS_HOME to a folder "
+                "(it holds the embedded engine's state and data; it is made when missing)"
+            )
+
     def _data_arg(self, data: str | os.PathLike[str] | None) -> str:
+        self._check_home()
         if data is None:
-            return str(self.default_data.resolve())
-        if str(data) in (MEMORY, "memory://"):
+            folder = self.default_data
+        elif str(data) in (MEMORY, "memory://"):
             return MEMORY
-        return str(Path(data).expanduser().resolve())
+        else:
+            folder = Path(data).expanduser()
+        if folder.exists() and not folder.is_dir():
+            raise EngineError(
+                f"the data folder {folder} is a file: give a folder for the database (it is made when "
+                f"missing), or --data {MEMORY} for a throwaway one"
+            )
+        return str(folder.resolve())
 
     def _wait_ready(self, state: EngineState, timeout: float, since: int = 0) -> None:
         deadline = time.monotonic() + timeout

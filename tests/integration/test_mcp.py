@@ -58,8 +58,10 @@ def test_the_sdk_client_recalls_facts_with_their_quotes(db, dsn, graph_name):
     assert answer["context"].startswith("[1] user lives_in Oslo")
     (lyon,) = other.structured_content["result"]
     assert lyon["object"] == "Lyon"
-    # Scoped to the namespace it was started with; errors are tool errors, in our words.
-    assert foreign.is_error and "namespace 'nina' only" in foreign.content[0].text
+    # Errors are tool errors, in our words.
+    # A server kept to one namespace has no namespace parameter: an argument naming another
+    # is not in its schema and reads nina's memory still, never ann's.
+    assert [f["object"] for f in foreign.structured_content["facts"]][:1] == ["Bergen"]
     assert missing.is_error and "no entity 'nobody-at-all'" in missing.content[0].text
     # A fact taken back: Bergen was wrong, it is Oslo.
     assert corrected.structured_content["conversation"].startswith("correction-")
@@ -86,7 +88,7 @@ def test_remember_then_recall_then_forget_through_the_server(db, dsn, graph_name
                 | {"namespace": "rui"},
             ),  # fmt: skip
             ("recall", {"question": "Where do I live?", "namespace": "rui"}),
-            ("forget", {"namespace": "rui"}),
+            ("forget", {"namespace": "rui", "conversations": ["c1"]}),
             ("recall", {"question": "Where do I live?", "namespace": "rui"}),
         ],
     )
@@ -97,3 +99,43 @@ def test_remember_then_recall_then_forget_through_the_server(db, dsn, graph_name
     assert forgotten.structured_content == {"forgotten": ["c1"]}
     assert after.structured_content["facts"] == []
     assert run_named(db, "conversations", {"namespace": "rui"}).rows == []
+
+
+def test_every_tool_parameter_is_described_and_a_scoped_server_offers_no_namespace(db, dsn, graph_name):
+    """No parameter had a description (a model could not tell that valid_at is ISO-8601 or
+    what a conversation is), and a server started with --namespace still offered one."""
+
+    def schemas(params):
+        async def go():
+            async with Client(params) as client:
+                return {t.name: t.input_schema for t in (await client.list_tools()).tools}
+
+        return asyncio.run(go())
+
+    for extra, scoped in (((), False), (("--namespace", "nina"), True)):
+        tools = schemas(_server(dsn, graph_name, *extra))
+        assert set(tools) == {"correct", "facts", "forget", "history", "recall", "remember"}
+        for name, schema in tools.items():
+            props = schema["properties"]
+            assert ("namespace" in props) is not scoped, (name, scoped)
+            undescribed = [p for p, spec in props.items() if not spec.get("description")]
+            assert undescribed == [], (name, undescribed)
+        assert "ISO-8601" in tools["facts"]["properties"]["valid_at"]["description"]
+
+
+def test_forget_without_conversations_wipes_nothing_unless_asked(db, dsn, graph_name):
+    """forget with no arguments wiped the whole namespace without a word."""
+    load_paths(db, [EXAMPLES], ONTO)
+    _, (refused, after, everything, gone) = _call(
+        _server(dsn, graph_name, "--namespace", "nina"),
+        [
+            ("forget", {}),
+            ("facts", {"entity": "user"}),
+            ("forget", {"everything": True}),
+            ("facts", {"entity": "user"}),
+        ],
+    )
+    assert refused.is_error and "everything=true" in refused.content[0].text
+    assert after.structured_content["result"] != []
+    assert sorted(everything.structured_content["forgotten"]) == ["nina-01", "nina-02", "nina-03"]
+    assert gone.is_error  # no one is left to ask about
