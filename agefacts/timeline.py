@@ -4,7 +4,7 @@ This is the one definition of "current" (and of "valid at T"): ``facts``, ``ask`
 ``Memory``, the MCP server and the demo all read through :func:`fact_rows`. It is a pure
 function of the statements known at K, so what was believed at K is the rule applied to what
 had been said by then: a later statement can change how an earlier time is read, and reading
-as known before it still gives what was believed then. The rule (the README's Time section
+as known before it still gives what was believed then. The rule (docs/time.md
 states it for people):
 
 1. **Known at K**: a statement counts with its evidence said by K. A correction ("I'm not

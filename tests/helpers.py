@@ -56,6 +56,29 @@ def place(handle: str, name: str) -> dict:
     return {"handle": handle, "type": "Place", "mention": name, "resolution": "resolved", "name": name}
 
 
+def at_once(work, n: int) -> list[BaseException]:
+    """Run ``work(i)`` for i in range(n), each in a thread, released together; what any of
+    them raised."""
+    import threading
+
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(n)
+
+    def run(i: int) -> None:
+        try:
+            barrier.wait(10)
+            work(i)
+        except BaseException as exc:  # returned to the test, which reports it
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    return errors
+
+
 # -- shared data ------------------------------------------------------------------------------------
 EXAMPLES = Path(str(resources.files("agefacts.examples")))
 ONTO = default_ontology()

@@ -1,4 +1,4 @@
-"""Generated life stories and an interval oracle for them, written from the README's Time
+"""Generated life stories and an interval oracle for them, written from docs/time.md's
 section and independent of ``agefacts.timeline``: it paints each chain's values onto the
 sorted times the story mentions and reads the value under T.
 

@@ -39,9 +39,9 @@ def test_a_bad_query_exits_1_with_the_servers_reason(cli_env, capsys):
 
 
 def test_the_readmes_library_example_runs_as_written(cli_env, graph_name, capsys, server):
-    """The README's Python blocks that use the library, run as they are written (on this
-    test's graph rather than "facts", and with a local model endpoint that answers the
-    README's message); what they print is what the comments say."""
+    """The Python blocks of the README and docs/ that use the library, run as they are written
+    (on this test's graph rather than "facts", and with a local model endpoint that answers
+    the documented message); what they print is what the comments say."""
     import json
     import re
     from pathlib import Path
@@ -58,9 +58,15 @@ def test_the_readmes_library_example_runs_as_written(cli_env, graph_name, capsys
     }
     url, script = server({"I live in Porto.": [("json", 200, completion(json.dumps(porto)))]})
 
-    readme = (Path(__file__).parents[2] / "README.md").read_text()
-    blocks = [b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if "from agefacts import" in b]
-    assert blocks
+    top = Path(__file__).parents[2]
+    pages = [top / "README.md", *sorted((top / "docs").glob("*.md"))]
+    blocks = [
+        b
+        for page in pages
+        for b in re.findall(r"```python\n(.*?)```", page.read_text(), re.S)
+        if "from agefacts import" in b
+    ]
+    assert len(blocks) >= 4
     for block in blocks:
         code = block.replace('"facts")', f'"{graph_name}")').replace('"http://127.0.0.1:8080/v1"', repr(url))
         exec(compile(code, "README.md", "exec"), {})

@@ -10,6 +10,8 @@ from agefacts.agtype import Edge, Path, Vertex
 from agefacts.db import Database
 from agefacts.errors import DatabaseError, QueryError
 
+from ..helpers import at_once
+
 
 def test_creating_a_graph_twice_is_not_an_error(dsn, graph_name, db):
     again = Database(dsn, graph_name).connect()
@@ -26,26 +28,6 @@ def test_labels_are_created_once_and_kinds_are_checked(db):
     assert db.labels() == {"Person": "v", "Statement": "v", "SUBJECT_OF": "e"}
     with pytest.raises(QueryError, match="vertex label"):
         Database(db.dsn, db.graph).connect().ensure_labels(edge=["Person"])
-
-
-def _at_once(work, n: int) -> list[BaseException]:
-    """Run ``work`` in ``n`` threads released together; what any of them raised."""
-    errors: list[BaseException] = []
-    barrier = threading.Barrier(n)
-
-    def run() -> None:
-        try:
-            barrier.wait(10)
-            work()
-        except BaseException as exc:  # returned to the test, which reports it
-            errors.append(exc)
-
-    threads = [threading.Thread(target=run) for _ in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
-    return errors
 
 
 def test_a_label_that_holds_duplicate_keys_is_named_when_its_key_index_cannot_be_built(db):
@@ -67,7 +49,7 @@ def test_clients_creating_the_same_labels_at_once_all_succeed(dsn, graph_name):
         conn.ensure_labels(vertex=labels, edge=["LINKS"])
         conn.close()
 
-    errors = _at_once(worker, 4)
+    errors = at_once(lambda i: worker(), 4)
     db = Database(dsn, graph_name).connect()
     try:
         assert not errors, errors
@@ -168,7 +150,7 @@ def test_first_connections_at_once_set_up_once_and_all_succeed(dsn, graph_name):
     finally:
         probe.drop_graph()  # a server keeps what a test leaves
         probe.close()
-    errors = _at_once(lambda: Database(dsn, graph_name).connect().close(), 6)
+    errors = at_once(lambda i: Database(dsn, graph_name).connect().close(), 6)
     assert not errors, errors
     db = Database(dsn, graph_name).connect()
     try:

@@ -11,7 +11,7 @@ import pytest
 from agefacts import AsyncMemory, LLMClient, Memory
 from agefacts.fake_model import FakeModel
 
-from ..helpers import likes
+from ..helpers import at_once, likes
 from ..llm_server import completion
 
 LIKES = {
@@ -56,26 +56,15 @@ def test_one_memory_with_a_model_shared_by_threads_extracts_every_add(dsn, graph
         reply["statements"][0] |= {"value": text.rstrip("."), "quote": text.rstrip(".")}
         return 200, completion(json.dumps(reply)), {}
 
-    errors: list[BaseException] = []
     with FakeModel(answer, latency=0.2) as model, Memory(dsn, graph_name, llm=LLMClient(model.url, "m")) as memory:
-        start = threading.Barrier(4)
 
         def work(i: int) -> None:
-            try:
-                start.wait()
-                for j in range(2):
-                    said = [{"role": "user", "content": f"I love song {i}{j}.", "at": "2024-01-01T10:00:00Z"}]
-                    added = memory.add(said, namespace="t", conversation=f"c{i}{j}")
-                    assert (added.status, added.extracted, added.failed) == ("loaded", 1, 0), added
-            except BaseException as exc:  # reported below
-                errors.append(exc)
+            for j in range(2):
+                said = [{"role": "user", "content": f"I love song {i}{j}.", "at": "2024-01-01T10:00:00Z"}]
+                added = memory.add(said, namespace="t", conversation=f"c{i}{j}")
+                assert (added.status, added.extracted, added.failed) == ("loaded", 1, 0), added
 
-        threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        assert errors == []
+        assert at_once(work, 4) == []
         # The threads were with the model at once.
         assert model.most_in_flight >= 2 and len(model.requests) == 8
         assert sorted(f.value for f in memory.facts("user", namespace="t")) == sorted(
@@ -190,23 +179,12 @@ def test_the_same_new_message_sent_by_several_processes_at_once_is_stored_once(d
     said = [{"role": "user", "content": "I love fado."}]
     with FakeModel(answer, latency=0.4) as model:
         if kind == "sync":
-            errors: list[BaseException] = []
-            start = threading.Barrier(3)
 
-            def add() -> None:
-                try:
-                    with Memory(dsn, graph_name, llm=LLMClient(model.url, "m", backoff=0.01)) as memory:
-                        start.wait()
-                        memory.add(said, namespace="rui", conversation="chat")
-                except BaseException as exc:  # reported below
-                    errors.append(exc)
+            def add(i: int) -> None:
+                with Memory(dsn, graph_name, llm=LLMClient(model.url, "m", backoff=0.01)) as memory:
+                    memory.add(said, namespace="rui", conversation="chat")
 
-            threads = [threading.Thread(target=add) for _ in range(3)]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
-            assert errors == []
+            assert at_once(add, 3) == []
         else:
 
             async def add_async() -> None:

@@ -264,6 +264,11 @@ def test_every_shipped_query_states_its_parameters_and_columns_and_returns_them(
     }
     queries = named_queries()
     assert sorted(samples) == sorted(queries)
+    # What the reading of time reads, every query that feeds it returns.
+    from agefacts.timeline import STATEMENT_FIELDS
+
+    for name in ("fact_statements", "group_statements", "statements"):
+        assert set(STATEMENT_FIELDS) <= set(queries[name].columns), name
     for name, q in queries.items():
         assert q.description and q.columns, f"{name} has no description or columns line"
         assert sorted(samples[name]) == sorted(q.params), name
