@@ -168,16 +168,52 @@ def _quote_dollar(text: str) -> str:
 
 
 def cypher_statement(
-    graph: str, query: str, columns: Sequence[str] = ("v",), with_params: bool = False
+    graph: str, query: str, columns: Sequence[str] = ("v",), with_params: bool = False, placeholder: str = "%s"
 ) -> sql.Composed:
-    """The SQL that runs a Cypher query on a graph (its parameters, if any, as ``%s``)."""
+    """The SQL that runs a Cypher query on a graph (its parameters, if any, as ``%s``, or as
+    ``placeholder``: ``$1`` in a prepared statement)."""
     cols = sql.SQL(", ").join(sql.SQL("{} agtype").format(sql.Identifier(check_column(c))) for c in columns)
     return sql.SQL("SELECT * FROM ag_catalog.cypher({}, {}{}) AS ({})").format(
         sql.Literal(check_graph_name(graph)),
         sql.SQL(_quote_dollar(" " + query + " ")),
-        sql.SQL(", %s") if with_params else sql.SQL(""),
+        sql.SQL(", " + placeholder) if with_params else sql.SQL(""),
         cols,
     )
+
+
+class _Prepared:
+    """Cypher queries run again and again (the named queries), prepared once per connection:
+    AGE turns Cypher into SQL when a statement is parsed, and that, with planning, was most of
+    a named query's time (the facts query: 5.1 ms at the median against 1.2 ms prepared on the
+    embedded engine, 3.4 against 0.6 ms on PostgreSQL 17, at 100k statements). Each statement
+    is named after a hash of its text, with a prefix of this object's own: the embedded engine
+    serves every client from one session, so names must not meet another client's, and one
+    name always means one text. A graph dropped and made again under a prepared statement is
+    read again: PostgreSQL analyses the statement anew, and AGE finds the new graph's labels
+    (a test holds it)."""
+
+    def __init__(self, graph: str):
+        self.graph = graph
+        self.prefix = "agefacts_" + os.urandom(5).hex() + "_"
+        self.names: set[str] = set()
+        self.on: Any = None  # the connection they were prepared on
+
+    def statements(self, query: str, columns: Sequence[str], conn: Any) -> tuple[str, sql.Composed | None, Any]:
+        """The statement's name, the PREPARE to run first (None when it was), and a function of
+        the parameters giving the EXECUTE."""
+        if self.on is not conn:
+            self.names, self.on = set(), conn
+        text = cypher_statement(self.graph, query, columns, with_params=True, placeholder="$1").as_string(None)
+        name = self.prefix + hashlib.sha256(text.encode()).hexdigest()[:20]
+        prepare = None
+        if name not in self.names:
+            prepare = sql.SQL("PREPARE {} (ag_catalog.agtype) AS ").format(sql.Identifier(name)) + sql.SQL(text)
+
+        def execute(params: Mapping[str, Any]) -> sql.Composed:
+            arg = json.dumps(params, ensure_ascii=False)
+            return sql.SQL("EXECUTE {} ({}::ag_catalog.agtype)").format(sql.Identifier(name), sql.Literal(arg))
+
+        return name, prepare, execute
 
 
 @dataclass(frozen=True)
@@ -212,6 +248,7 @@ class Database:
         # Memory): a transaction has it to itself until it ends, a statement until it is done.
         self._lock = threading.RLock()
         self.age_version: str | None = None  # the age extension's version, read at connect
+        self._prepared = _Prepared(self.graph)
 
     # -- lifecycle -----------------------------------------------------------------------
     def __enter__(self) -> Database:
@@ -287,6 +324,11 @@ class Database:
     def close(self) -> None:
         with self._lock:
             if self._conn is not None:
+                # The embedded engine's one session outlives this client: its statements go.
+                if self._prepared.on is self._conn and not self._conn.closed:
+                    for name in sorted(self._prepared.names):
+                        with contextlib.suppress(Exception):
+                            self._conn.execute(sql.SQL("DEALLOCATE {}").format(sql.Identifier(name)))
                 with contextlib.suppress(Exception):
                     self._conn.close()
             self._conn = None
@@ -654,12 +696,44 @@ class Database:
         query: str,
         params: Mapping[str, Any] | None = None,
         columns: Sequence[str] = ("v",),
+        *,
+        prepared: bool = False,
     ) -> Table:
-        """Run Cypher and decode every value (scalars, maps, lists, vertices, edges, paths)."""
+        """Run Cypher and decode every value (scalars, maps, lists, vertices, edges, paths);
+        ``prepared``: as a prepared statement, for a query run again and again (see
+        :class:`_Prepared`)."""
         from .agtype import decode
 
-        rows = self.cypher_raw(query, params, columns)
+        rows = (
+            self._cypher_prepared(query, params or {}, columns) if prepared else self.cypher_raw(query, params, columns)
+        )
         return Table(list(columns), [tuple(decode(v) for v in row) for row in rows])
+
+    def _cypher_prepared(
+        self, query: str, params: Mapping[str, Any], columns: Sequence[str]
+    ) -> list[tuple[str | None, ...]]:
+        with self._lock:
+            name, prepare, execute = self._prepared.statements(query, columns, self.conn)
+            try:
+                if prepare is not None:
+                    try:
+                        self._run(prepare)
+                    except psycopg.errors.DuplicatePreparedStatement:
+                        pass  # this client prepared it before a reconnect, on the same session
+                    self._prepared.names.add(name)
+                try:
+                    return self._run(execute(params))
+                except psycopg.errors.InvalidSqlStatementName:
+                    # Gone from the session (a reconnect, or a transaction that was rolled
+                    # back around its PREPARE): prepared again, once, when that can be.
+                    self._prepared.names.discard(name)
+                    if self.conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                        raise
+                    self._run(prepare or self._prepared.statements(query, columns, self.conn)[1])
+                    self._prepared.names.add(name)
+                    return self._run(execute(params))
+            except psycopg.Error as exc:
+                raise translate(exc, "running Cypher") from exc
 
     def execute(
         self, query: str | sql.Composable, params: Sequence[Any] | Mapping[str, Any] | None = None
@@ -774,6 +848,7 @@ class AsyncDatabase:
         self.age_version: str | None = None
         self._one_at_a_time = asyncio.Lock()
         self._reopening = asyncio.Lock()
+        self._prepared = _Prepared(self.graph)
 
     async def __aenter__(self) -> AsyncDatabase:
         return await self.connect()
@@ -821,23 +896,59 @@ class AsyncDatabase:
 
     async def close(self) -> None:
         if self._conn is not None:
+            if self._prepared.on is self._conn and not self._conn.closed:
+                for name in sorted(self._prepared.names):
+                    with contextlib.suppress(Exception):
+                        await self._conn.execute(sql.SQL("DEALLOCATE {}").format(sql.Identifier(name)))
             with contextlib.suppress(Exception):
                 await self._conn.close()
         self._conn = None
 
     async def cypher(
-        self, query: str, params: Mapping[str, Any] | None = None, columns: Sequence[str] = ("v",)
+        self,
+        query: str,
+        params: Mapping[str, Any] | None = None,
+        columns: Sequence[str] = ("v",),
+        *,
+        prepared: bool = False,
     ) -> Table:
-        """Run Cypher and decode every value, as :meth:`Database.cypher` does."""
+        """Run Cypher and decode every value, as :meth:`Database.cypher` does (``prepared``
+        too)."""
         from .agtype import decode
 
-        stmt = cypher_statement(self.graph, query, columns, with_params=params is not None)
-        args = (json.dumps(params, ensure_ascii=False),) if params is not None else None
         try:
-            rows = await self._run(stmt, args)
+            if prepared:
+                rows = await self._cypher_prepared(query, params or {}, columns)
+            else:
+                stmt = cypher_statement(self.graph, query, columns, with_params=params is not None)
+                args = (json.dumps(params, ensure_ascii=False),) if params is not None else None
+                rows = await self._run(stmt, args)
         except psycopg.Error as exc:
             raise translate(exc, "running Cypher") from exc
         return Table(list(columns), [tuple(decode(v) for v in row) for row in rows])
+
+    async def _cypher_prepared(
+        self, query: str, params: Mapping[str, Any], columns: Sequence[str]
+    ) -> list[tuple[Any, ...]]:
+        """:meth:`Database._cypher_prepared` on this connection."""
+        if self._conn is None or self._conn.closed:
+            await self.connect()
+        for attempt in (1, 2):
+            name, prepare, execute = self._prepared.statements(query, columns, self._conn)
+            if prepare is not None:
+                try:
+                    await self._run(prepare)
+                except psycopg.errors.DuplicatePreparedStatement:
+                    pass  # this client prepared it before a reconnect, on the same session
+                self._prepared.names.add(name)
+            try:
+                return await self._run(execute(params))
+            except psycopg.errors.InvalidSqlStatementName:
+                # Gone from the session (a reconnect): prepared again, once.
+                self._prepared.names.discard(name)
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
 
     async def labels(self) -> dict[str, str]:
         """:meth:`Database.labels` on this connection."""

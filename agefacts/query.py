@@ -164,9 +164,12 @@ def run(
     query: str,
     params: Mapping[str, Any] | None = None,
     columns: Sequence[str] | None = None,
+    *,
+    prepared: bool = False,
 ) -> Table:
     """Run a Cypher query and return decoded rows keyed by the result column names. A
-    ``$name`` the query uses and ``params`` leaves out is an error that names it."""
+    ``$name`` the query uses and ``params`` leaves out is an error that names it.
+    ``prepared``: as a prepared statement (the named queries, run again and again)."""
     used = set(_PARAM_USE.findall(_blank_strings(query)))
     if missing := sorted(used - set(params or {})):
         raise QueryError(
@@ -175,7 +178,7 @@ def run(
         )
     names = list(columns) if columns else return_columns(query)
     sql_cols = [f"c{i}" for i in range(len(names))] or ["c0"]
-    table = db.cypher(query, params or None, sql_cols)
+    table = db.cypher(query, params or None, sql_cols, prepared=prepared)
     if not names:
         return Table([], [])
     return Table(names, table.rows)
@@ -394,8 +397,8 @@ def run_named(db: Database, name: str, params: Mapping[str, Any] | None = None) 
         if not labels:
             return Table(q.columns, [])
         text, order = _per_entity_label(q, labels)
-        return Table(q.columns, _sorted_rows(run(db, text, values, q.columns).rows, order))
-    return run(db, q.text, values, q.columns)
+        return Table(q.columns, _sorted_rows(run(db, text, values, q.columns, prepared=True).rows, order))
+    return run(db, q.text, values, q.columns, prepared=True)
 
 
 async def run_named_async(db: AsyncDatabase, name: str, params: Mapping[str, Any] | None = None) -> Table:
@@ -408,8 +411,8 @@ async def run_named_async(db: AsyncDatabase, name: str, params: Mapping[str, Any
         if not labels:
             return Table(q.columns, [])
         text, order = _per_entity_label(q, labels)
-        return Table(q.columns, _sorted_rows((await db.cypher(text, values, q.columns)).rows, order))
-    return await db.cypher(q.text, values, q.columns)
+        return Table(q.columns, _sorted_rows((await db.cypher(text, values, q.columns, prepared=True)).rows, order))
+    return await db.cypher(q.text, values, q.columns, prepared=True)
 
 
 # -- facts and history ------------------------------------------------------------------------------

@@ -367,3 +367,39 @@ def test_an_async_connection_closed_while_idle_is_opened_again(dsn, db):
             assert before.closed and adb._conn is not before
 
     asyncio.run(run())
+
+
+def test_named_queries_run_prepared_and_a_closed_client_leaves_none_behind(dsn, graph_name):
+    """Named queries run as prepared statements (AGE's Cypher-to-SQL and the planning were
+    most of their time), named per client: the embedded engine serves every client from one
+    session, so a client's statements must neither meet another's nor outlive it there. A
+    graph dropped and made again under them is read again, not through a stale plan."""
+    from agefacts.inputs import read_conversations
+    from agefacts.load import Loader
+    from agefacts.query import facts, run_named
+
+    from ..helpers import EXAMPLES, ONTO
+
+    convs = [c for _, c in read_conversations([EXAMPLES]) if c.namespace == "nina"]
+    first = Database(dsn, graph_name).connect()
+    other = Database(dsn, graph_name).connect()
+    try:
+        list(Loader(first, ONTO).load_many((c.id, c) for c in convs))
+        before = facts(first, "user", namespace="nina", valid_at="2024-10-01").dicts()
+        assert [r["object"] for r in before] == ["Oslo"]
+        assert facts(other, "user", namespace="nina", valid_at="2024-10-01").dicts() == before
+        mine = first._prepared.prefix
+        held = [n for (n,) in first.execute("SELECT name FROM pg_prepared_statements") if n.startswith(mine)]
+        assert len(held) >= 2 and first._prepared.prefix != other._prepared.prefix
+        # The graph dropped and loaded again: the same statements answer from the new graph.
+        first.drop_graph()
+        first.ensure_graph()
+        list(Loader(first, ONTO).load_many((c.id, c) for c in convs[:1]))
+        assert [r["object"] for r in facts(first, "user", namespace="nina", valid_at="2024-10-01").dicts()] == ["Lyon"]
+        assert len(run_named(first, "entity_keys").rows) >= 1
+    finally:
+        first.close()
+        left = [n for (n,) in other.execute("SELECT name FROM pg_prepared_statements") if n.startswith(mine)]
+        other.drop_graph()
+        other.close()
+    assert left == []
