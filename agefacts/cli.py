@@ -611,7 +611,7 @@ def _cmd_load(args: argparse.Namespace) -> int:
     if args.format == "json":
         _print(json.dumps(summary.to_json(), ensure_ascii=False, indent=2))
     else:
-        _print(summary.text())
+        _print(summary.text(show_rejections=args.show_rejections))
     return _EXIT_FAILED if summary.failed else _EXIT_OK
 
 
@@ -822,6 +822,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("load", parents=[dbo, ont], help="load conversations into the graph")
     p.add_argument("paths", nargs="+", help="files, folders or JSONL files")
     p.add_argument("--force", action="store_true", help="load conversations even when already loaded unchanged")
+    p.add_argument(
+        "--show-rejections",
+        action="store_true",
+        help="say each claim that did not become a fact, with its conversation, turn and why (the counts by "
+        "reason are always printed; --format json carries both)",
+    )
     p.add_argument(
         "--via",
         choices=["bulk", "cypher"],

@@ -116,6 +116,8 @@ class Plan:
     member_of: dict[str, tuple[str, str, str]] = field(default_factory=dict)
     followups: list[FollowupRow] = field(default_factory=list)
     counts: dict[str, Any] = field(default_factory=dict)
+    # What did not become data, each as the turn, what it was, the reason code and its sentence.
+    rejections: list[tuple[int, str, str, str]] = field(default_factory=list)
 
     @property
     def vertex_labels(self) -> list[str]:
@@ -341,6 +343,7 @@ def plan(conv: Conversation, result: ConversationResult, ontology: Ontology) -> 
         "keyphrases": len(result.keyphrases),
         "rejected_reasons": dict(sorted(Counter(r.reason for r in result.rejected).items())),
     }
+    p.rejections = [(r.turn, r.kind, r.reason, r.detail) for r in result.rejected]
     return p
 
 

@@ -63,6 +63,8 @@ class Outcome:
     # The keys written, by kind (entities, statements, evidence): a run's totals count each
     # once, as the graph holds it, however many conversations wrote it.
     written: dict[str, frozenset[str]] = field(default_factory=dict, repr=False)
+    # What did not become data: (turn, kind, reason, sentence), as the gate said it.
+    rejections: list[tuple[int, str, str, str]] = field(default_factory=list, repr=False)
 
 
 @dataclass
@@ -89,16 +91,39 @@ class Summary:
         out["repeated"] = max(0, out["claims"] - out["statements"])
         return out
 
+    def rejected_reasons(self) -> dict[str, int]:
+        """How many claims (entities, follow-ups, keyphrases) the loaded conversations had
+        refused, by reason."""
+        out: Counter[str] = Counter()
+        for o in self.outcomes:
+            if o.status == "loaded":
+                out.update(r[2] for r in o.rejections)
+        return dict(sorted(out.items()))
+
+    def rejections(self) -> list[dict[str, Any]]:
+        """Each refused claim of the loaded conversations, with where it was and why."""
+        return [
+            {"source": o.source, "namespace": o.namespace, "conversation": o.conversation, "turn": turn, "kind": kind}
+            | {"reason": reason, "detail": detail}
+            for o in self.outcomes
+            if o.status == "loaded"
+            for turn, kind, reason, detail in o.rejections
+        ]
+
     def to_json(self) -> dict[str, Any]:
         return {
             "loaded": self.count("loaded"),
             "skipped": self.count("skipped"),
             "failed": self.count("failed"),
             **self.totals(),
+            "rejected_reasons": self.rejected_reasons(),
+            "rejections": self.rejections(),
             "failures": [{"source": o.source, "conversation": o.conversation, "reason": o.reason} for o in self.failed],
         }
 
-    def text(self) -> str:
+    def text(self, show_rejections: bool = False) -> str:
+        """What the run did; each refused claim's sentence too with ``show_rejections`` (the
+        counts by reason are always there)."""
         t = self.totals()
         lines = [
             f"conversations: {self.count('loaded')} loaded, {self.count('skipped')} skipped (unchanged), "
@@ -108,6 +133,18 @@ class Summary:
             + f", {t['evidence']} evidence, {t['rejected']} rejected claims, {t['followups']} follow-ups"
             + (f", {t['keyphrases']} keyphrases" if t["keyphrases"] else ""),
         ]
+        reasons = self.rejected_reasons()
+        if reasons:
+            lines.append(
+                "rejected by reason: "
+                + ", ".join(f"{r} {n}" for r, n in reasons.items())
+                + ("" if show_rejections else " (agefacts load --show-rejections says each one, and why)")
+            )
+        if show_rejections:
+            for r in self.rejections():
+                lines.append(
+                    f"rejected {r['conversation']} turn {r['turn']} ({r['kind']}, {r['reason']}): {r['detail']}"
+                )
         # A reason shared by many conversations (the connection was lost) is said once.
         shared = Counter(o.reason for o in self.failed)
         said: set[str | None] = set()
@@ -171,7 +208,15 @@ class Prepared:
             "statements": frozenset(p.statements),
             "evidence": frozenset(e.k for e in p.edges if e.label == "EVIDENCED_BY"),
         }
-        return Outcome(self.source, self.conv.id, self.conv.namespace, "loaded", counts=dict(p.counts), written=written)
+        return Outcome(
+            self.source,
+            self.conv.id,
+            self.conv.namespace,
+            "loaded",
+            counts=dict(p.counts),
+            written=written,
+            rejections=list(p.rejections),
+        )
 
 
 @dataclass(frozen=True)

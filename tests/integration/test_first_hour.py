@@ -97,3 +97,42 @@ def test_a_file_where_a_folder_belongs_is_named_not_a_crash(tmp_path, monkeypatc
         assert main(argv) == 1, argv
         err = capsys.readouterr().err
         assert "is a file, not a folder: set AGEFACTS_HOME" in err and "internal error" not in err
+
+
+def test_load_says_what_was_rejected_and_why(cli_env, capsys, tmp_path):
+    """An unknown predicate, a quote not in the message, an undefined handle all loaded with
+    exit 0 and "N rejected claims": the library had a sentence for each, the command line
+    showed none."""
+    from ..helpers import claim, conversation, user_turn
+
+    bad = conversation(
+        "bad",
+        [
+            user_turn(
+                "I live in Lyon.",
+                "2024-01-01T10:00:00Z",
+                statements=[
+                    claim("user", "resides_in", "I live in Lyon", value="Lyon"),
+                    claim("user", "likes", "I adore Lyon", value="Lyon"),
+                    claim("user", "lives_in", "I live in Lyon", obj="e9"),
+                ],
+            )
+        ],
+    )
+    path = tmp_path / "bad.json"
+    path.write_text(bad.model_dump_json(exclude_none=True))
+    assert main(["load", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "rejected by reason: not_in_message 1, unknown_handle 1, unknown_predicate 1" in out
+    assert main(["load", str(path), "--force", "--show-rejections"]) == 0
+    out = capsys.readouterr().out
+    assert "rejected bad turn 0 (statement, not_in_message): the quote 'I adore Lyon' is not in the message" in out
+    assert "(statement, unknown_predicate): predicate 'resides_in' is not in the ontology's vocabulary" in out
+    assert main(["load", str(path), "--force", "--format", "json"]) == 0
+    said = json.loads(capsys.readouterr().out)
+    assert said["rejected_reasons"] == {"not_in_message": 1, "unknown_handle": 1, "unknown_predicate": 1}
+    assert {(r["conversation"], r["turn"], r["reason"]) for r in said["rejections"]} == {
+        ("bad", 0, "not_in_message"),
+        ("bad", 0, "unknown_handle"),
+        ("bad", 0, "unknown_predicate"),
+    }
