@@ -199,7 +199,10 @@ def _cmd_db(args: argparse.Namespace) -> int:
             )
         else:
             _print("not running")
-        return _EXIT_OK if status["running"] else 3
+        # A script asks "can I use it?": running but not answering is not a yes.
+        if not status["running"]:
+            return 3
+        return _EXIT_OK if status["accepting"] else 4
     if args.db_command == "url":
         running = engine.state()
         if running is None:

@@ -339,3 +339,23 @@ def test_a_disk_that_fills_under_the_write_ahead_log_hangs_the_engine_and_a_rest
     fresh = Database(state.dsn, "fresh_walled").connect()
     assert load_paths(fresh, [EXAMPLES], ONTO).count("loaded") == 25
     assert digest(Database(state.dsn, "walled").connect()) == digest(fresh)
+
+
+def test_status_of_an_engine_that_runs_but_does_not_answer_is_not_success(own_engine, tmp_path, monkeypatch, capsys):
+    """`db status` said "NOT accepting connections" and exited 0, so a script took the engine
+    for usable. The engine is made to stop answering by pausing it (our own process)."""
+    import os
+    import signal
+
+    state, _ = own_engine.start(data="memory", port=free_port())
+    monkeypatch.setenv("AGEFACTS_HOME", str(own_engine.home))
+    assert main(["db", "status"]) == 0
+    capsys.readouterr()
+    os.kill(state.pid, signal.SIGSTOP)
+    try:
+        assert main(["db", "status"]) == 4
+        assert "NOT accepting connections" in capsys.readouterr().out
+    finally:
+        os.kill(state.pid, signal.SIGCONT)
+    assert main(["db", "status"]) == 0
+    assert main(["db", "stop"]) == 0

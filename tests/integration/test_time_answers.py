@@ -133,6 +133,8 @@ def _allergies(extra: list[dict]) -> list:
 def test_a_correction_withdraws_and_a_negation_ends_a_many_valued_fact(db, via):
     load_all(db, via, reversed(_allergies([])))
     assert rows(db, "allergic_to") == [("tree nuts", None, None)]
+    kinds = sorted((r["value"], r["kind"]) for r in history(db, "user", "allergic_to", namespace="eve").dicts())
+    assert kinds == [("peanuts", "corrects"), ("peanuts", "states"), ("tree nuts", "states")]
     # Believed before the correction: peanuts.
     assert rows(db, "allergic_to", known_at="2024-02-01") == [("peanuts", None, None)]
     # A correction says it was never so, at any valid time.
