@@ -18,20 +18,17 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from .errors import AgtypeError
+
 # The JSON string scanner the json module uses (its type stubs leave it out).
 _scanstring: Callable[[str, int], tuple[str, int]] = json.decoder.scanstring  # type: ignore[attr-defined]
 
 __all__ = [
-    "AgtypeError",
     "Edge",
     "Path",
     "Vertex",
     "decode",
 ]
-
-
-class AgtypeError(ValueError):
-    pass
 
 
 @dataclass(frozen=True)

@@ -582,7 +582,8 @@ def _port(text: str) -> int:
 
 
 def _cmd_load(args: argparse.Namespace) -> int:
-    from .load import LoadInterrupted, load_paths, terminal_progress
+    from .errors import LoadInterrupted
+    from .load import load_paths, terminal_progress
 
     ontology = _ontology(args)
     progress = terminal_progress() if args.format == "table" else None

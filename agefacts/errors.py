@@ -7,13 +7,19 @@ input (file, conversation, turn) and what to do about it. Database errors become
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "AgeFactsError",
+    "AgtypeError",
     "CompileError",
+    "ConversationMoved",
     "DatabaseError",
+    "EndpointDown",
     "EngineError",
     "ExtractionError",
     "InputError",
+    "LoadInterrupted",
     "OntologyError",
     "QueryError",
     "UsageError",
@@ -89,3 +95,28 @@ def need_text(value: object, what: str, *, optional: bool = False) -> None:
 
 class QueryError(AgeFactsError):
     """A query is malformed or names something that does not exist."""
+
+
+# -- what a caller can meet besides the stages' errors ----------------------------------------------
+class AgtypeError(AgeFactsError, ValueError):
+    """Text the database returned as agtype that is not agtype (a ``ValueError`` too)."""
+
+
+class EndpointDown(ExtractionError):
+    """The model endpoint failed several requests in a row, each after all its attempts: it
+    is not asked again for a while."""
+
+
+class ConversationMoved(AgeFactsError):
+    """A conversation loaded ``based_on`` one version found another loaded meanwhile: what
+    was built on the version read (an added message) must be built again on the new one."""
+
+
+class LoadInterrupted(KeyboardInterrupt):
+    """A load stopped by an interrupt (Ctrl-C), with the summary of what it had done (a
+    :class:`agefacts.load.Summary`): every conversation in it is loaded entirely, and the one
+    being written was rolled back whole. A ``KeyboardInterrupt``, as what caused it."""
+
+    def __init__(self, summary: Any):
+        super().__init__("interrupted")
+        self.summary = summary

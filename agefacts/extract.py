@@ -35,7 +35,7 @@ from typing import Any, Literal, Protocol
 import httpx
 from pydantic import ValidationError
 
-from .errors import AgeFactsError, ExtractionError
+from .errors import AgeFactsError, EndpointDown, ExtractionError
 from .models import (
     Claim,
     Conversation,
@@ -54,7 +54,6 @@ __all__ = [
     "ConversationOutcome",
     "DEFAULT_CONTEXT_TURNS",
     "DEFAULT_KEY_ENV",
-    "EndpointDown",
     "Extractor",
     "LLMClient",
     "LLMExtractor",
@@ -78,11 +77,6 @@ DEFAULT_KEY_ENV = "AGEFACTS_LLM_API_KEY"
 # may lean on; older people and things reach the model as known handles, which are always sent.
 DEFAULT_CONTEXT_TURNS = 8
 _RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
-
-
-class EndpointDown(ExtractionError):
-    """The model endpoint failed several requests in a row, each after all its attempts: it
-    is not asked again for a while."""
 
 
 @dataclass

@@ -29,7 +29,7 @@ from . import ledger
 from .compile import EXTRACTOR, Plan, entity_recompute, executable, plan, statement_recompute, supersession, to_cypher
 from .consolidate import result_of
 from .db import Database
-from .errors import AgeFactsError, DatabaseError, InputError, QueryError
+from .errors import AgeFactsError, ConversationMoved, DatabaseError, InputError, LoadInterrupted, QueryError
 from .inputs import input_size, read_conversations
 from .keys import conversation_key, user_key
 from .models import Conversation
@@ -37,8 +37,6 @@ from .names import CORE_VERTEX_LABELS
 from .ontology import Ontology
 
 __all__ = [
-    "ConversationMoved",
-    "LoadInterrupted",
     "Loader",
     "Outcome",
     "Prepared",
@@ -230,11 +228,6 @@ class Seen:
 class _PriorMoved(Exception):
     """Another loader changed what the ingest log holds for a conversation between our read
     and our write: it is prepared again against what is there now."""
-
-
-class ConversationMoved(AgeFactsError):
-    """A conversation loaded ``based_on`` one version found another loaded meanwhile: what
-    was built on the version read (an added message) must be built again on the new one."""
 
 
 _UNSET: Any = object()
@@ -774,15 +767,6 @@ def load_paths(
     except KeyboardInterrupt:
         raise LoadInterrupted(summary) from None
     return summary
-
-
-class LoadInterrupted(KeyboardInterrupt):
-    """A load stopped by an interrupt (Ctrl-C), with the summary of what it had done: every
-    conversation in it is loaded entirely, and the one being written was rolled back whole."""
-
-    def __init__(self, summary: Summary):
-        super().__init__("interrupted")
-        self.summary = summary
 
 
 def terminal_progress(stream: TextIO | None = None) -> Callable[[int, str], None] | None:

@@ -21,9 +21,9 @@ from pydantic import ValidationError
 
 from . import ledger
 from .db import DEFAULT_GRAPH, AsyncDatabase, Database, resolve_dsn
-from .errors import AgeFactsError, ExtractionError, InputError, QueryError, UsageError, need_text
+from .errors import AgeFactsError, ConversationMoved, ExtractionError, InputError, QueryError, UsageError, need_text
 from .extract import DEFAULT_CONTEXT_TURNS, LLMClient, extract_conversation, pending_turns
-from .load import ConversationMoved, Loader
+from .load import Loader
 from .models import Conversation, Turn, describe
 from .ontology import Ontology, default_ontology
 from .query import TimeArg, facts, facts_async, history, history_async

@@ -17,7 +17,8 @@ PACKAGE = Path(agefacts.__file__).parent
 # first, then the engine and the database, then the pipeline's stages in their order, then
 # what reads the graph, then the commands that use all of it.
 RANKS: list[set[str]] = [
-    {"_version", "errors", "names", "agtype", "temporal", "fake_model"},
+    {"_version", "errors"},
+    {"names", "agtype", "temporal", "fake_model"},
     {"cypher"},
     {"typography", "models"},
     {"keys", "ontology"},
@@ -184,3 +185,21 @@ def test_a_planted_public_name_or_foreign_export_is_caught():
     sources = modules()
     sources["output"] = sources["output"].replace("__all__", "exported", 1)
     assert "output has no __all__" in all_violations(sources)
+
+
+def test_the_errors_a_caller_can_meet_live_in_errors_and_are_exported():
+    """LoadInterrupted, ConversationMoved, EndpointDown and the agtype reader's error were
+    each defined in the stage that raises them and not exported: a caller had to know where."""
+    import pytest
+
+    from agefacts.agtype import decode
+
+    for name in ("LoadInterrupted", "ConversationMoved", "EndpointDown", "AgtypeError"):
+        cls = getattr(agefacts, name)
+        assert cls.__module__ == "agefacts.errors" and name in agefacts.__all__, name
+    assert issubclass(agefacts.LoadInterrupted, KeyboardInterrupt)
+    assert issubclass(agefacts.EndpointDown, agefacts.ExtractionError)
+    with pytest.raises(agefacts.AgtypeError):
+        decode('{"a": 1} trailing')
+    with pytest.raises(ValueError):  # as before, for callers that caught ValueError
+        decode("[1, 2")
