@@ -181,6 +181,15 @@ def cypher_statement(
     )
 
 
+def _bad_dsn(exc: BaseException) -> DatabaseError:
+    """The one message for a connection string libpq refuses, on either connection."""
+    return DatabaseError(
+        f"the connection string is not valid: {exc}; give one like "
+        "'host=127.0.0.1 port=5432 user=me dbname=mine' or a postgresql:// URL (--dsn or AGEFACTS_DSN on the "
+        "command line)"
+    )
+
+
 class _Prepared:
     """Cypher queries run again and again (the named queries), prepared once per connection:
     AGE turns Cypher into SQL when a statement is parsed, and that, with planning, was most of
@@ -284,10 +293,7 @@ class Database:
                 break
             except psycopg.ProgrammingError as exc:
                 # libpq refused the connection string itself (psycopg says ProgrammingError).
-                raise DatabaseError(
-                    f"the connection string (--dsn or AGEFACTS_DSN) is not valid: {exc}; give one like "
-                    "'host=127.0.0.1 port=5432 user=me dbname=mine' or a postgresql:// URL"
-                ) from None
+                raise _bad_dsn(exc) from None
             except psycopg.OperationalError as exc:
                 last = exc
                 if attempt < retries:
@@ -864,7 +870,7 @@ class AsyncDatabase:
                 self.dsn, autocommit=True, prepare_threshold=None, connect_timeout=int(self.connect_timeout)
             )
         except psycopg.ProgrammingError as exc:
-            raise DatabaseError(f"the connection string is not valid: {exc}") from None
+            raise _bad_dsn(exc) from None
         except psycopg.Error as exc:
             raise translate(exc, "connecting to the database") from exc
 

@@ -448,3 +448,43 @@ def test_one_memory_shared_by_threads_keeps_every_add(dsn, graph_name, db):
         assert sorted(f.value for f in memory.facts("user", namespace="test")) == sorted(
             f"thing {i}{j}" for i in range(4) for j in range(4)
         )
+
+
+def test_the_sync_and_async_memories_are_twins():
+    """Memory and AsyncMemory repeat each other's calls around shared functions; their
+    signatures and their messages drifted apart (a bad connection string was worded two ways,
+    one naming command-line flags to library callers). Each public call of one is the other's,
+    with the same parameters, and a bad connection string is one sentence on both."""
+    import inspect
+
+    from agefacts.errors import DatabaseError
+
+    def calls(cls):
+        return {
+            n: inspect.signature(f)
+            for n, f in inspect.getmembers(cls, inspect.isfunction)
+            if not n.startswith("_") and n not in ("open", "close")
+        }
+
+    sync, async_ = calls(Memory), calls(AsyncMemory)
+    assert sorted(sync) == sorted(async_)
+    for name in sync:
+        assert list(sync[name].parameters) == list(async_[name].parameters), name
+        assert [p.default for p in sync[name].parameters.values()] == [
+            p.default for p in async_[name].parameters.values()
+        ], name
+    assert list(inspect.signature(Memory).parameters) == list(inspect.signature(AsyncMemory).parameters)
+
+    said = []
+    with pytest.raises(DatabaseError) as sync_error:
+        Memory("garbage dsn")
+    said.append(str(sync_error.value))
+
+    async def go():
+        async with AsyncMemory("garbage dsn"):
+            pass
+
+    with pytest.raises(DatabaseError) as async_error:
+        asyncio.run(go())
+    said.append(str(async_error.value))
+    assert said[0] == said[1] and said[0].startswith("the connection string is not valid")
