@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import json
 import logging
@@ -190,6 +191,14 @@ def _bad_dsn(exc: BaseException) -> DatabaseError:
     )
 
 
+@functools.lru_cache(maxsize=256)
+def _prepared_text(graph: str, query: str, columns: tuple[str, ...]) -> tuple[str, str]:
+    """A named query's SQL with ``$1`` for its parameters, and the hash that names it: made
+    once per text, not on every call."""
+    text = cypher_statement(graph, query, columns, with_params=True, placeholder="$1").as_string(None)
+    return text, hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
 class _Prepared:
     """Cypher queries run again and again (the named queries), prepared once per connection:
     AGE turns Cypher into SQL when a statement is parsed, and that, with planning, was most of
@@ -212,8 +221,8 @@ class _Prepared:
         the parameters giving the EXECUTE."""
         if self.on is not conn:
             self.names, self.on = set(), conn
-        text = cypher_statement(self.graph, query, columns, with_params=True, placeholder="$1").as_string(None)
-        name = self.prefix + hashlib.sha256(text.encode()).hexdigest()[:20]
+        text, digest = _prepared_text(self.graph, query, tuple(columns))
+        name = self.prefix + digest
         prepare = None
         if name not in self.names:
             prepare = sql.SQL("PREPARE {} (ag_catalog.agtype) AS ").format(sql.Identifier(name)) + sql.SQL(text)
@@ -719,27 +728,27 @@ class Database:
         self, query: str, params: Mapping[str, Any], columns: Sequence[str]
     ) -> list[tuple[str | None, ...]]:
         with self._lock:
-            name, prepare, execute = self._prepared.statements(query, columns, self.conn)
             try:
-                if prepare is not None:
+                for attempt in (1, 2):
+                    name, prepare, execute = self._prepared.statements(query, columns, self.conn)
+                    if prepare is not None:
+                        try:
+                            self._run(prepare)
+                        except psycopg.errors.DuplicatePreparedStatement:
+                            pass  # this client prepared it before a reconnect, on the same session
+                        self._prepared.names.add(name)
                     try:
-                        self._run(prepare)
-                    except psycopg.errors.DuplicatePreparedStatement:
-                        pass  # this client prepared it before a reconnect, on the same session
-                    self._prepared.names.add(name)
-                try:
-                    return self._run(execute(params))
-                except psycopg.errors.InvalidSqlStatementName:
-                    # Gone from the session (a reconnect, or a transaction that was rolled
-                    # back around its PREPARE): prepared again, once, when that can be.
-                    self._prepared.names.discard(name)
-                    if self.conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-                        raise
-                    self._run(prepare or self._prepared.statements(query, columns, self.conn)[1])
-                    self._prepared.names.add(name)
-                    return self._run(execute(params))
+                        return self._run(execute(params))
+                    except psycopg.errors.InvalidSqlStatementName:
+                        # Gone from the session (a reconnect, or a transaction rolled back
+                        # around its PREPARE): prepared again, once, outside a caller's transaction.
+                        self._prepared.names.discard(name)
+                        idle = self.conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+                        if attempt == 2 or not idle:
+                            raise
             except psycopg.Error as exc:
                 raise translate(exc, "running Cypher") from exc
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def execute(
         self, query: str | sql.Composable, params: Sequence[Any] | Mapping[str, Any] | None = None

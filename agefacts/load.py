@@ -95,7 +95,7 @@ class Summary:
         out: Counter[str] = Counter()
         for o in self.outcomes:
             if o.status == "loaded":
-                out.update(r[2] for r in o.rejections)
+                out.update(o.counts.get("rejected_reasons", {}))
         return dict(sorted(out.items()))
 
     def rejections(self) -> list[dict[str, Any]]:

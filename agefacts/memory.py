@@ -467,7 +467,7 @@ def correction(
     for name, text in (("namespace", namespace), ("by", by), ("predicate", predicate), ("said", said)):
         if not isinstance(text, str) or not text.strip():
             raise UsageError(f"{name} must be non-empty text, not {text!r}")
-    found = [e for e in find_entities(db, entity, namespace) if e["namespace"] == namespace]
+    found = find_entities(db, entity, namespace)
     if not found:
         raise QueryError(f"no entity {entity!r} in namespace {namespace!r}: give a key, a name or a mention")
     when = as_of(None, at)[1]
@@ -532,7 +532,7 @@ def correction(
     if instead is not None:
         fix: dict[str, Any] = {"value": instead}
         if old["object_key"] is not None:
-            again = [e for e in find_entities(db, instead, namespace) if e["namespace"] == namespace]
+            again = find_entities(db, instead, namespace)
             if not again:
                 raise QueryError(f"no entity {instead!r} in namespace {namespace!r} to put in its place")
             ent = declared(again[0]["key"], f"e{len(entities) + 1}")

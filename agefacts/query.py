@@ -32,6 +32,7 @@ __all__ = [
     "demo",
     "bind_named",
     "check_scope",
+    "current_facts",
     "digest",
     "facts",
     "facts_async",
@@ -43,7 +44,6 @@ __all__ = [
     "history",
     "history_async",
     "named_queries",
-    "current_facts",
     "return_columns",
     "run",
     "run_named",
@@ -514,7 +514,8 @@ def facts(
     known_at: TimeArg = None,
 ) -> Table:
     """The facts about an entity valid at ``valid_at`` as known at ``known_at`` (both default
-    to now; text, ``date`` or ``datetime``), one row per statement with its earliest quote.
+    to now; text, ``date`` or ``datetime``), one row per fact as :mod:`agefacts.timeline`
+    reads it (its statements counted together), with its earliest quote.
     When the entity is found in more than one namespace, give a ``namespace`` or
     ``all_namespaces=True``."""
     _check_entity(entity, namespace)

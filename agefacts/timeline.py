@@ -42,7 +42,7 @@ that ended it (a negation, or the next run's) became known.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -156,8 +156,8 @@ def _withdrawn_before(rows: Iterable[Mapping[str, Any]]) -> dict[_Fact, str]:
 _Event = tuple[str, int, tuple[str, str], Mapping[str, Any]]
 
 
-def _events(rows: Iterable[Mapping[str, Any]]) -> list[_Event]:
-    withdrawn = _withdrawn_before(r for r in rows)
+def _events(rows: Sequence[Mapping[str, Any]]) -> list[_Event]:
+    withdrawn = _withdrawn_before(rows)
     events: list[_Event] = []
     for r in rows:
         if r.get("corrects"):

@@ -56,6 +56,25 @@ def place(handle: str, name: str) -> dict:
     return {"handle": handle, "type": "Place", "mention": name, "resolution": "resolved", "name": name}
 
 
+# What a model replies for "I live in Porto." and "I love fado." (the Memory tests' endpoint).
+LIVES = {
+    "entities": [{"handle": "e1", "type": "Place", "mention": "Porto", "resolution": "resolved", "name": "Porto"}],
+    "statements": [
+        {"subject": "user", "predicate": "lives_in", "object": "e1", "quote": "I live in Porto"}
+        | {"polarity": "asserted", "tense": "current"}
+    ],
+    "followups": [],
+}
+LIKES = {
+    "entities": [],
+    "statements": [
+        {"subject": "user", "predicate": "likes", "value": "fado", "quote": "I love fado"}
+        | {"polarity": "asserted", "tense": "current"}
+    ],
+    "followups": [],
+}
+
+
 def at_once(work, n: int) -> list[BaseException]:
     """Run ``work(i)`` for i in range(n), each in a thread, released together; what any of
     them raised."""

@@ -16,7 +16,7 @@ from agefacts.load import Loader, load_paths
 from agefacts.query import digest, run_named
 from agefacts.retrieve import relevance
 
-from ..helpers import EXAMPLES, ONTO, VIAS
+from ..helpers import EXAMPLES, LIKES, LIVES, ONTO, VIAS
 from ..llm_server import completion
 
 
@@ -125,22 +125,6 @@ def test_ask_format_context_is_one_citable_line_per_fact(dsn, graph_name, cli_en
 
 
 # -- add ------------------------------------------------------------------------------------------------
-LIVES = {
-    "entities": [{"handle": "e1", "type": "Place", "mention": "Porto", "resolution": "resolved", "name": "Porto"}],
-    "statements": [
-        {"subject": "user", "predicate": "lives_in", "object": "e1", "quote": "I live in Porto"}
-        | {"polarity": "asserted", "tense": "current"}
-    ],
-    "followups": [],
-}
-LIKES = {
-    "entities": [],
-    "statements": [
-        {"subject": "user", "predicate": "likes", "value": "fado", "quote": "I love fado"}
-        | {"polarity": "asserted", "tense": "current"}
-    ],
-    "followups": [],
-}
 
 
 def test_add_extracts_only_new_turns_and_loads_them_in_one_call(dsn, graph_name, db, server):

@@ -11,17 +11,8 @@ import pytest
 from agefacts import AsyncMemory, LLMClient, Memory
 from agefacts.fake_model import FakeModel
 
-from ..helpers import at_once, likes
+from ..helpers import LIKES, at_once, likes
 from ..llm_server import completion
-
-LIKES = {
-    "entities": [],
-    "statements": [
-        {"subject": "user", "predicate": "likes", "value": "fado", "quote": "I love fado"}
-        | {"polarity": "asserted", "tense": "current"}
-    ],
-    "followups": [],
-}
 
 
 @pytest.mark.parametrize("kind", ["sync", "async"])
