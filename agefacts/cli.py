@@ -275,7 +275,7 @@ def _cmd_history(args: argparse.Namespace) -> int:
 
 def _cmd_ask(args: argparse.Namespace) -> int:
     from . import output
-    from .retrieve import ask
+    from .retrieve import about, ask
 
     with _open_db(args) as db:
         answer = ask(
@@ -295,7 +295,7 @@ def _cmd_ask(args: argparse.Namespace) -> int:
         _print(answer.context())
         return _EXIT_OK
     if not answer.entities and not answer.messages:
-        _print("The question names no known entity or topic.")
+        _print(f"Nothing found: {answer.reason}.")
         return _EXIT_OK
     ns = ["namespace"] if args.namespace is None else []
     if answer.entities:
@@ -305,9 +305,9 @@ def _cmd_ask(args: argparse.Namespace) -> int:
         for r in answer.rejected:
             _print(f"not served: {r['subject']} {r['predicate']} {r['object'] or r['value']}: {r['reason']}")
     if answer.messages:
-        _print("Said about the topic:")
-        cols = ns + ["conversation", "message", "at", "about", "text"]
-        rows = [{**m, "about": ", ".join(sorted({h["text"] for h in m["keyphrases"]}))} for m in answer.messages]
+        _print("Messages:")
+        cols = ns + ["conversation", "message", "at", "who", "matched", "text"]
+        rows = [{**m, "who": m["name"] or m["speaker"], "matched": about(m)} for m in answer.messages]
         _print(output.render(cols, [[m[c] for c in cols] for m in rows], "table"))
     return _EXIT_OK
 
@@ -711,6 +711,32 @@ def _cmd_grade(args: argparse.Namespace) -> int:
     return _EXIT_FAILED if bad else _EXIT_OK
 
 
+def _cmd_eval_recall(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from . import output
+    from .recall import evaluate, read_questions
+
+    _need_k(args.k)
+    questions = read_questions(Path(args.questions))
+    with _open_db(args) as db:
+        report = evaluate(db, questions, _ontology(args), k=args.k)
+    if args.format == "json":
+        _print(json.dumps(report.to_json(), indent=2))
+        return _EXIT_OK
+    columns, rows = report.rows()
+    _print(output.render(columns, rows, args.format))
+    if args.format == "table":
+        lat = report.latency_ms
+        _print(f"{report.questions} questions; ask's latency p50 {lat['p50']} ms, p95 {lat['p95']} ms (k={report.k})")
+    return _EXIT_OK
+
+
+def _need_k(k: int) -> None:
+    if k < 20:
+        raise UsageError(f"--k is how many messages to score, at least 20 (R@20 needs them), not {k}")
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from . import output, query
 
@@ -943,6 +969,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("fixtures", nargs="+", help="conversation files with gold")
     _format_option(p, ("table", "json", "jsonl"))
     p.set_defaults(func=_cmd_grade)
+
+    p = sub.add_parser("eval", help="measure retrieval: recall of ask beside a BM25 baseline")
+    esub = p.add_subparsers(dest="what", metavar="WHAT", required=True)
+    p = esub.add_parser(
+        "recall",
+        parents=[dbo, ont],
+        help="R@5/10/20, hit@10 and MRR per category for ask and BM25 over the same messages",
+        description="Ask every question of a JSON Lines file (question, namespace, evidence: "
+        "[{conversation, message}], optional category) and score the messages found against "
+        "its evidence, beside an in-process BM25 over the namespace's messages (docs/recall.md).",
+    )
+    p.add_argument("questions", help="questions file (JSON Lines)")
+    p.add_argument("--k", type=int, default=20, help="messages asked for per question (default 20)")
+    _format_option(p, ("table", "json", "csv"))
+    p.set_defaults(func=_cmd_eval_recall)
 
     p = sub.add_parser("demo", parents=[dbo, ont], help="load the shipped examples and show some facts")
     p.set_defaults(func=_cmd_demo)

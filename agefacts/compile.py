@@ -169,6 +169,7 @@ def plan(conv: Conversation, result: ConversationResult, ontology: Ontology) -> 
                         "conversation": cid,
                         "ordinal": i,
                         "speaker": turn.speaker,
+                        "name": turn.name,
                         "at": _instant(turn.at) if turn.at else None,
                         "text": turn.text,
                     }

@@ -169,7 +169,7 @@ class Recall:
     reason: str | None
     context: str
     messages: tuple[TopicMessage, ...] = ()
-    """The messages that say the question's topic, when it names one (keyphrases)."""
+    """The messages found for the question, best first (its words, keyphrases and facts' evidence, fused)."""
 
     @classmethod
     def from_answer(cls, a: Answer) -> Recall:
@@ -186,9 +186,11 @@ class Recall:
 
 @dataclass(frozen=True)
 class TopicMessage:
-    """A message that says the question's topic (found by its keyphrases), with where it
-    says each one: ``spans`` are (keyphrase text, mention, char start, char end), and
-    ``text[start:end] == mention``."""
+    """A message found for a question, best first: ``words`` are the question's words it
+    says (as search folds them: "painting" is "paint"), ``spans`` where it says the question's
+    keyphrases ((keyphrase text, mention, char start, char end), ``text[start:end] ==
+    mention``), ``facts`` the statements it is evidence of, ``name`` who said it when the
+    conversation names them, and ``score`` its place in the fused ranking (higher first)."""
 
     namespace: str
     conversation: str
@@ -197,6 +199,10 @@ class TopicMessage:
     at: dt.datetime | None
     text: str
     spans: tuple[tuple[str, str, int, int], ...]
+    name: str | None = None
+    words: tuple[str, ...] = ()
+    facts: tuple[str, ...] = ()
+    score: float = 0.0
 
     @classmethod
     def from_row(cls, m: Mapping[str, Any]) -> TopicMessage:
@@ -208,6 +214,10 @@ class TopicMessage:
             _instant(m["at"]),
             m["text"],
             tuple((h["text"], h["mention"], h["char_start"], h["char_end"]) for h in m["keyphrases"]),
+            m.get("name"),
+            tuple(m.get("words") or ()),
+            tuple(m.get("facts") or ()),
+            float(m.get("score") or 0.0),
         )
 
 

@@ -16,7 +16,17 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    StringConstraints,
+    ValidationError,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 __all__ = [
     "AUTHORED",
@@ -238,6 +248,10 @@ class Keyphrase(Model):
 
 class Turn(Model):
     speaker: Literal["user", "assistant"]
+    name: str | None = None
+    """The speaker's name, when the conversation gives one ("Caroline"): search ranks a
+    named person's own turns up. Written only when given, so a conversation without names
+    keeps its content hash."""
     text: str
     at: str | None = None
     recorded: Proposal | None = None
@@ -245,6 +259,13 @@ class Turn(Model):
     keyphrases: list[Keyphrase] | None = None
     """What a keyphrase extractor found in this message, kept apart from ``recorded`` so
     that the two extractors never mistake each other's work for their own."""
+
+    @model_serializer(mode="wrap")
+    def _without_absent_name(self, handler: SerializerFunctionWrapHandler) -> Any:
+        out = handler(self)
+        if isinstance(out, dict) and out.get("name", 0) is None:
+            del out["name"]
+        return out
 
 
 class Conversation(Input):

@@ -34,20 +34,24 @@ from typing import Any
 
 from .db import AsyncDatabase, Database
 from .errors import UsageError, need_text
-from .keys import keyphrase_key, keyphrase_text
+from .keys import keyphrase_key, keyphrase_text, message_key
 from .ontology import Ontology
 from .query import TimeArg, check_scope, facts_of_keys, facts_of_keys_async, run_named, run_named_async
 
 __all__ = [
     "Answer",
     "FIRST_PERSON",
+    "FUSION_K",
+    "FUSION_WEIGHTS",
     "Linked",
+    "about",
     "ROLE_WORDS",
     "answer_from",
     "ask",
     "ask_async",
     "check",
     "context_line",
+    "fuse",
     "message_line",
     "link",
     "link_rows",
@@ -96,8 +100,14 @@ class Answer:
     rejected: list[dict[str, Any]] = field(default_factory=list)
     reason: str | None = None  # why nothing is served, when nothing is
     messages: list[dict[str, Any]] = field(default_factory=list)
-    """Messages that say the question's topic: namespace, conversation, message (ordinal),
-    speaker, at, text, and ``keyphrases`` (each with its text, mention, spans and score)."""
+    """The messages that answer best, best first (:func:`fuse`): namespace, conversation,
+    message (ordinal), speaker, name, at, text, score, and why each is there: ``words`` (the
+    question's words it says), ``keyphrases`` (each with its text, mention, spans and score)
+    and ``facts`` (the statements it is evidence of)."""
+
+    def message_refs(self) -> list[tuple[str, int]]:
+        """The messages found, best first, as (conversation, ordinal)."""
+        return [(m["conversation"], m["message"]) for m in self.messages]
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -118,7 +128,10 @@ class Answer:
         # Over several memories each line says whose it is ("user" is every owner).
         several = len({r["namespace"] for r in [*self.facts, *self.messages]}) > 1
         lines = [context_line(i, f, several) for i, f in enumerate(self.facts, 1)]
-        lines += [message_line(i, m, several) for i, m in enumerate(self.messages, len(lines) + 1)]
+        # A fact's line already cites its message: that message is not said twice.
+        cited = {(f["namespace"], f["conversation"], f["message"]) for f in self.facts}
+        rest = [m for m in self.messages if (m["namespace"], m["conversation"], m["message"]) not in cited]
+        lines += [message_line(i, m, several) for i, m in enumerate(rest, len(lines) + 1)]
         return "\n".join(lines)
 
     def linked(self) -> str:
@@ -150,14 +163,25 @@ def context_line(n: int, f: dict[str, Any], namespaced: bool = False) -> str:
 
 
 def message_line(n: int, m: dict[str, Any], namespaced: bool = False) -> str:
-    """One message found by topic as one line of a prompt-ready block."""
-    about = ", ".join(sorted({h["text"] for h in m["keyphrases"]}))
+    """One message found as one line of a prompt-ready block: who said it, where, when, and
+    what of the question it says."""
     said = json.dumps(m["text"], ensure_ascii=False)
+    who = m.get("name") or m.get("speaker")
     return (
-        f"[{n}] said {said} in conversation {m['conversation']}"
+        f"[{n}] {who} said {said} in conversation {m['conversation']}"
         + (f" of namespace {m['namespace']}" if namespaced else "")
-        + f" message {m['message']} at {m.get('at')} (about {about})"
+        + f" message {m['message']} at {m.get('at')} (matched: {about(m)})"
     )
+
+
+def about(m: dict[str, Any]) -> str:
+    """What of the question a found message says: its words, keyphrases, and the number of
+    facts it is evidence of."""
+    parts = list(m.get("words") or [])
+    parts += sorted({h["text"] for h in m.get("keyphrases") or []} - set(parts))
+    if m.get("facts"):
+        parts.append(f"{len(m['facts'])} fact" + ("s" if len(m["facts"]) > 1 else ""))
+    return ", ".join(parts)
 
 
 FIRST_PERSON = frozenset({"i", "me", "my", "mine", "myself"})
@@ -329,18 +353,7 @@ def topics_from(rows: list[dict[str, Any]], k: int) -> list[dict[str, Any]]:
     by_message: dict[tuple[str, str, int], dict[str, Any]] = {}
     for r in rows:
         ident = (r["namespace"], r["conversation"], r["message"])
-        m = by_message.setdefault(
-            ident,
-            {
-                "namespace": r["namespace"],
-                "conversation": r["conversation"],
-                "message": r["message"],
-                "speaker": r["speaker"],
-                "at": r["at"],
-                "text": r["message_text"],
-                "keyphrases": [],
-            },
-        )
+        m = by_message.setdefault(ident, _message(r, r["message_text"]))
         hit = {f: r[f] for f in ("mention", "char_start", "char_end", "byte_start", "byte_end", "score", "extractor")}
         m["keyphrases"].append({"text": r["keyphrase"], **hit})
     for m in by_message.values():
@@ -362,6 +375,96 @@ def topics_from(rows: list[dict[str, Any]], k: int) -> list[dict[str, Any]]:
     return sorted(latest_first, key=order)[: max(0, k)]
 
 
+def _message(r: dict[str, Any], text: str | None) -> dict[str, Any]:
+    return {
+        "namespace": r["namespace"],
+        "conversation": r["conversation"],
+        "message": r["message"],
+        "speaker": r["speaker"],
+        "name": r.get("name"),
+        "at": r["at"],
+        "text": text,
+        "score": 0.0,
+        "words": [],
+        "keyphrases": [],
+        "facts": [],
+    }
+
+
+FUSION_K = 10
+"""Reciprocal-rank fusion's constant: a message's score is the sum over the lists that hold
+it of ``weight / (FUSION_K + rank)``."""
+
+FUSION_WEIGHTS = {"words": 1.0, "keyphrases": 0.05, "facts": 1.0}
+"""How much each list counts in the fusion: the question's words (BM25), its keyphrases,
+and the evidence of the facts about what it names."""
+
+
+def fuse(
+    words: list[dict[str, Any]],
+    keyphrases: list[dict[str, Any]],
+    facts: list[dict[str, Any]],
+    texts: dict[tuple[str, str, int], dict[str, Any]],
+    k: int,
+) -> list[dict[str, Any]]:
+    """One ranked list of messages from three: ``words`` (the ``search_messages`` rows, best
+    first), ``keyphrases`` (:func:`topics_from`'s messages, best first) and ``facts`` (the
+    served facts, best first: each one's evidence message; ``texts`` holds those messages by
+    (namespace, conversation, ordinal)). Reciprocal-rank fusion (:data:`FUSION_WEIGHTS`),
+    ties by the words' own order, cut to ``k``. Each message says why it is there: ``words``
+    (the question's words it says, as folded), ``keyphrases`` and ``facts`` (statement ids)."""
+    out: dict[tuple[str, str, int], dict[str, Any]] = {}
+    first: dict[tuple[str, str, int], tuple[int, int]] = {}
+
+    def add(
+        list_no: int, rank: int, ident: tuple[str, str, int], row: dict[str, Any], text: str | None
+    ) -> dict[str, Any]:
+        m = out.get(ident)
+        if m is None:
+            m = out[ident] = _message(row, text)
+            first[ident] = (list_no, rank)
+        m["score"] += FUSION_WEIGHTS[("words", "keyphrases", "facts")[list_no]] / (FUSION_K + rank)
+        return m
+
+    for rank, r in enumerate(words, 1):
+        m = add(0, rank, (r["namespace"], r["conversation"], r["message"]), r, r["message_text"])
+        m["words"] = list(r["words"] or [])
+        m["name"] = r.get("name")
+    # A keyphrase ranks up a message the words found, never adds one (every keyphrase is
+    # words of its message, so the words find what it would); one that is only a speaker's
+    # name ("Congrats, Gina!") counts for nothing, as the name does in the words' ranking.
+    names = {keyphrase_text(r["name"]) for r in words if r.get("name")}
+    rank = 0
+    for r in keyphrases:
+        ident = (r["namespace"], r["conversation"], r["message"])
+        hits = [h for h in r["keyphrases"] if keyphrase_text(h["text"]) not in names]
+        if ident in out and hits:
+            rank += 1
+            m = add(1, rank, ident, r, r["text"])
+            m["keyphrases"] = hits
+    rank = 0
+    for f in facts:
+        ident = (f["namespace"], f["conversation"], f["message"])
+        row = texts.get(ident)
+        if row is None:
+            continue
+        if ident not in out or not out[ident]["facts"]:
+            rank += 1
+            m = add(2, rank, ident, row, row["text"])
+        else:
+            m = out[ident]
+        m["facts"].append(f["statement"])
+    for m in out.values():
+        m["score"] = round(m["score"], 6)
+    ranked = sorted(out, key=lambda i: (-out[i]["score"], first[i]))
+    return [out[i] for i in ranked[: max(0, k)]]
+
+
+def _search_params(question: str, namespace: str | None, k: int) -> dict[str, Any]:
+    # The fusion reads deeper than it returns: a message second in two lists beats one first in one.
+    return {"namespace": namespace, "question": question, "k": max(2 * k, 20)}
+
+
 def _topic_query(question: str, namespace: str | None) -> tuple[str, dict[str, Any]] | None:
     """The named query (and its parameters) that finds the question's topic messages: by
     key in one namespace, by text across all; None when the question names no topic."""
@@ -373,14 +476,32 @@ def _topic_query(question: str, namespace: str | None) -> tuple[str, dict[str, A
     return "topic_messages", {"keys": [keyphrase_key(namespace, t) for t in texts]}
 
 
-def _topic_rows(db: Database, question: str, namespace: str | None) -> list[dict[str, Any]]:
-    q = _topic_query(question, namespace)
-    return run_named(db, *q).dicts() if q else []
+def _evidence_params(facts: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"keys": sorted({message_key(f["namespace"], f["conversation"], f["message"]) for f in facts})}
 
 
-async def _topic_rows_async(db: AsyncDatabase, question: str, namespace: str | None) -> list[dict[str, Any]]:
+def _found(
+    db: Database, question: str, namespace: str | None, k: int, facts: list[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[tuple[str, str, int], dict[str, Any]]]:
+    words = run_named(db, "search_messages", _search_params(question, namespace, k)).dicts()
     q = _topic_query(question, namespace)
-    return (await run_named_async(db, *q)).dicts() if q else []
+    topics = run_named(db, *q).dicts() if q else []
+    texts = _by_ident(run_named(db, "messages", _evidence_params(facts)).dicts()) if facts else {}
+    return words, topics, texts
+
+
+async def _found_async(
+    db: AsyncDatabase, question: str, namespace: str | None, k: int, facts: list[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[tuple[str, str, int], dict[str, Any]]]:
+    words = (await run_named_async(db, "search_messages", _search_params(question, namespace, k))).dicts()
+    q = _topic_query(question, namespace)
+    topics = (await run_named_async(db, *q)).dicts() if q else []
+    texts = _by_ident((await run_named_async(db, "messages", _evidence_params(facts))).dicts()) if facts else {}
+    return words, topics, texts
+
+
+def _by_ident(rows: list[dict[str, Any]]) -> dict[tuple[str, str, int], dict[str, Any]]:
+    return {(r["namespace"], r["conversation"], r["message"]): r for r in rows}
 
 
 def answer_from(
@@ -389,12 +510,13 @@ def answer_from(
     entities: list[Linked],
     rows: list[list[dict[str, Any]]],
     k: int,
-    topics: list[dict[str, Any]] | None = None,
+    found: tuple[list[dict[str, Any]], list[dict[str, Any]], dict[tuple[str, str, int], dict[str, Any]]] | None = None,
 ) -> Answer:
     """The answer from the linked entities and each one's facts (``rows[i]`` are the facts
     of ``entities[i]``): served facts ranked and cut to ``k``, the rest with their reason;
-    and the messages of the question's topic (the ``topic_messages`` rows), cut to ``k``."""
-    answer = Answer(question, list(entities), messages=topics_from(topics or [], k))
+    and the messages (``found``: the question's words' matches, its keyphrases' messages and
+    the facts' evidence messages, fused by :func:`fuse`), cut to ``k``."""
+    answer = Answer(question, list(entities))
     seen: set[str] = set()
     served: list[dict[str, Any]] = []
     for facts in rows:
@@ -407,9 +529,12 @@ def answer_from(
                 served.append(row)
             else:
                 answer.rejected.append({**row, "reason": why})
-    answer.facts = rank(question, served, ontology)[: max(0, k)]
+    ranked = rank(question, served, ontology)
+    answer.facts = ranked[: max(0, k)]
+    words, topics, texts = found or ([], [], {})
+    answer.messages = fuse(words, topics_from(topics, 2 * k), ranked[: 2 * k], texts, k)
     if not entities and not answer.messages:
-        answer.reason = "the question names no known entity or topic"
+        answer.reason = "no message says any word of the question, and it names no known entity"
     elif entities and not answer.facts:
         answer.reason = "no fact about " + ", ".join(e.name or e.key for e in entities) + " is valid at that time"
     return answer
@@ -447,7 +572,8 @@ def ask(
     check_scope(namespace, all_namespaces, (e.namespace for e in entities), "what the question names")
     # Linked entities are known by key: no second lookup of each one.
     rows = [facts_of_keys(db, [e.key], valid_at, known_at).dicts() for e in entities]
-    return answer_from(question, ontology, entities, rows, k, _topic_rows(db, question, namespace))
+    facts = rank(question, [f for r in rows for f in r], ontology)[: 2 * k]
+    return answer_from(question, ontology, entities, rows, k, _found(db, question, namespace, k, facts))
 
 
 async def ask_async(
@@ -467,4 +593,5 @@ async def ask_async(
     entities = link_rows(question, names.dicts(), namespace)
     check_scope(namespace, all_namespaces, (e.namespace for e in entities), "what the question names")
     rows = [(await facts_of_keys_async(db, [e.key], valid_at, known_at)).dicts() for e in entities]
-    return answer_from(question, ontology, entities, rows, k, await _topic_rows_async(db, question, namespace))
+    facts = rank(question, [f for r in rows for f in r], ontology)[: 2 * k]
+    return answer_from(question, ontology, entities, rows, k, await _found_async(db, question, namespace, k, facts))

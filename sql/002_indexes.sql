@@ -14,6 +14,7 @@
 --   alone; AGE 1.6.0 makes none, and every walk scanned whole labels (facts at 20k
 --   statements: 303 ms against 46 ms). Any index that leads with the column counts.
 -- - Statement: a btree on the predicate, for statements of one predicate.
+-- - Message: its words (GIN) and its namespace, for search (sql/003_search.sql).
 -- - an entity type's label (kind 'n'): a btree on the namespace, so that finding an entity by
 --   name reads one namespace's entities (at 100k statements: 4 ms against 22 ms reading every
 --   entity, and 127 ms when every vertex label was read).
@@ -56,6 +57,9 @@ BEGIN
         EXECUTE format(
             'CREATE INDEX IF NOT EXISTS %I ON %I.%I (ag_catalog.agtype_access_operator(properties, %L::ag_catalog.agtype))',
             'Statement_predicate', graph_name, label_name, '"predicate"');
+    END IF;
+    IF kind = 'v' AND label_name = 'Message' THEN
+        PERFORM agefacts.index_messages(graph_name);  -- sql/003_search.sql
     END IF;
     IF kind = 'n' AND NOT agefacts.relation_exists(graph_name, 'n_' || md5(label_name)) THEN
         BEGIN

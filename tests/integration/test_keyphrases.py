@@ -133,7 +133,7 @@ def test_ask_finds_the_messages_about_a_topic_with_their_spans(db):
     assert (answer.messages[0]["conversation"], answer.messages[0]["message"]) == ("a", 1)
     nothing = ask(db, "what about kayaks?", ONTO, namespace="kp")
     assert nothing.messages == [] and nothing.facts == []
-    assert nothing.reason == "the question names no known entity or topic"
+    assert nothing.reason == "no message says any word of the question, and it names no known entity"
     assert "[1]" in ask(db, "what did I say about flour?", ONTO, namespace="kp").context()
 
 
@@ -157,14 +157,16 @@ def test_the_readmes_statistical_example_runs_offline_from_extract_to_ask(cli_en
     assert "keyphrases" in capsys.readouterr().out
     assert main(["ask", "What did I say about the dentist?", "--namespace", "ann"]) == 0
     said = capsys.readouterr().out
-    assert "Said about the topic" in said and "Can you remind me what time the dentist is?" in said
+    assert "Messages:" in said and "Can you remind me what time the dentist is?" in said
     with Memory(dsn, graph_name) as memory:
         recall = memory.ask("What did I say about the dentist?", namespace="ann")
-    (message,) = recall.messages
+    # The user's message says it as a keyphrase (with where); the assistant's reply says the word.
+    (message,) = [m for m in recall.messages if m.spans]
+    assert message.speaker == "user" and any(m.speaker == "assistant" and "dentist" in m.words for m in recall.messages)
     (span,) = message.spans
     assert span[0] == "dentist" and message.text[span[2] : span[3]] == span[1] == "dentist"
     assert message.conversation == "ann-03" and message.at is not None
-    assert "(about dentist)" in recall.context
+    assert "(matched: dentist)" in recall.context
     # A second run keeps what the first recorded; --top 0 is a usage error.
     assert main(["extract", "--extractor", "statistical", *files, "--out", str(out)]) == 0
     said = capsys.readouterr().out

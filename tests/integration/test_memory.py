@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import json
+import re
 
 import pytest
 
@@ -118,10 +119,15 @@ def test_ask_format_context_is_one_citable_line_per_fact(dsn, graph_name, cli_en
     ]
     assert main(argv) == 0
     lines = capsys.readouterr().out.strip().splitlines()
-    assert len(lines) == 1
+    # The fact first; then the messages that say the question's words, each citable, and
+    # never the fact's own message again.
     assert lines[0].startswith("[1] user lives_in Oslo (from 2024-06")
     for part in ['said "We moved to Oslo in June"', "conversation nina-02", "at 2024-07-02T09:00:00Z"]:
         assert part in lines[0], lines[0]
+    assert lines[1:] and all(
+        re.match(r"\[\d+\] \w+ said .* in conversation \S+ message \d+ at ", line) for line in lines[1:]
+    )
+    assert not any("nina-02 message 0 " in line for line in lines[1:])
 
 
 # -- add ------------------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from psycopg import sql
 from agefacts.agtype import Edge, Vertex, decode
 from agefacts.agtype import Path as AgPath
 from agefacts.cli import main
-from agefacts.keys import keyphrase_key
+from agefacts.keys import keyphrase_key, message_key
 from agefacts.load import Loader, load_paths
 from agefacts.query import facts as query_facts
 from agefacts.query import named_queries, return_columns, run, run_named
@@ -146,8 +146,8 @@ def test_longest_name_links_first_and_claims_its_words(db):
 def test_a_question_naming_nobody_returns_nothing(loaded):
     answer = ask(loaded, "What should we cook tonight?", ONTO, all_namespaces=True)
     assert answer.entities == [] and answer.facts == [] and answer.rejected == []
-    assert answer.reason == "the question names no known entity or topic"
-    assert answer.context() == "(no facts: the question names no known entity or topic)"
+    assert answer.reason == "no message says any word of the question, and it names no known entity"
+    assert answer.context() == "(no facts: no message says any word of the question, and it names no known entity)"
     # "I" across every namespace is every namespace's owner, as `facts user` is.
     owners = ask(loaded, "Where do I live?", ONTO, all_namespaces=True).entities
     assert {e.name for e in owners} == {"user"} and len({e.namespace for e in owners}) == len(owners) > 1
@@ -255,9 +255,11 @@ def test_every_shipped_query_states_its_parameters_and_columns_and_returns_them(
         "graph_vertices": {},
         "history": {"entity": nina, "predicate": "lives_in"},
         "message_statements": {"conversation": "ann-01", "ordinal": 0, "namespace": "ann"},
+        "messages": {"keys": [message_key("baker", "bread", 0)]},
         "placeholders": {"namespace": "tess"},
         "questions": {"namespace": None, "include_resolved": True},
         "rejections": {"namespace": None},
+        "search_messages": {"namespace": "baker", "question": "Who bakes sourdough?", "k": 5},
         "statements": {"namespace": "nina", "known_at": when["known_at"]},
         "topic_messages": {"keys": [keyphrase_key("baker", "sourdough")]},
         "topic_messages_by_text": {"texts": ["sourdough"]},

@@ -38,7 +38,7 @@ RANKS: list[set[str]] = [
     {"retrieve", "picture", "output"},
     {"memory"},
     {"mcp_server"},
-    {"grade", "bench"},
+    {"grade", "bench", "recall"},
     {"cli"},
     {"__main__"},
 ]

@@ -1,0 +1,169 @@
+-- Message search: PostgreSQL's own full-text search, ranked by BM25.
+--
+-- Measured before choosing (docs/recall.md): the embedded engine offers no BM25 index (its
+-- extensions are AGE and PL/pgSQL), and a server would need one installed, while full-text
+-- search is in every PostgreSQL. So both engines use the same thing: a GIN index on each
+-- message's words (the 'english' configuration: stop words dropped, inflections folded, so
+-- "painting" finds "paint"), and BM25 computed here from the words of the messages that match,
+-- which weighs a word by its rarity among the messages searched and a match by the message's
+-- length. The index is an expression on the Message label's own properties, so it can never
+-- disagree with the graph: a load, a replacement or a forget keeps it as it keeps the table.
+
+-- A message's words (weighted 'D'), its speaker's name (weighted 'A': the weights tell what
+-- was said from who said it), and one word for its namespace ('ns' and the namespace's md5,
+-- which no text can make): the GIN index then finds a question's words in one namespace by
+-- one index search, where a separate namespace index would have every message of the
+-- namespace read and its words made again (measured: 13 ms against 3 ms at 370 messages).
+CREATE OR REPLACE FUNCTION agefacts.message_words(properties ag_catalog.agtype)
+RETURNS tsvector LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
+    SELECT setweight(to_tsvector('english'::regconfig, coalesce(ag_catalog.agtype_object_field_text(properties, 'name'), '')), 'A')
+        || to_tsvector('english'::regconfig, coalesce(ag_catalog.agtype_object_field_text(properties, 'text'), ''))
+        || array_to_tsvector(ARRAY['ns' || md5(coalesce(ag_catalog.agtype_object_field_text(properties, 'namespace'), ''))])
+$fn$;
+
+CREATE OR REPLACE FUNCTION agefacts.message_namespace(properties ag_catalog.agtype)
+RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
+    SELECT ag_catalog.agtype_object_field_text(properties, 'namespace')
+$fn$;
+
+-- The Message label's search indexes, made with its key index (agefacts.index_label): the
+-- words, and the namespace (a search is in one namespace, and BM25 counts that namespace's
+-- messages). A role that may not create them leaves them to the owner: search is then slower,
+-- never different.
+CREATE OR REPLACE FUNCTION agefacts.index_messages(graph_name text)
+RETURNS void LANGUAGE plpgsql AS $fn$
+BEGIN
+    BEGIN
+        IF NOT agefacts.relation_exists(graph_name, 'Message_words') THEN
+            EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON %I.%I USING gin (agefacts.message_words(properties))',
+                           'Message_words', graph_name, 'Message');
+        END IF;
+        IF NOT agefacts.relation_exists(graph_name, 'Message_namespace') THEN
+            EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON %I.%I (agefacts.message_namespace(properties))',
+                           'Message_namespace', graph_name, 'Message');
+        END IF;
+    EXCEPTION WHEN insufficient_privilege THEN
+        NULL;
+    END;
+END
+$fn$;
+
+-- Words that ask rather than name, as the 'english' configuration folds them: they find
+-- nothing but the asking ("what did she say", "tell me about").
+CREATE OR REPLACE FUNCTION agefacts.asking_words()
+RETURNS text[] LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
+    SELECT ARRAY['say', 'said', 'tell', 'told', 'talk', 'mention', 'rememb', 'recal']
+$fn$;
+
+-- The k messages that best match a question's words, best first, with each one's BM25 score
+-- and the question's words it matched. Rarity is counted among the messages of the namespace
+-- searched (of every namespace when it is null); ``b`` is BM25's length weight (0.5, and k1
+-- 1.2: measured on LoCoMo's first five conversations, docs/recall.md). A word that is a
+-- speaker's name (a turn's ``name``) counts for that person's own turns, ``speaker_weight``
+-- times a word as rare, and not where the name is merely said ("Thanks, Gina!" is not about
+-- Gina); it ranks a message up, never in, unless the question asks by names alone. A
+-- question with no searchable word returns no row.
+CREATE OR REPLACE FUNCTION agefacts.search_messages(graph_name text, ns text, question text, k integer,
+                                                    speaker_weight double precision DEFAULT 3.0,
+                                                    b double precision DEFAULT 0.5)
+RETURNS TABLE (namespace text, conversation text, message bigint, speaker text, name text, at text,
+               message_text text, score double precision, words text[])
+LANGUAGE plpgsql STABLE AS $fn$
+DECLARE
+    asked text[];
+    speakers text[];
+    spoke double precision[];
+    total double precision;
+    named text[];
+    named_df double precision[];
+    sought text[];
+    query tsquery;
+BEGIN
+    -- The question's words as the index folds them, less those that ask rather than name
+    -- ("what did she say about the flood": only "flood" is looked for).
+    SELECT coalesce(array_agg(DISTINCT a.lexeme), '{}') INTO asked
+    FROM unnest(to_tsvector('english'::regconfig, question)) a
+    WHERE a.lexeme <> ALL (agefacts.asking_words());
+    IF cardinality(asked) = 0 OR NOT agefacts.relation_exists(graph_name, 'Message') THEN
+        RETURN;
+    END IF;
+    -- How many messages there are, and who says how many (by the namespace index): a name is
+    -- known as a name before the search, so a speaker's other turns are never read for it.
+    EXECUTE format($q$
+        SELECT coalesce(array_agg(s.name), '{}'), coalesce(array_agg(s.n), '{}'), coalesce(sum(s.n), 0)
+        FROM (SELECT ag_catalog.agtype_object_field_text(m.properties, 'name') AS name, count(*)::double precision AS n
+              FROM %1$I.%2$I m
+              WHERE $1::text IS NULL OR agefacts.message_namespace(m.properties) = $1::text
+              GROUP BY 1) s
+    $q$, graph_name, 'Message') INTO speakers, spoke, total USING ns;
+    SELECT coalesce(array_agg(l.lexeme ORDER BY l.lexeme), '{}'), coalesce(array_agg(l.df ORDER BY l.lexeme), '{}')
+    INTO named, named_df
+    FROM (SELECT t.lexeme, sum(sp.n) AS df
+          FROM unnest(speakers, spoke) AS sp(name, n), unnest(to_tsvector('english'::regconfig, coalesce(sp.name, ''))) t
+          WHERE t.lexeme = ANY (asked) GROUP BY t.lexeme) l;
+    sought := ARRAY(SELECT w FROM unnest(asked) w WHERE w <> ALL (named) ORDER BY w);
+    -- Each word quoted as tsquery quotes (a quote doubled), the words or-ed.
+    query := (SELECT string_agg('''' || replace(w, '''', '''''') || '''', ' | ')
+              FROM unnest(CASE WHEN cardinality(sought) > 0 THEN sought ELSE named END) w)::tsquery;
+    IF ns IS NOT NULL THEN
+        query := query && ('ns' || md5(ns))::tsquery;
+    END IF;
+    RETURN QUERY EXECUTE format($q$
+        WITH found AS MATERIALIZED (
+            -- Words are made once per message found (GIN stores no counts), never for the rest.
+            SELECT m.id, m.properties AS p, agefacts.message_words(m.properties) AS words
+            FROM %1$I.%2$I m
+            WHERE agefacts.message_words(m.properties) @@ $1
+        ),
+        named AS (SELECT n.lexeme, n.df FROM unnest($3::text[], $4::double precision[]) AS n(lexeme, df)),
+        hits AS (
+            -- A speaker's name counts once for each of their turns; any other word by how often it is said.
+            SELECT f.id, u.lexeme, length(f.words)::double precision - 1 AS dl, nm.df AS name_df,
+                   nm.lexeme IS NOT NULL AS is_name,
+                   CASE WHEN nm.lexeme IS NOT NULL THEN ('A' = ANY (u.weights))::int::double precision
+                        ELSE (SELECT count(*) FROM unnest(u.weights) w WHERE w = 'D')::double precision END AS tf
+            FROM found f CROSS JOIN LATERAL unnest(f.words) u LEFT JOIN named nm ON nm.lexeme = u.lexeme
+            WHERE u.lexeme = ANY ($2::text[]) OR nm.lexeme IS NOT NULL
+        ),
+        rarity AS (
+            SELECT h.lexeme, ln(1 + ($5 - coalesce(max(h.name_df), count(*)) + 0.5) / (coalesce(max(h.name_df), count(*)) + 0.5)) AS idf
+            FROM hits h WHERE h.tf > 0 GROUP BY h.lexeme
+        ),
+        mean AS (SELECT greatest(avg(length(f.words) - 1), 1)::double precision AS avgdl FROM found f),
+        scored AS (
+            SELECT h.id,
+                   sum(CASE WHEN h.is_name THEN $6 ELSE 1 END
+                       * r.idf * h.tf * 2.2 / (h.tf + 1.2 * (1 - $7 + $7 * h.dl / mean.avgdl))) AS score,
+                   array_agg(h.lexeme ORDER BY h.lexeme) AS words
+            FROM hits h JOIN rarity r USING (lexeme), mean
+            WHERE h.tf > 0
+            GROUP BY h.id
+            HAVING bool_or(NOT h.is_name) OR cardinality($2::text[]) = 0
+        )
+        SELECT ag_catalog.agtype_object_field_text(f.p, 'namespace'),
+               ag_catalog.agtype_object_field_text(f.p, 'conversation'),
+               ag_catalog.agtype_object_field_text(f.p, 'ordinal')::bigint,
+               ag_catalog.agtype_object_field_text(f.p, 'speaker'),
+               ag_catalog.agtype_object_field_text(f.p, 'name'),
+               ag_catalog.agtype_object_field_text(f.p, 'at'),
+               ag_catalog.agtype_object_field_text(f.p, 'text'),
+               s.score, s.words
+        FROM scored s JOIN found f USING (id)
+        ORDER BY 8 DESC, 1, 2, 3
+        LIMIT $8
+    $q$, graph_name, 'Message') USING query, sought, named, named_df, total, speaker_weight, b, k;
+END
+$fn$;
+
+-- Graphs written before search existed get its indexes once, when this file first runs
+-- (a new label gets them from agefacts.index_label).
+DO $do$
+DECLARE
+    g text;
+BEGIN
+    FOR g IN SELECT gr.name FROM ag_catalog.ag_graph gr JOIN ag_catalog.ag_label l ON l.graph = gr.graphid
+             WHERE l.name = 'Message' AND l.kind = 'v' ORDER BY 1 LOOP
+        PERFORM agefacts.index_messages(g);
+    END LOOP;
+END
+$do$;

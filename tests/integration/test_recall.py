@@ -1,0 +1,170 @@
+"""Recall: messages found by what they say, in the database, ranked by rarity and by who said
+them, fused with keyphrases and facts; and the measurement that says how much is found."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from agefacts.cli import main
+from agefacts.db import Database
+from agefacts.load import Loader
+from agefacts.models import Conversation
+from agefacts.query import run_named
+from agefacts.recall import BM25, read_questions, score
+from agefacts.retrieve import ask
+
+from ..helpers import ONTO, VIAS, conversation
+
+# Two people talk; "user" is Jon and "assistant" is Gina, as a converted dialogue names them.
+JON_GINA = [
+    ("user", "Jon", "Hey Gina, how was your week?"),
+    ("assistant", "Gina", "Hey Jon! I just got accepted for a fashion internship at a studio downtown, so much to do."),
+    ("user", "Jon", "Congrats, Gina! Great news about the internship."),
+    ("assistant", "Gina", "Thanks! I have been painting a lot too."),
+    ("user", "Jon", "Our street had a flood last week, the basement is ruined."),
+    ("assistant", "Gina", "Oh no, Jon. I hope the dance studio is fine."),
+    ("user", "Jon", "Thanks, Gina!"),
+]
+
+
+def _dialogue(cid: str = "jg-1", ns: str = "jg") -> Conversation:
+    turns = [
+        {"speaker": s, "name": n, "text": t, "at": f"2023-05-08T13:{i:02d}:00Z"} for i, (s, n, t) in enumerate(JON_GINA)
+    ]
+    return conversation(cid, turns, namespace=ns)
+
+
+def _load(db: Database, via: str, *convs: Conversation) -> None:
+    outcomes = list(Loader(db, ONTO, via=via).load_many((c.id, c) for c in convs))
+    assert all(o.status == "loaded" for o in outcomes), [o.reason for o in outcomes]
+
+
+def _found(db: Database, question: str, k: int = 5, ns: str | None = "jg") -> list[int]:
+    return [m["message"] for m in ask(db, question, ONTO, namespace=ns, k=k).messages]
+
+
+@pytest.mark.parametrize("via", VIAS)
+def test_a_word_inside_a_message_finds_it_whoever_said_it(db, via):
+    """'Was there a flood?' found nothing: 'flood' was inside the keyphrase 'flood last week'."""
+    _load(db, via, _dialogue())
+    assert _found(db, "Was there a flood?") == [4]
+    # Inflections fold: "paint" finds "painting"; the other namespace's messages are not read.
+    _load(db, via, conversation("x", [{"speaker": "user", "text": "I paint every day."}], namespace="other"))
+    assert _found(db, "Does she paint?") == [3]
+    assert set(_found(db, "Does she paint?", ns=None)) == {3, 0}  # every namespace: both
+
+
+@pytest.mark.parametrize("via", VIAS)
+def test_the_named_persons_own_turn_ranks_first_and_a_vocative_never_counts(db, via):
+    """'Congrats, Gina! ... internship' ranked above Gina's own 'I just got accepted for a
+    fashion internship'; 'Thanks, Gina!' matched the name and nothing else."""
+    _load(db, via, _dialogue())
+    answer = ask(db, "When did Gina get the internship?", ONTO, namespace="jg", k=5)
+    assert [m["message"] for m in answer.messages][:2] == [1, 2]
+    first = answer.messages[0]
+    assert first["name"] == "Gina" and first["words"] == ["gina", "internship"]
+    assert 6 not in [m["message"] for m in answer.messages]  # "Thanks, Gina!"
+    # Asked by a name alone, that person's turns are what is found.
+    assert set(_found(db, "What about Gina?", k=10)) == {1, 3, 5}
+
+
+@pytest.mark.parametrize("via", VIAS)
+def test_a_question_that_matches_nothing_returns_nothing_and_says_why(db, via):
+    _load(db, via, _dialogue())
+    answer = ask(db, "What did Gina say about quantum chromodynamics?", ONTO, namespace="jg")
+    assert answer.messages == [] and answer.facts == []
+    assert answer.reason == "no message says any word of the question, and it names no known entity"
+    assert ask(db, "What did she say?", ONTO, namespace="jg").messages == []  # asking words find nothing
+
+
+def test_k_is_applied_in_the_database(db):
+    _load(db, "bulk", _dialogue())
+    rows = run_named(db, "search_messages", {"namespace": "jg", "question": "Gina Jon studio internship", "k": 2})
+    assert len(rows.rows) == 2
+    assert [m["message"] for m in ask(db, "Jon studio internship flood", ONTO, namespace="jg", k=3).messages] == (
+        _found(db, "Jon studio internship flood", k=10)[:3]
+    )
+
+
+def test_a_conversation_without_names_keeps_its_content_hash():
+    """A turn's name is written only when given: files written before it hash as they did."""
+    conv = conversation("a", [{"speaker": "user", "text": "hi"}])
+    assert '"name"' not in conv.model_dump_json()
+    named = _dialogue()
+    assert '"name":"Gina"' in named.model_dump_json()
+    assert Conversation.model_validate_json(named.model_dump_json()) == named
+
+
+def test_a_graph_loaded_before_search_gets_its_index_when_agefacts_sets_up(db, dsn, graph_name):
+    _load(db, "bulk", _dialogue())
+    db._run(f'DROP INDEX "{graph_name}"."Message_words"')
+    db._run("DELETE FROM agefacts.schema_version")
+    db.conn.commit() if db.conn.info.transaction_status else None
+    with Database(dsn, graph_name) as again:
+        found = again._run(
+            "SELECT count(*) FROM pg_indexes WHERE schemaname = %s AND indexname = 'Message_words'", (graph_name,)
+        )
+        assert found[0][0] == 1
+        assert [m["message"] for m in ask(again, "Was there a flood?", ONTO, namespace="jg").messages] == [4]
+
+
+def test_bm25_weighs_rarity_and_length():
+    docs = ["the cat sat", "the dog sat", "the cat", "a very long text about the cat and many other things"]
+    bm = BM25(docs)
+    assert bm.top("dog", 4) == [1]
+    assert bm.top("cat", 4)[0] == 2  # the shorter of the messages that say it
+    assert bm.top("unknown", 4) == []
+
+
+def test_scores_are_shares_of_the_evidence_found():
+    found = [("c", 3), ("c", 1), ("c", 9)]
+    s = score(found, [("c", 1), ("c", 2)])
+    assert s["R@5"] == 0.5 and s["hit@10"] == 1.0 and s["MRR"] == 0.5
+
+
+def test_eval_recall_prints_ask_beside_bm25_per_category(cli_env, tmp_path, capsys):
+    path = tmp_path / "jg.json"
+    path.write_text(_dialogue().model_dump_json())
+    assert main(["load", str(path)]) == 0
+    questions = tmp_path / "q.jsonl"
+    lines = [
+        {
+            "question": "When did Gina get the internship?",
+            "namespace": "jg",
+            "evidence": [{"conversation": "jg-1", "message": 1}],
+            "category": "temporal",
+        },
+        {"question": "Was there a flood?", "namespace": "jg", "evidence": [{"conversation": "jg-1", "message": 4}]},
+    ]
+    questions.write_text("\n".join(json.dumps(q) for q in lines) + "\n")
+    capsys.readouterr()
+    assert main(["eval", "recall", str(questions), "--format", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["questions"] == 2 and report["counts"] == {"all": 2, "temporal": 1}
+    assert report["ask"]["temporal"]["MRR"] == 1.0 and report["ask"]["all"]["R@10"] == 1.0
+    assert set(report["bm25"]["all"]) == {"R@5", "R@10", "R@20", "hit@10", "MRR", "all"}
+    assert report["latency_ms"]["p50"] > 0
+    assert main(["eval", "recall", str(questions)]) == 0
+    out = capsys.readouterr().out
+    assert "bm25" in out and "ask's latency p50" in out
+
+
+@pytest.mark.parametrize(
+    ("line", "says"),
+    [
+        ("not json", "is not JSON"),
+        ('{"question": "q"}', 'needs "question" and "namespace"'),
+        ('{"question": "q", "namespace": "n", "evidence": []}', 'needs "evidence"'),
+        ('{"question": "q", "namespace": "n", "evidence": [{"conversation": "c"}]}', "is not {"),
+    ],
+)
+def test_a_bad_questions_file_names_the_line_and_the_fix(tmp_path, line, says):
+    from agefacts.errors import UsageError
+
+    path = tmp_path / "q.jsonl"
+    path.write_text('{"question": "q", "namespace": "n", "evidence": [{"conversation": "c", "message": 0}]}\n' + line)
+    with pytest.raises(UsageError, match=f"line 2.*{says}|{says}") as err:
+        read_questions(path)
+    assert "line 2" in str(err.value)
