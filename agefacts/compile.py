@@ -59,6 +59,7 @@ __all__ = [
     "Plan",
     "Vertex",
     "compile_conversation",
+    "COOCCURRENCE_TOP",
     "cooccurrence",
     "edge_cypher",
     "entity_recompute",
@@ -360,15 +361,28 @@ _EORDER = {
 }
 
 
+COOCCURRENCE_TOP = 5
+"""Keyphrases of one message that pair with each other: its best five (by score, then text).
+Every pair of a message's keyphrases made edges that grow with the square of what it says
+(20 keyphrases a message: 190 pairs, and 6 times the load time for 2.4 times the phrases);
+five make at most ten a message, and the statistical extractor's default is five."""
+
+
 def cooccurrence(namespace: str, hits: Iterable[KeyphraseHit]) -> dict[tuple[str, str], tuple[int, float]]:
-    """The keyphrases of one conversation said in the same message, by pair of keys (the
-    lesser first): in how many messages (``messages``: ``count`` is a Cypher keyword, so
-    ``r.count`` would not parse), and their pointwise mutual information
-    over the conversation's messages that have a keyphrase, ``ln(count * N / (n_a * n_b))``
-    (natural log, rounded to 6 places so that every engine stores the same number)."""
-    by_turn: dict[int, set[str]] = defaultdict(set)
+    """The keyphrases of one conversation said in the same message (each message's best
+    :data:`COOCCURRENCE_TOP`), by pair of keys (the lesser first): in how many messages
+    (``messages``: ``count`` is a Cypher keyword, so ``r.count`` would not parse), and their
+    pointwise mutual information over the conversation's messages that have a keyphrase,
+    ``ln(count * N / (n_a * n_b))`` (natural log, rounded to 6 places so that every engine
+    stores the same number)."""
+    best: dict[int, dict[str, float]] = defaultdict(dict)
     for hit in hits:
-        by_turn[hit.turn].add(keyphrase_key(namespace, hit.text))
+        key = keyphrase_key(namespace, hit.text)
+        best[hit.turn][key] = max(hit.score, best[hit.turn].get(key, -1.0))
+    by_turn = {
+        turn: {k for k, _ in sorted(scores.items(), key=lambda ks: (-ks[1], ks[0]))[:COOCCURRENCE_TOP]}
+        for turn, scores in best.items()
+    }
     n = len(by_turn)
     alone = Counter(k for keys in by_turn.values() for k in keys)
     pairs = Counter(pair for keys in by_turn.values() for pair in combinations(sorted(keys), 2))

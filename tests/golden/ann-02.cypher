@@ -1,4 +1,4 @@
-// agefacts agefacts/0.2.0: namespace 'ann', conversation 'ann-02'
+// agefacts agefacts/0.3.0: namespace 'ann', conversation 'ann-02'
 MERGE (n:Conversation {k: 'conv:72a7a4b30a2d0546510bbb545e8334c9'}) SET n.id = 'ann-02', n.namespace = 'ann', n.title = 'Lisbon plans'
 MERGE (n:Message {k: 'msg:69294e7d1f85258ce2a61954bacac54c'}) SET n.at = '2026-11-08T18:02:03Z', n.conversation = 'ann-02', n.namespace = 'ann', n.ordinal = 1, n.speaker = 'assistant', n.text = 'Lisbon in May is lovely. Enjoy the pastéis de nata!'
 MERGE (n:Message {k: 'msg:cd6a55bc73afdfba0bc2055d501c38fe'}) SET n.at = '2026-11-08T18:02:00Z', n.conversation = 'ann-02', n.namespace = 'ann', n.ordinal = 0, n.speaker = 'user', n.text = 'Tom’s first week at Acme went really well 😊 We’re going to Lisbon in May to celebrate 🎉'

@@ -1,4 +1,4 @@
-// agefacts agefacts/0.2.0: namespace 'ann', conversation 'ann-04'
+// agefacts agefacts/0.3.0: namespace 'ann', conversation 'ann-04'
 MERGE (n:Conversation {k: 'conv:c529021eca02ee7efd5d68ffcc3a7f6c'}) SET n.id = 'ann-04', n.namespace = 'ann', n.title = 'Birthdays'
 MERGE (n:Message {k: 'msg:158bb545208789726f6e0d0a188a3e78'}) SET n.at = '2026-11-12T20:00:00Z', n.conversation = 'ann-04', n.namespace = 'ann', n.ordinal = 0, n.speaker = 'user', n.text = 'Tom\'s birthday is 14 March. If we ever have a daughter we\'d call her Maya.'
 MERGE (n:Person {k: 'ent:3196e27e8f44b8fe3fb91bf92b1c1bd8'}) SET n.namespace = 'ann', n.resolution = 'resolved', n.role = 'user', n.type = 'Person'

@@ -1,4 +1,4 @@
-// agefacts agefacts/0.2.0: namespace 'jose', conversation 'jose-01'
+// agefacts agefacts/0.3.0: namespace 'jose', conversation 'jose-01'
 MERGE (n:Conversation {k: 'conv:e16de867601e29395cb779a09c821666'}) SET n.id = 'jose-01', n.namespace = 'jose', n.title = 'Family in Spain'
 MERGE (n:Message {k: 'msg:1b60eeee706799345824a45becdcd0e2'}) SET n.at = '2026-07-07T07:08:00Z', n.conversation = 'jose-01', n.namespace = 'jose', n.ordinal = 2, n.speaker = 'user', n.text = 'Every summer ☀️'
 MERGE (n:Message {k: 'msg:a739d1537d6530f96bf47086f5124dfc'}) SET n.at = '2026-07-07T07:07:00Z', n.conversation = 'jose-01', n.namespace = 'jose', n.ordinal = 0, n.speaker = 'user', n.text = 'My sister Begoña lives in Logroño 🇪🇸 and her husband Søren is Danish.'

@@ -1,4 +1,4 @@
-// agefacts agefacts/0.2.0: namespace 'mei', conversation 'mei-02'
+// agefacts agefacts/0.3.0: namespace 'mei', conversation 'mei-02'
 MERGE (n:Conversation {k: 'conv:2527d6a0f1f543c1e067bc1bb7633c33'}) SET n.id = 'mei-02', n.namespace = 'mei', n.title = 'My sister'
 MERGE (n:Message {k: 'msg:bcd06a8baced2c57e2717fcf6e340c4c'}) SET n.at = '2026-09-10T08:45:00Z', n.conversation = 'mei-02', n.namespace = 'mei', n.ordinal = 0, n.speaker = 'user', n.text = 'My sister Lin is a nurse in Shanghai. I think she might move to Osaka next year.'
 MERGE (n:Place {k: 'ent:293d9481b91787db7a9365db67d3f8bb'}) SET n.namespace = 'mei', n.type = 'Place'

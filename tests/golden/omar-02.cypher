@@ -1,4 +1,4 @@
-// agefacts agefacts/0.2.0: namespace 'omar', conversation 'omar-02'
+// agefacts agefacts/0.3.0: namespace 'omar', conversation 'omar-02'
 MERGE (n:Conversation {k: 'conv:5c423f3ac9546ff91a123d339316a202'}) SET n.id = 'omar-02', n.namespace = 'omar', n.title = 'Moving day'
 MERGE (n:Message {k: 'msg:70536406e953d40221e245f44e865c7e'}) SET n.at = '2026-11-03T11:20:05Z', n.conversation = 'omar-02', n.namespace = 'omar', n.ordinal = 1, n.speaker = 'assistant', n.text = 'Congratulations to you both! What\'s your wife called?'
 MERGE (n:Message {k: 'msg:975a80044648f689fd4a17e1a81f2ec1'}) SET n.at = '2026-11-03T11:21:00Z', n.conversation = 'omar-02', n.namespace = 'omar', n.ordinal = 2, n.speaker = 'user', n.text = 'Her name is Rania.'

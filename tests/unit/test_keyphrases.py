@@ -5,6 +5,7 @@ words of a question that are looked up as a topic."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import math
 import os
@@ -148,6 +149,26 @@ def test_cooccurrence_counts_messages_and_gives_their_pmi_over_the_conversations
     assert got[pair("a", "b")] == (2, round(math.log(2 * 4 / (3 * 2)), 6))
     assert got[pair("a", "c")] == (1, round(math.log(1 * 4 / (3 * 1)), 6))
     assert cooccurrence("ns", hits[::-1]) == got
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 30), st.integers(1, 100)), max_size=80))
+def test_cooccurrence_grows_with_the_messages_not_with_the_square_of_their_keyphrases(said):
+    """Twenty keyphrases in one message made 190 pairs: each message now pairs its best five
+    (by score, then text), so a message makes at most ten, whatever order the hits come in."""
+    hits = [_hit(turn, f"w{word}").model_copy(update={"score": score / 100}) for turn, word, score in said]
+    got = cooccurrence("ns", hits)
+    turns = {h.turn for h in hits}
+    assert sum(count for count, _ in got.values()) <= 10 * len(turns)
+    assert cooccurrence("ns", hits[::-1]) == got
+    for turn in turns:
+        best: dict[str, float] = {}
+        for h in hits:
+            if h.turn == turn:
+                best[h.text] = max(h.score, best.get(h.text, -1.0))
+        top = sorted(best, key=lambda t: (-best[t], keyphrase_key("ns", t)))[:5]
+        for a, b in itertools.combinations(top, 2):
+            assert tuple(sorted((keyphrase_key("ns", a), keyphrase_key("ns", b)))) in got
 
 
 def test_a_question_is_looked_up_by_its_runs_of_words_that_are_not_all_question_words():
