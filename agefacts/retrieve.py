@@ -26,6 +26,7 @@ cannot pass a schema-violating fact off as evidence.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 import unicodedata
@@ -52,6 +53,7 @@ __all__ = [
     "check",
     "context_line",
     "fuse",
+    "named_times",
     "message_line",
     "link",
     "link_rows",
@@ -391,13 +393,101 @@ def _message(r: dict[str, Any], text: str | None) -> dict[str, Any]:
     }
 
 
+_MONTHS = {
+    m: i
+    for i, names in enumerate(
+        [
+            ("january", "jan"),
+            ("february", "feb"),
+            ("march", "mar"),
+            ("april", "apr"),
+            ("may",),
+            ("june", "jun"),
+            ("july", "jul"),
+            ("august", "aug"),
+            ("september", "sep", "sept"),
+            ("october", "oct"),
+            ("november", "nov"),
+            ("december", "dec"),
+        ],
+        1,
+    )
+    for m in names
+}
+_MONTH = "(" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\.?"
+_DAY = r"(\d{1,2})(?:st|nd|rd|th)?"
+_YEAR = r"((?:19|20)\d\d)"
+_TIMES = [
+    ("dmy", re.compile(rf"\b{_DAY}\s+(?:of\s+)?{_MONTH},?\s+{_YEAR}\b")),
+    ("mdy", re.compile(rf"\b{_MONTH}\s+{_DAY},?\s+{_YEAR}\b")),
+    ("my", re.compile(rf"\b{_MONTH},?\s+(?:of\s+)?{_YEAR}\b")),
+    ("y", re.compile(rf"\b(?:in|during|of|since|by)\s+{_YEAR}\b")),
+    ("rel", re.compile(r"\b(today|yesterday|(?:this|last)\s+(?:week|month|year))\b")),
+]
+
+
+def named_times(question: str, now: dt.datetime | None = None) -> list[tuple[str, str]]:
+    """The times a question names, as [start, end) instants (``2023-07-01T00:00:00Z``):
+    "on 8 May 2023", "May 8, 2023", "in July 2023", "in 2023", and, counted back from ``now``
+    (the time asked at: the known time given, else the clock), "today", "yesterday", "this" or
+    "last" week, month or year. A date said once is one time, however many patterns see it."""
+    text = unicodedata.normalize("NFC", question).casefold()
+    out: list[tuple[str, str]] = []
+    taken: list[tuple[int, int]] = []
+    for kind, pattern in _TIMES:
+        for m in pattern.finditer(text):
+            if any(a < m.end() and m.start() < b for a, b in taken):
+                continue
+            span = _interval(kind, m.groups(), now or dt.datetime.now(dt.UTC))
+            if span is not None:
+                taken.append((m.start(), m.end()))
+                out.append(span)
+    return out
+
+
+def _interval(kind: str, g: tuple[str | Any, ...], now: dt.datetime) -> tuple[str, str] | None:
+    try:
+        if kind == "dmy":
+            start = dt.datetime(int(g[2]), _MONTHS[g[1]], int(g[0]))
+            end = start + dt.timedelta(days=1)
+        elif kind == "mdy":
+            start = dt.datetime(int(g[2]), _MONTHS[g[0]], int(g[1]))
+            end = start + dt.timedelta(days=1)
+        elif kind == "my":
+            start = dt.datetime(int(g[1]), _MONTHS[g[0]], 1)
+            end = dt.datetime(start.year + start.month // 12, start.month % 12 + 1, 1)
+        elif kind == "y":
+            start, end = dt.datetime(int(g[0]), 1, 1), dt.datetime(int(g[0]) + 1, 1, 1)
+        else:
+            today = dt.datetime(now.year, now.month, now.day)
+            what = " ".join(g[0].split())
+            if what in ("today", "yesterday"):
+                start = today - dt.timedelta(days=what == "yesterday")
+                end = start + dt.timedelta(days=1)
+            elif what.endswith("week"):
+                start = today - dt.timedelta(days=today.weekday() + (7 if what.startswith("last") else 0))
+                end = start + dt.timedelta(days=7)
+            elif what.endswith("month"):
+                start = today.replace(day=1)
+                if what.startswith("last"):
+                    start = (start - dt.timedelta(days=1)).replace(day=1)
+                end = dt.datetime(start.year + start.month // 12, start.month % 12 + 1, 1)
+            else:
+                start = dt.datetime(today.year - what.startswith("last"), 1, 1)
+                end = dt.datetime(start.year + 1, 1, 1)
+    except ValueError:  # "31 February 2023" names no day
+        return None
+    return start.strftime("%Y-%m-%dT%H:%M:%SZ"), end.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 FUSION_K = 10
 """Reciprocal-rank fusion's constant: a message's score is the sum over the lists that hold
 it of ``weight / (FUSION_K + rank)``."""
 
-FUSION_WEIGHTS = {"words": 1.0, "keyphrases": 0.05, "facts": 1.0}
+FUSION_WEIGHTS = {"words": 1.0, "keyphrases": 0.05, "facts": 1.0, "time": 1.0}
 """How much each list counts in the fusion: the question's words (BM25), its keyphrases,
-and the evidence of the facts about what it names."""
+the evidence of the facts about what it names, and the words' matches sent inside a time the
+question names."""
 
 
 def fuse(
@@ -406,11 +496,14 @@ def fuse(
     facts: list[dict[str, Any]],
     texts: dict[tuple[str, str, int], dict[str, Any]],
     k: int,
+    times: list[tuple[str, str]] | None = None,
 ) -> list[dict[str, Any]]:
     """One ranked list of messages from three: ``words`` (the ``search_messages`` rows, best
     first), ``keyphrases`` (:func:`topics_from`'s messages, best first) and ``facts`` (the
     served facts, best first: each one's evidence message; ``texts`` holds those messages by
-    (namespace, conversation, ordinal)). Reciprocal-rank fusion (:data:`FUSION_WEIGHTS`),
+    (namespace, conversation, ordinal)); and, when the question names ``times``
+    (:func:`named_times`), the words' matches sent inside one, in the words' order.
+    Reciprocal-rank fusion (:data:`FUSION_WEIGHTS`),
     ties by the words' own order, cut to ``k``. Each message says why it is there: ``words``
     (the question's words it says, as folded), ``keyphrases`` and ``facts`` (statement ids)."""
     out: dict[tuple[str, str, int], dict[str, Any]] = {}
@@ -423,7 +516,7 @@ def fuse(
         if m is None:
             m = out[ident] = _message(row, text)
             first[ident] = (list_no, rank)
-        m["score"] += FUSION_WEIGHTS[("words", "keyphrases", "facts")[list_no]] / (FUSION_K + rank)
+        m["score"] += FUSION_WEIGHTS[("words", "keyphrases", "facts", "time")[list_no]] / (FUSION_K + rank)
         return m
 
     for rank, r in enumerate(words, 1):
@@ -454,10 +547,32 @@ def fuse(
         else:
             m = out[ident]
         m["facts"].append(f["statement"])
+    if times:
+        inside = [r for r in words if r["at"] and any(a <= _instant_text(r["at"]) < b for a, b in times)]
+        for rank, r in enumerate(inside, 1):
+            add(3, rank, (r["namespace"], r["conversation"], r["message"]), r, r["message_text"])
     for m in out.values():
         m["score"] = round(m["score"], 6)
     ranked = sorted(out, key=lambda i: (-out[i]["score"], first[i]))
     return [out[i] for i in ranked[: max(0, k)]]
+
+
+def _instant_text(at: Any) -> str:
+    # A message's time as stored ("2023-05-08T13:56:00Z"), or decoded to a datetime.
+    if isinstance(at, dt.datetime):
+        return at.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return str(at)
+
+
+def _as_datetime(when: TimeArg) -> dt.datetime | None:
+    if when is None or isinstance(when, dt.datetime):
+        return when
+    if isinstance(when, dt.date):
+        return dt.datetime(when.year, when.month, when.day)
+    try:
+        return dt.datetime.fromisoformat(when.replace("Z", "+00:00"))
+    except ValueError:
+        return None  # the query that reads it says what is wrong with it
 
 
 def _search_params(question: str, namespace: str | None, k: int) -> dict[str, Any]:
@@ -511,11 +626,13 @@ def answer_from(
     rows: list[list[dict[str, Any]]],
     k: int,
     found: tuple[list[dict[str, Any]], list[dict[str, Any]], dict[tuple[str, str, int], dict[str, Any]]] | None = None,
+    asked_at: TimeArg = None,
 ) -> Answer:
     """The answer from the linked entities and each one's facts (``rows[i]`` are the facts
     of ``entities[i]``): served facts ranked and cut to ``k``, the rest with their reason;
     and the messages (``found``: the question's words' matches, its keyphrases' messages and
-    the facts' evidence messages, fused by :func:`fuse`), cut to ``k``."""
+    the facts' evidence messages, fused by :func:`fuse`, with the times the question names
+    counted from ``asked_at``, the known time asked at: now when None), cut to ``k``."""
     answer = Answer(question, list(entities))
     seen: set[str] = set()
     served: list[dict[str, Any]] = []
@@ -532,7 +649,8 @@ def answer_from(
     ranked = rank(question, served, ontology)
     answer.facts = ranked[: max(0, k)]
     words, topics, texts = found or ([], [], {})
-    answer.messages = fuse(words, topics_from(topics, 2 * k), ranked[: 2 * k], texts, k)
+    times = named_times(question, _as_datetime(asked_at))
+    answer.messages = fuse(words, topics_from(topics, 2 * k), ranked[: 2 * k], texts, k, times)
     if not entities and not answer.messages:
         answer.reason = "no message says any word of the question, and it names no known entity"
     elif entities and not answer.facts:
@@ -573,7 +691,7 @@ def ask(
     # Linked entities are known by key: no second lookup of each one.
     rows = [facts_of_keys(db, [e.key], valid_at, known_at).dicts() for e in entities]
     facts = rank(question, [f for r in rows for f in r], ontology)[: 2 * k]
-    return answer_from(question, ontology, entities, rows, k, _found(db, question, namespace, k, facts))
+    return answer_from(question, ontology, entities, rows, k, _found(db, question, namespace, k, facts), known_at)
 
 
 async def ask_async(
@@ -594,4 +712,6 @@ async def ask_async(
     check_scope(namespace, all_namespaces, (e.namespace for e in entities), "what the question names")
     rows = [(await facts_of_keys_async(db, [e.key], valid_at, known_at)).dicts() for e in entities]
     facts = rank(question, [f for r in rows for f in r], ontology)[: 2 * k]
-    return answer_from(question, ontology, entities, rows, k, await _found_async(db, question, namespace, k, facts))
+    return answer_from(
+        question, ontology, entities, rows, k, await _found_async(db, question, namespace, k, facts), known_at
+    )

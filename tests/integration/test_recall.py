@@ -168,3 +168,22 @@ def test_a_bad_questions_file_names_the_line_and_the_fix(tmp_path, line, says):
     with pytest.raises(UsageError, match=f"line 2.*{says}|{says}") as err:
         read_questions(path)
     assert "line 2" in str(err.value)
+
+
+@pytest.mark.parametrize("via", VIAS)
+def test_a_time_the_question_names_ranks_the_messages_sent_then_up(db, via):
+    """Two messages say "cake"; "in June 2023" ranks the one sent in June 2023 first."""
+
+    def said(cid: str, at: str, text: str) -> Conversation:
+        return conversation(cid, [{"speaker": "user", "name": "Mel", "text": text, "at": at}], namespace="t")
+
+    _load(
+        db,
+        via,
+        said("may", "2023-05-20T10:00:00Z", "We baked a cake."),
+        said("june", "2023-06-20T10:00:00Z", "We baked a lemon cake, lovely."),
+    )
+    order = lambda q, **kw: [m["conversation"] for m in ask(db, q, ONTO, namespace="t", k=2, **kw).messages]  # noqa: E731
+    assert order("What cake did Mel bake?") == ["may", "june"]  # the shorter first, by words alone
+    assert order("What cake did Mel bake in June 2023?") == ["june", "may"]
+    assert order("What cake did Mel bake last month?", known_at="2023-07-02T00:00:00Z") == ["june", "may"]

@@ -71,3 +71,23 @@ def test_how_many_facts_to_return_is_a_whole_number_of_at_least_one():
             ask(None, "Where do I live?", ONTO, namespace="n", k=k)  # type: ignore[arg-type]
         with pytest.raises(UsageError, match="k is how many facts to return"):
             asyncio.run(ask_async(None, "Where do I live?", ONTO, namespace="n", k=k))  # type: ignore[arg-type]
+
+
+def test_the_times_a_question_names():
+    import datetime as dt
+
+    from agefacts.retrieve import named_times
+
+    now = dt.datetime(2026, 12, 1, 15, 0)
+    assert named_times("What did Mel paint in July 2023?", now) == [("2023-07-01T00:00:00Z", "2023-08-01T00:00:00Z")]
+    assert named_times("on 8 May, 2023 or May 9th 2023", now) == [
+        ("2023-05-08T00:00:00Z", "2023-05-09T00:00:00Z"),
+        ("2023-05-09T00:00:00Z", "2023-05-10T00:00:00Z"),
+    ]
+    assert named_times("in December 2023", now) == [("2023-12-01T00:00:00Z", "2024-01-01T00:00:00Z")]
+    assert named_times("how often in 2022?", now) == [("2022-01-01T00:00:00Z", "2023-01-01T00:00:00Z")]
+    assert named_times("what did I say last week?", now) == [("2026-11-23T00:00:00Z", "2026-11-30T00:00:00Z")]
+    assert named_times("yesterday", now) == [("2026-11-30T00:00:00Z", "2026-12-01T00:00:00Z")]
+    assert named_times("last month", now) == [("2026-11-01T00:00:00Z", "2026-12-01T00:00:00Z")]
+    assert named_times("last month", dt.datetime(2027, 1, 5)) == [("2026-12-01T00:00:00Z", "2027-01-01T00:00:00Z")]
+    assert named_times("I may have 2023 apples", now) == []  # "may" without a month's place, a bare number
