@@ -287,6 +287,7 @@ def _cmd_ask(args: argparse.Namespace) -> int:
             k=args.k,
             valid_at=args.valid_at,
             known_at=args.known_at,
+            embedder=_embedder(args),
         )
     if args.format == "json":
         _print(json.dumps(answer.to_json(), ensure_ascii=False, indent=2))
@@ -514,7 +515,12 @@ def _cmd_mcp(args: argparse.Namespace) -> int:
     llm = _llm_client(args) if args.llm_url else None
     # stdout is the protocol's channel: nothing else may be printed there.
     serve(
-        resolve_dsn(args.dsn, port=args.port), args.graph, namespace=args.namespace, ontology=_ontology(args), llm=llm
+        resolve_dsn(args.dsn, port=args.port),
+        args.graph,
+        namespace=args.namespace,
+        ontology=_ontology(args),
+        llm=llm,
+        embedder=_embedder(args),
     )
     return _EXIT_OK
 
@@ -720,7 +726,7 @@ def _cmd_eval_recall(args: argparse.Namespace) -> int:
     _need_k(args.k)
     questions = read_questions(Path(args.questions))
     with _open_db(args) as db:
-        report = evaluate(db, questions, _ontology(args), k=args.k)
+        report = evaluate(db, questions, _ontology(args), k=args.k, embedder=_embedder(args))
     if args.format == "json":
         _print(json.dumps(report.to_json(), indent=2))
         return _EXIT_OK
@@ -730,6 +736,24 @@ def _cmd_eval_recall(args: argparse.Namespace) -> int:
         lat = report.latency_ms
         _print(f"{report.questions} questions; ask's latency p50 {lat['p50']} ms, p95 {lat['p95']} ms (k={report.k})")
     return _EXIT_OK
+
+
+def _embed_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--embed-url",
+        default=None,
+        help="an OpenAI-compatible embeddings endpoint's base URL (default: $AGEFACTS_EMBED_URL; without one, "
+        "no embeddings): the messages nearest the question in meaning are fused in (docs/recall.md)",
+    )
+    p.add_argument(
+        "--embed-model", default=None, help="the embedding model to ask for (default: $AGEFACTS_EMBED_MODEL)"
+    )
+
+
+def _embedder(args: argparse.Namespace) -> Any:
+    from .embed import embedder_from_env
+
+    return embedder_from_env(args.embed_url, args.embed_model)
 
 
 def _need_k(k: int) -> None:
@@ -804,6 +828,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ontology", default=None, help="ontology file that facts must fit (default: the shipped one)")
     _all_namespaces_option(p)
     _format_option(p, ("table", "json", "context"))
+    _embed_options(p)
     p.set_defaults(func=_cmd_ask)
 
     p = sub.add_parser("show", parents=[dbo, asof], help="draw an entity and its facts as HTML or SVG")
@@ -914,6 +939,7 @@ def build_parser() -> argparse.ArgumentParser:
         "model endpoint that `remember` extracts facts with (default: $AGEFACTS_LLM_URL; without one, "
         "remember takes only messages that carry their extraction)",
     )
+    _embed_options(p)
     p.set_defaults(func=_cmd_mcp)
 
     p = sub.add_parser("export", parents=[dbo], help="write a namespace's conversations as loaded, to load elsewhere")
@@ -983,6 +1009,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("questions", help="questions file (JSON Lines)")
     p.add_argument("--k", type=int, default=20, help="messages asked for per question (default 20)")
     _format_option(p, ("table", "json", "csv"))
+    _embed_options(p)
     p.set_defaults(func=_cmd_eval_recall)
 
     p = sub.add_parser("demo", parents=[dbo, ont], help="load the shipped examples and show some facts")

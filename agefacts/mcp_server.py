@@ -23,6 +23,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
+from .embed import Embedder
 from .errors import AgeFactsError, UsageError
 from .extract import LLMClient
 from .memory import AsyncMemory
@@ -103,6 +104,7 @@ def build_server(
     namespace: str | None = None,
     ontology: Ontology | None = None,
     llm: LLMClient | None = None,
+    embedder: Embedder | None = None,
 ) -> Any:
     """The MCP server (an ``mcp.server.MCPServer``), opening its memory when it starts."""
     try:
@@ -117,7 +119,7 @@ def build_server(
 
     @contextlib.asynccontextmanager
     async def lifespan(server: Any) -> AsyncIterator[None]:
-        async with AsyncMemory(dsn, graph, ontology=ontology, llm=llm) as memory:
+        async with AsyncMemory(dsn, graph, ontology=ontology, llm=llm, embedder=embedder) as memory:
             held["memory"] = memory
             yield
 
@@ -261,6 +263,7 @@ def serve(
     namespace: str | None = None,
     ontology: Ontology | None = None,
     llm: LLMClient | None = None,
+    embedder: Embedder | None = None,
 ) -> None:
     """Serve the memory over stdio until the client closes it."""
-    build_server(dsn, graph, namespace=namespace, ontology=ontology, llm=llm).run("stdio")
+    build_server(dsn, graph, namespace=namespace, ontology=ontology, llm=llm, embedder=embedder).run("stdio")

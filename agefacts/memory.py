@@ -21,6 +21,7 @@ from pydantic import ValidationError
 
 from . import ledger
 from .db import DEFAULT_GRAPH, AsyncDatabase, Database, resolve_dsn
+from .embed import Embedder
 from .errors import AgeFactsError, ConversationMoved, ExtractionError, InputError, QueryError, UsageError, need_text
 from .extract import DEFAULT_CONTEXT_TURNS, LLMClient, extract_conversation, pending_turns
 from .load import Loader
@@ -583,7 +584,9 @@ class Memory:
     started if needed); ``llm`` extracts the user turns that have no recording;
     ``tune_interpreter`` lets a load change the process's thread switch interval and garbage
     collector threshold while it runs (faster for a process that only loads; off, a memory
-    leaves its host's interpreter alone). Use it as a context manager, or call :meth:`close`."""
+    leaves its host's interpreter alone); ``embedder`` adds the messages nearest a question in
+    meaning to what ``ask`` finds (:mod:`agefacts.embed`; without one, words are searched).
+    Use it as a context manager, or call :meth:`close`."""
 
     def __init__(
         self,
@@ -595,12 +598,14 @@ class Memory:
         via: str = "bulk",
         context_turns: int = DEFAULT_CONTEXT_TURNS,
         tune_interpreter: bool = False,
+        embedder: Embedder | None = None,
     ):
         self.ontology = ontology or default_ontology()
         self.llm = llm
         self.context_turns = context_turns
         self.via = via
         self.tune_interpreter = tune_interpreter
+        self.embedder = embedder
         self.db = Database(resolve_dsn(dsn), graph).connect()
 
     def _loader(self) -> Loader:
@@ -697,6 +702,7 @@ class Memory:
             k=k,
             valid_at=valid_at,
             known_at=known_at,
+            embedder=self.embedder,
         )
         return Recall.from_answer(answer)
 
@@ -749,11 +755,13 @@ class AsyncMemory:
         via: str = "bulk",
         context_turns: int = DEFAULT_CONTEXT_TURNS,
         tune_interpreter: bool = False,
+        embedder: Embedder | None = None,
     ):
         self.ontology = ontology or default_ontology()
         self.llm = llm
         self.context_turns = context_turns
         self.tune_interpreter = tune_interpreter
+        self.embedder = embedder
         self._dsn = dsn
         self._graph = graph
         self._via = via
@@ -887,6 +895,7 @@ class AsyncMemory:
             k=k,
             valid_at=valid_at,
             known_at=known_at,
+            embedder=self.embedder,
         )
         return Recall.from_answer(answer)
 

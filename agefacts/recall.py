@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from .db import Database
+from .embed import Embedder
 from .errors import UsageError
 from .ontology import Ontology
 
@@ -205,13 +206,15 @@ def evaluate(
     *,
     k: int = 20,
     ask: Callable[[Question, int], list[MessageRef]] | None = None,
+    embedder: Embedder | None = None,
 ) -> RecallReport:
-    """Ask every question (``ask``: how; by default :func:`agefacts.retrieve.ask` on ``db``)
+    """Ask every question (``ask``: how; by default :func:`agefacts.retrieve.ask` on ``db``,
+    with the ``embedder`` when one is given)
     and score its messages and the baseline's, per category."""
     from .retrieve import ask as ask_db
 
     def default(q: Question, n: int) -> list[MessageRef]:
-        answer = ask_db(db, q.question, ontology, namespace=q.namespace, k=n)
+        answer = ask_db(db, q.question, ontology, namespace=q.namespace, k=n, embedder=embedder)
         return answer.message_refs()
 
     ask = ask or default

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .db import AsyncDatabase, Database
+from .embed import Embedder, nearest_messages, nearest_messages_async
 from .errors import UsageError, need_text
 from .keys import keyphrase_key, keyphrase_text, message_key
 from .ontology import Ontology
@@ -42,6 +43,7 @@ from .query import TimeArg, check_scope, facts_of_keys, facts_of_keys_async, run
 __all__ = [
     "Answer",
     "FIRST_PERSON",
+    "Found",
     "FUSION_K",
     "FUSION_WEIGHTS",
     "Linked",
@@ -484,10 +486,11 @@ FUSION_K = 10
 """Reciprocal-rank fusion's constant: a message's score is the sum over the lists that hold
 it of ``weight / (FUSION_K + rank)``."""
 
-FUSION_WEIGHTS = {"words": 1.0, "keyphrases": 0.05, "facts": 1.0, "time": 1.0}
+FUSION_WEIGHTS = {"words": 1.0, "keyphrases": 0.05, "facts": 1.0, "time": 1.0, "meaning": 1.0}
 """How much each list counts in the fusion: the question's words (BM25), its keyphrases,
-the evidence of the facts about what it names, and the words' matches sent inside a time the
-question names."""
+the evidence of the facts about what it names, the words' matches sent inside a time the
+question names, and the messages nearest in meaning (with embeddings only)."""
+_LISTS = ("words", "keyphrases", "facts", "time", "meaning")
 
 
 def fuse(
@@ -497,13 +500,15 @@ def fuse(
     texts: dict[tuple[str, str, int], dict[str, Any]],
     k: int,
     times: list[tuple[str, str]] | None = None,
+    meaning: list[dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
-    """One ranked list of messages from three: ``words`` (the ``search_messages`` rows, best
-    first), ``keyphrases`` (:func:`topics_from`'s messages, best first) and ``facts`` (the
+    """One ranked list of messages from up to five: ``words`` (the ``search_messages`` rows,
+    best first), ``keyphrases`` (:func:`topics_from`'s messages, best first), ``facts`` (the
     served facts, best first: each one's evidence message; ``texts`` holds those messages by
-    (namespace, conversation, ordinal)); and, when the question names ``times``
-    (:func:`named_times`), the words' matches sent inside one, in the words' order.
-    Reciprocal-rank fusion (:data:`FUSION_WEIGHTS`),
+    (namespace, conversation, ordinal)); when the question names ``times``
+    (:func:`named_times`), the words' matches sent inside one, in the words' order; and
+    ``meaning``, the messages nearest in meaning when embeddings are used (``messages``
+    rows, nearest first). Reciprocal-rank fusion (:data:`FUSION_WEIGHTS`),
     ties by the words' own order, cut to ``k``. Each message says why it is there: ``words``
     (the question's words it says, as folded), ``keyphrases`` and ``facts`` (statement ids)."""
     out: dict[tuple[str, str, int], dict[str, Any]] = {}
@@ -516,7 +521,7 @@ def fuse(
         if m is None:
             m = out[ident] = _message(row, text)
             first[ident] = (list_no, rank)
-        m["score"] += FUSION_WEIGHTS[("words", "keyphrases", "facts", "time")[list_no]] / (FUSION_K + rank)
+        m["score"] += FUSION_WEIGHTS[_LISTS[list_no]] / (FUSION_K + rank)
         return m
 
     for rank, r in enumerate(words, 1):
@@ -551,6 +556,8 @@ def fuse(
         inside = [r for r in words if r["at"] and any(a <= _instant_text(r["at"]) < b for a, b in times)]
         for rank, r in enumerate(inside, 1):
             add(3, rank, (r["namespace"], r["conversation"], r["message"]), r, r["message_text"])
+    for rank, r in enumerate(meaning or [], 1):
+        add(4, rank, (r["namespace"], r["conversation"], r["message"]), r, r["text"])
     for m in out.values():
         m["score"] = round(m["score"], 6)
     ranked = sorted(out, key=lambda i: (-out[i]["score"], first[i]))
@@ -595,24 +602,57 @@ def _evidence_params(facts: list[dict[str, Any]]) -> dict[str, Any]:
     return {"keys": sorted({message_key(f["namespace"], f["conversation"], f["message"]) for f in facts})}
 
 
+@dataclass
+class Found:
+    """What the database found for a question, before the fusion."""
+
+    words: list[dict[str, Any]] = field(default_factory=list)
+    topics: list[dict[str, Any]] = field(default_factory=list)
+    texts: dict[tuple[str, str, int], dict[str, Any]] = field(default_factory=dict)
+    meaning: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _in_order(keys: list[str], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    by_key = {message_key(r["namespace"], r["conversation"], r["message"]): r for r in rows}
+    return [by_key[k] for k in keys if k in by_key]  # a message gone since is left out
+
+
 def _found(
-    db: Database, question: str, namespace: str | None, k: int, facts: list[dict[str, Any]]
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[tuple[str, str, int], dict[str, Any]]]:
+    db: Database,
+    question: str,
+    namespace: str | None,
+    k: int,
+    facts: list[dict[str, Any]],
+    embedder: Embedder | None = None,
+) -> Found:
     words = run_named(db, "search_messages", _search_params(question, namespace, k)).dicts()
     q = _topic_query(question, namespace)
     topics = run_named(db, *q).dicts() if q else []
     texts = _by_ident(run_named(db, "messages", _evidence_params(facts)).dicts()) if facts else {}
-    return words, topics, texts
+    meaning: list[dict[str, Any]] = []
+    if embedder is not None:
+        keys = nearest_messages(db, embedder, namespace, question, max(2 * k, 20))
+        meaning = _in_order(keys, run_named(db, "messages", {"keys": keys}).dicts()) if keys else []
+    return Found(words, topics, texts, meaning)
 
 
 async def _found_async(
-    db: AsyncDatabase, question: str, namespace: str | None, k: int, facts: list[dict[str, Any]]
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[tuple[str, str, int], dict[str, Any]]]:
+    db: AsyncDatabase,
+    question: str,
+    namespace: str | None,
+    k: int,
+    facts: list[dict[str, Any]],
+    embedder: Embedder | None = None,
+) -> Found:
     words = (await run_named_async(db, "search_messages", _search_params(question, namespace, k))).dicts()
     q = _topic_query(question, namespace)
     topics = (await run_named_async(db, *q)).dicts() if q else []
     texts = _by_ident((await run_named_async(db, "messages", _evidence_params(facts))).dicts()) if facts else {}
-    return words, topics, texts
+    meaning: list[dict[str, Any]] = []
+    if embedder is not None:
+        keys = await nearest_messages_async(db, embedder, namespace, question, max(2 * k, 20))
+        meaning = _in_order(keys, (await run_named_async(db, "messages", {"keys": keys})).dicts()) if keys else []
+    return Found(words, topics, texts, meaning)
 
 
 def _by_ident(rows: list[dict[str, Any]]) -> dict[tuple[str, str, int], dict[str, Any]]:
@@ -625,13 +665,13 @@ def answer_from(
     entities: list[Linked],
     rows: list[list[dict[str, Any]]],
     k: int,
-    found: tuple[list[dict[str, Any]], list[dict[str, Any]], dict[tuple[str, str, int], dict[str, Any]]] | None = None,
+    found: Found | None = None,
     asked_at: TimeArg = None,
 ) -> Answer:
     """The answer from the linked entities and each one's facts (``rows[i]`` are the facts
     of ``entities[i]``): served facts ranked and cut to ``k``, the rest with their reason;
     and the messages (``found``: the question's words' matches, its keyphrases' messages and
-    the facts' evidence messages, fused by :func:`fuse`, with the times the question names
+    the facts' evidence messages and those nearest in meaning, fused by :func:`fuse`, with the times the question names
     counted from ``asked_at``, the known time asked at: now when None), cut to ``k``."""
     answer = Answer(question, list(entities))
     seen: set[str] = set()
@@ -648,9 +688,9 @@ def answer_from(
                 answer.rejected.append({**row, "reason": why})
     ranked = rank(question, served, ontology)
     answer.facts = ranked[: max(0, k)]
-    words, topics, texts = found or ([], [], {})
+    f = found or Found()
     times = named_times(question, _as_datetime(asked_at))
-    answer.messages = fuse(words, topics_from(topics, 2 * k), ranked[: 2 * k], texts, k, times)
+    answer.messages = fuse(f.words, topics_from(f.topics, 2 * k), ranked[: 2 * k], f.texts, k, times, f.meaning)
     if not entities and not answer.messages:
         answer.reason = "no message says any word of the question, and it names no known entity"
     elif entities and not answer.facts:
@@ -680,18 +720,22 @@ def ask(
     k: int = 10,
     valid_at: TimeArg = None,
     known_at: TimeArg = None,
+    embedder: Embedder | None = None,
 ) -> Answer:
     """Facts about the entities a question names (the owner too, when it speaks in the first
     person), ranked by the question's words, each with its quote and source message. When
     what it names lies in more than one namespace, give a ``namespace`` (or
-    ``all_namespaces=True`` to look in every one)."""
+    ``all_namespaces=True`` to look in every one). With an ``embedder``, the messages
+    nearest the question in meaning are fused in too (:mod:`agefacts.embed`)."""
     _check_question(question, namespace, k)
     entities = link(db, question, namespace)
     check_scope(namespace, all_namespaces, (e.namespace for e in entities), "what the question names")
     # Linked entities are known by key: no second lookup of each one.
     rows = [facts_of_keys(db, [e.key], valid_at, known_at).dicts() for e in entities]
     facts = rank(question, [f for r in rows for f in r], ontology)[: 2 * k]
-    return answer_from(question, ontology, entities, rows, k, _found(db, question, namespace, k, facts), known_at)
+    return answer_from(
+        question, ontology, entities, rows, k, _found(db, question, namespace, k, facts, embedder), known_at
+    )
 
 
 async def ask_async(
@@ -704,6 +748,7 @@ async def ask_async(
     k: int = 10,
     valid_at: TimeArg = None,
     known_at: TimeArg = None,
+    embedder: Embedder | None = None,
 ) -> Answer:
     """:func:`ask` on an asynchronous connection."""
     _check_question(question, namespace, k)
@@ -713,5 +758,5 @@ async def ask_async(
     rows = [(await facts_of_keys_async(db, [e.key], valid_at, known_at)).dicts() for e in entities]
     facts = rank(question, [f for r in rows for f in r], ontology)[: 2 * k]
     return answer_from(
-        question, ontology, entities, rows, k, await _found_async(db, question, namespace, k, facts), known_at
+        question, ontology, entities, rows, k, await _found_async(db, question, namespace, k, facts, embedder), known_at
     )

@@ -400,7 +400,8 @@ class Engine:
             f"--db={db}",
             f"--port={port}",
             "--host=127.0.0.1",
-            "--extensions=@electric-sql/pglite-age:age",
+            # pgvector serves the optional embeddings (agefacts.embed), created only when used.
+            "--extensions=@electric-sql/pglite-age:age,@electric-sql/pglite-pgvector:vector",
             f"--max-connections={MAX_CONNECTIONS}",
         ]
 

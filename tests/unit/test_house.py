@@ -26,7 +26,7 @@ RANKS: list[set[str]] = [
     {"timeline"},
     {"engine"},
     {"db"},
-    {"extract"},
+    {"extract", "embed"},
     {"ground"},
     {"keyphrases"},
     {"gate"},
