@@ -36,6 +36,8 @@ __all__ = [
     "digest",
     "facts",
     "facts_async",
+    "facts_of_each",
+    "facts_of_each_async",
     "facts_of_keys",
     "facts_of_keys_async",
     "find_entities",
@@ -547,15 +549,68 @@ def _answers_key(table: Table, key: str, namespace: str | None) -> bool:
 def facts_of_keys(db: Database, keys: Sequence[str], valid_at: TimeArg = None, known_at: TimeArg = None) -> Table:
     """The facts about entities already found (by key), as :func:`facts` gives them."""
     valid, known = as_of(valid_at, known_at)
-    read = []
+    return _facts_table(_statements_of(db, keys, known), valid)
+
+
+def facts_of_each(
+    db: Database, keys: Sequence[str], valid_at: TimeArg = None, known_at: TimeArg = None
+) -> list[list[dict[str, Any]]]:
+    """The facts about each entity key, one list per key in order (``ask``'s linked
+    entities), read in one query however many there are."""
+    valid, known = as_of(valid_at, known_at)
+    return [_facts_table([one], valid).dicts() for one in _statements_of(db, keys, known)]
+
+
+def _statements_of(db: Database, keys: Sequence[str], known: str) -> list[tuple[str | None, list[dict[str, Any]]]]:
+    # One key: its own query (planned and prepared once for every call with one key).
+    # More: one query for all of them, where one per key cost a round trip and a plan each
+    # (facts of "user" over 1,251 namespaces: 14 s against 0.8 s in one).
+    keys = list(dict.fromkeys(keys))
+    if not keys:
+        return []
+    if len(keys) == 1:
+        rows = {keys[0]: run_named(db, "fact_statements", {"entity": keys[0], "known_at": known}).dicts()}
+    else:
+        rows = _by_entity(keys, run_named(db, "fact_statements_of", {"entities": keys, "known_at": known}).dicts())
     for k in keys:
-        rows = run_named(db, "fact_statements", {"entity": k, "known_at": known}).dicts()
-        for subject, predicate in _groups(rows, k):
-            rows += run_named(
+        for subject, predicate in _groups(rows[k], k):
+            rows[k] += run_named(
                 db, "group_statements", {"subject": subject, "predicate": predicate, "known_at": known}
             ).dicts()
-        read.append((k, rows))
-    return _facts_table(read, valid)
+    return [(k, rows[k]) for k in keys]
+
+
+async def _statements_of_async(
+    db: AsyncDatabase, keys: Sequence[str], known: str
+) -> list[tuple[str | None, list[dict[str, Any]]]]:
+    keys = list(dict.fromkeys(keys))
+    if not keys:
+        return []
+    if len(keys) == 1:
+        rows = {keys[0]: (await run_named_async(db, "fact_statements", {"entity": keys[0], "known_at": known})).dicts()}
+    else:
+        params = {"entities": keys, "known_at": known}
+        rows = _by_entity(keys, (await run_named_async(db, "fact_statements_of", params)).dicts())
+    for k in keys:
+        for subject, predicate in _groups(rows[k], k):
+            params = {"subject": subject, "predicate": predicate, "known_at": known}
+            rows[k] += (await run_named_async(db, "group_statements", params)).dicts()
+    return [(k, rows[k]) for k in keys]
+
+
+def _by_entity(keys: Sequence[str], rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {k: [] for k in keys}
+    for r in rows:
+        out[r.pop("entity")].append(r)
+    return out
+
+
+async def facts_of_each_async(
+    db: AsyncDatabase, keys: Sequence[str], valid_at: TimeArg = None, known_at: TimeArg = None
+) -> list[list[dict[str, Any]]]:
+    """:func:`facts_of_each` on an asynchronous connection."""
+    valid, known = as_of(valid_at, known_at)
+    return [_facts_table([one], valid).dicts() for one in await _statements_of_async(db, keys, known)]
 
 
 async def facts_async(
@@ -584,14 +639,7 @@ async def facts_of_keys_async(
 ) -> Table:
     """:func:`facts_of_keys` on an asynchronous connection."""
     valid, known = as_of(valid_at, known_at)
-    read = []
-    for k in keys:
-        rows = (await run_named_async(db, "fact_statements", {"entity": k, "known_at": known})).dicts()
-        for subject, predicate in _groups(rows, k):
-            params = {"subject": subject, "predicate": predicate, "known_at": known}
-            rows += (await run_named_async(db, "group_statements", params)).dicts()
-        read.append((k, rows))
-    return _facts_table(read, valid)
+    return _facts_table(await _statements_of_async(db, keys, known), valid)
 
 
 def _groups(rows: list[dict[str, Any]], key: str) -> list[tuple[str, str]]:

@@ -38,7 +38,7 @@ from .embed import Embedder, nearest_messages, nearest_messages_async
 from .errors import UsageError, need_text
 from .keys import keyphrase_key, keyphrase_text, message_key
 from .ontology import Ontology
-from .query import TimeArg, check_scope, facts_of_keys, facts_of_keys_async, run_named, run_named_async
+from .query import TimeArg, check_scope, facts_of_each, facts_of_each_async, run_named, run_named_async
 
 __all__ = [
     "Answer",
@@ -731,7 +731,7 @@ def ask(
     entities = link(db, question, namespace)
     check_scope(namespace, all_namespaces, (e.namespace for e in entities), "what the question names")
     # Linked entities are known by key: no second lookup of each one.
-    rows = [facts_of_keys(db, [e.key], valid_at, known_at).dicts() for e in entities]
+    rows = facts_of_each(db, [e.key for e in entities], valid_at, known_at) if entities else []
     facts = rank(question, [f for r in rows for f in r], ontology)[: 2 * k]
     return answer_from(
         question, ontology, entities, rows, k, _found(db, question, namespace, k, facts, embedder), known_at
@@ -755,7 +755,7 @@ async def ask_async(
     names = await run_named_async(db, "entity_names", {"namespace": namespace})
     entities = link_rows(question, names.dicts(), namespace)
     check_scope(namespace, all_namespaces, (e.namespace for e in entities), "what the question names")
-    rows = [(await facts_of_keys_async(db, [e.key], valid_at, known_at)).dicts() for e in entities]
+    rows = await facts_of_each_async(db, [e.key for e in entities], valid_at, known_at) if entities else []
     facts = rank(question, [f for r in rows for f in r], ontology)[: 2 * k]
     return answer_from(
         question, ontology, entities, rows, k, await _found_async(db, question, namespace, k, facts, embedder), known_at

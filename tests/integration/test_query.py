@@ -250,6 +250,7 @@ def test_every_shipped_query_states_its_parameters_and_columns_and_returns_them(
         "entity_keys": {},
         "entity_names": {"namespace": "ann"},
         "fact_statements": {"entity": nina, "known_at": when["known_at"]},
+        "fact_statements_of": {"entities": [nina], "known_at": when["known_at"]},
         "graph_edges": {},
         "group_statements": {"subject": nina, "predicate": "lives_in", "known_at": when["known_at"]},
         "graph_vertices": {},
@@ -269,7 +270,7 @@ def test_every_shipped_query_states_its_parameters_and_columns_and_returns_them(
     # What the reading of time reads, every query that feeds it returns.
     from agefacts.timeline import STATEMENT_FIELDS
 
-    for name in ("fact_statements", "group_statements", "statements"):
+    for name in ("fact_statements", "fact_statements_of", "group_statements", "statements"):
         assert set(STATEMENT_FIELDS) <= set(queries[name].columns), name
     for name, q in queries.items():
         assert q.description and q.columns, f"{name} has no description or columns line"
@@ -365,3 +366,20 @@ def test_a_message_s_statements_are_found_through_its_key_index(loaded):
     # A message that is not there has no statements, and a missing part of its key finds none.
     assert run_named(db, "message_statements", {"conversation": "ann-01", "ordinal": 99, "namespace": "ann"}).rows == []
     assert run_named(db, "message_statements", {"conversation": "ann-01", "ordinal": 0, "namespace": "nina"}).rows == []
+
+
+def test_facts_of_many_entities_read_in_one_query_are_each_ones_own_facts(loaded):
+    """Over every namespace, the facts of "user" were read one query per namespace (14 s for a
+    name in 1,251 namespaces where one query takes 0.8 s); read in one, they are the union
+    of each namespace's own."""
+    from agefacts.query import facts, facts_of_each
+
+    db = loaded
+    owners = run_named(db, "entities", {"text": "user", "namespace": None}).dicts()
+    assert len(owners) > 5
+    when = {"valid_at": "2024-10-01", "known_at": "2030-01-01T00:00:00Z"}
+    each = facts_of_each(db, [o["key"] for o in owners], **when)
+    for owner, rows in zip(owners, each, strict=True):
+        assert rows == facts(db, owner["key"], **when).dicts()
+    together = facts(db, "user", all_namespaces=True, **when).dicts()
+    assert sorted(map(repr, together)) == sorted(repr(r) for rows in each for r in rows)
