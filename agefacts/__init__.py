@@ -35,12 +35,24 @@ if TYPE_CHECKING:
     from .compile import compile_conversation
     from .consolidate import result_of
     from .db import DEFAULT_GRAPH, Database, Table, resolve_dsn
+    from .embed import Embedder, EmbeddingError
     from .engine import Engine
     from .extract import LLMClient, extract_all, extract_conversation
     from .inputs import parse_conversation, read_conversations
     from .keyphrases import StatisticalExtractor
     from .load import Loader, Outcome, Summary, load_paths
-    from .memory import Added, AsyncMemory, Citation, HistoryEntry, Memory, MemoryFact, Recall, TopicMessage
+    from .memory import (
+        Added,
+        AsyncMemory,
+        Citation,
+        HistoryEntry,
+        Known,
+        Memory,
+        MemoryFact,
+        Recall,
+        Remembered,
+        TopicMessage,
+    )
     from .models import Conversation, ConversationResult
     from .ontology import Ontology, default_ontology, load_ontology
     from .query import digest, facts, find_entities, history, run, run_named
@@ -57,6 +69,10 @@ _LAZY = {
     "MemoryFact": "memory",
     "Recall": "memory",
     "TopicMessage": "memory",
+    "Known": "memory",
+    "Remembered": "memory",
+    "Embedder": "embed",
+    "EmbeddingError": "embed",
     "StatisticalExtractor": "keyphrases",
     "Answer": "retrieve",
     "Conversation": "models",
@@ -117,12 +133,15 @@ __all__ = [
     "ConversationResult",
     "Database",
     "DatabaseError",
+    "Embedder",
+    "EmbeddingError",
     "EndpointDown",
     "Engine",
     "EngineError",
     "ExtractionError",
     "HistoryEntry",
     "InputError",
+    "Known",
     "LLMClient",
     "LoadInterrupted",
     "Loader",
@@ -133,6 +152,7 @@ __all__ = [
     "Outcome",
     "QueryError",
     "Recall",
+    "Remembered",
     "StatisticalExtractor",
     "Summary",
     "Table",

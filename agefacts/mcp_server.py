@@ -18,7 +18,7 @@ import datetime as dt
 import functools
 import inspect
 import typing
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Annotated, Any
 
 from pydantic import Field
@@ -31,6 +31,7 @@ from .ontology import Ontology
 
 __all__ = [
     "build_server",
+    "compact_recall",
     "jsonable",
     "serve",
 ]
@@ -95,6 +96,39 @@ def jsonable(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [jsonable(v) for v in value]
     return value
+
+
+def compact_recall(answer: Mapping[str, Any]) -> dict[str, Any]:
+    """What ``recall`` answers a model: the prompt-ready ``context``, and each fact and
+    message with what a model reads (no keys, offsets or internal scores), ``reason`` when
+    nothing was found. The whole :class:`~agefacts.memory.Recall` was about six times its
+    context's size."""
+    facts = []
+    for f in answer["facts"]:
+        cite = f["citation"]
+        fact = {k: f[k] for k in ("subject", "predicate") if f.get(k) is not None}
+        fact |= {"object": f["object"]} if f.get("object") is not None else {"value": f.get("value")}
+        fact |= {k: f[k] for k in ("valid_from", "valid_until", "recorded_at", "recurrence") if f.get(k) is not None}
+        fact |= {"quote": cite["quote"], "conversation": cite["conversation"], "message": cite["message"]}
+        fact |= {"said_at": cite["at"]}
+        facts.append(fact)
+    # A fact's own message is cited by the fact already (as in the context).
+    cited = {(f["conversation"], f["message"]) for f in facts}
+    messages = [
+        {
+            "conversation": m["conversation"],
+            "message": m["message"],
+            "who": m.get("name") or m["speaker"],
+            "at": m["at"],
+            "text": m["text"],
+        }
+        for m in answer["messages"]
+        if (m["conversation"], m["message"]) not in cited
+    ]
+    out: dict[str, Any] = {"context": answer["context"], "facts": facts, "messages": messages}
+    if answer.get("reason"):
+        out["reason"] = answer["reason"]
+    return out
 
 
 def build_server(
@@ -189,14 +223,13 @@ def build_server(
         known_at: _KnownAt = None,
     ) -> dict[str, Any]:
         """Facts that answer a question about the person ("Where do I live?", "my sister"),
-        ranked, each with its quote, conversation and message time, and the messages that say
-        the question's topic ("what did I say about sourdough?", when keyphrases were
-        extracted); `context` is them as one citable line each. Nothing is returned when the
-        question names no one and nothing known."""
+        ranked, each with its quote, conversation and message time, and the messages that
+        answer it best ("what did I say about the flood?"); `context` is them as one citable
+        line each, ready for a prompt. Nothing is returned when no message says a word of the
+        question and it names no one known; `reason` then says so."""
         ns = scope(namespace)
         answer = await run(lambda m: m.ask(question, namespace=ns, k=k, valid_at=valid_at, known_at=known_at))
-        result: dict[str, Any] = answer
-        return result
+        return compact_recall(answer)
 
     async def facts(
         entity: _Entity = "user",
@@ -251,7 +284,21 @@ def build_server(
         gone = await run(lambda m: m.forget(ns, conversations))
         return {"forgotten": gone}
 
-    for fn in (remember, recall, facts, history, correct, forget):
+    async def conversations(namespace: _Namespace = None) -> list[dict[str, Any]]:
+        """The conversations this memory holds: each one's id (what forget takes), when it
+        was remembered, and how many statements it gave."""
+        ns = scope(namespace)
+        rows: list[dict[str, Any]] = await run(lambda m: m.conversations(ns))
+        return rows
+
+    async def entities(namespace: _Namespace = None) -> list[dict[str, Any]]:
+        """Who and what this memory knows: each one's name ('user' is the person), type and
+        the words they were mentioned by; facts says what is known about one."""
+        ns = scope(namespace)
+        rows: list[dict[str, Any]] = await run(lambda m: m.entities(ns))
+        return rows
+
+    for fn in (remember, recall, facts, history, correct, forget, conversations, entities):
         tool(fn)
     return server
 

@@ -27,7 +27,7 @@ from .extract import DEFAULT_CONTEXT_TURNS, LLMClient, extract_conversation, pen
 from .load import Loader
 from .models import Conversation, Turn, describe
 from .ontology import Ontology, default_ontology
-from .query import TimeArg, facts, facts_async, history, history_async
+from .query import TimeArg, facts, facts_async, history, history_async, run_named, run_named_async
 from .retrieve import Answer, Linked, ask, ask_async
 from .temporal import TimeError, normalise_instant, to_python
 
@@ -36,10 +36,12 @@ __all__ = [
     "AsyncMemory",
     "Citation",
     "HistoryEntry",
+    "Known",
     "Memory",
     "MemoryFact",
     "Message",
     "Recall",
+    "Remembered",
     "TopicMessage",
     "correction",
     "extended",
@@ -220,6 +222,37 @@ class TopicMessage:
             tuple(m.get("facts") or ()),
             float(m.get("score") or 0.0),
         )
+
+
+@dataclass(frozen=True)
+class Remembered:
+    """A conversation in memory: its id (what ``forget`` takes), when it was loaded, and how
+    many statements it gave."""
+
+    conversation: str
+    loaded_at: dt.datetime | None
+    statements: int
+
+    @classmethod
+    def from_row(cls, r: Mapping[str, Any]) -> Remembered:
+        at = r["loaded_at"]
+        return cls(r["conversation"], at if isinstance(at, dt.datetime) else None, int(r["statements"] or 0))
+
+
+@dataclass(frozen=True)
+class Known:
+    """Someone or something the memory knows: its name (the owner is ``user``), type, the
+    words it was mentioned by, and its key (what ``facts`` also takes)."""
+
+    name: str
+    type: str
+    mentions: tuple[str, ...]
+    key: str
+
+
+def _known(rows: list[dict[str, Any]]) -> list[Known]:
+    out = [Known(r["name"] or r["role"] or r["key"], r["type"], tuple(r["mentions"] or ()), r["key"]) for r in rows]
+    return sorted(out, key=lambda k: (k.name != "user", k.name.casefold(), k.key))
 
 
 @dataclass(frozen=True)
@@ -737,6 +770,18 @@ class Memory:
         an empty graph gives the same graph."""
         return ledger.export(self.db, namespace, _ids(conversations))
 
+    def conversations(self, namespace: str) -> list[Remembered]:
+        """The namespace's conversations in memory: each one's id (what ``forget`` takes),
+        when it was loaded, and how many statements it gave."""
+        need_text(namespace, "namespace= (whose memory)")
+        return [Remembered.from_row(r) for r in run_named(self.db, "conversations", {"namespace": namespace}).dicts()]
+
+    def entities(self, namespace: str) -> list[Known]:
+        """Who and what the namespace's memory knows: each entity's name (or role), type and
+        the words it was mentioned by; ``facts`` says what is known about one."""
+        need_text(namespace, "namespace= (whose memory)")
+        return _known(run_named(self.db, "entities_of", {"namespace": namespace}).dicts())
+
 
 class AsyncMemory:
     """:class:`Memory` for asyncio: ``async with AsyncMemory(...) as memory``. Reads run on
@@ -936,3 +981,14 @@ class AsyncMemory:
         wanted = _ids(conversations)
         async with self._writing:
             return await asyncio.to_thread(ledger.export, db, namespace, wanted)
+
+    async def conversations(self, namespace: str) -> list[Remembered]:
+        """See :meth:`Memory.conversations`."""
+        need_text(namespace, "namespace= (whose memory)")
+        rows = await run_named_async(self._reader(), "conversations", {"namespace": namespace})
+        return [Remembered.from_row(r) for r in rows.dicts()]
+
+    async def entities(self, namespace: str) -> list[Known]:
+        """See :meth:`Memory.entities`."""
+        need_text(namespace, "namespace= (whose memory)")
+        return _known((await run_named_async(self._reader(), "entities_of", {"namespace": namespace})).dicts())

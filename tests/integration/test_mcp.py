@@ -45,11 +45,11 @@ def test_the_sdk_client_recalls_facts_with_their_quotes(db, dsn, graph_name):
             ("facts", {"entity": "user"}),
         ],
     )
-    assert tools == ["correct", "facts", "forget", "history", "recall", "remember"]
+    assert tools == ["conversations", "correct", "entities", "facts", "forget", "history", "recall", "remember"]
     assert not recall.is_error
     answer = recall.structured_content
     first = answer["facts"][0]
-    assert (first["predicate"], first["object"], first["citation"]["quote"]) == (
+    assert (first["predicate"], first["object"], first["quote"]) == (
         "lives_in",
         "Oslo",
         "We moved to Oslo in June",
@@ -114,7 +114,16 @@ def test_every_tool_parameter_is_described_and_a_scoped_server_offers_no_namespa
 
     for extra, scoped in (((), False), (("--namespace", "nina"), True)):
         tools = schemas(_server(dsn, graph_name, *extra))
-        assert set(tools) == {"correct", "facts", "forget", "history", "recall", "remember"}
+        assert set(tools) == {
+            "conversations",
+            "correct",
+            "entities",
+            "facts",
+            "forget",
+            "history",
+            "recall",
+            "remember",
+        }
         for name, schema in tools.items():
             props = schema["properties"]
             assert ("namespace" in props) is not scoped, (name, scoped)
@@ -139,3 +148,23 @@ def test_forget_without_conversations_wipes_nothing_unless_asked(db, dsn, graph_
     assert after.structured_content["result"] != []
     assert sorted(everything.structured_content["forgotten"]) == ["nina-01", "nina-02", "nina-03"]
     assert gone.is_error  # no one is left to ask about
+
+
+def test_recall_is_compact_and_a_model_can_list_what_is_remembered(db, dsn, graph_name):
+    """recall answered about 7.8 kB of JSON where its own context was 1.3 kB; and a model had no
+    way to learn the conversation ids forget takes, or who the memory knows."""
+    load_paths(db, [EXAMPLES], ONTO)
+    _, (recall, conversations, entities) = _call(
+        _server(dsn, graph_name, "--namespace", "ann"),
+        [("recall", {"question": "Where does my husband work?"}), ("conversations", {}), ("entities", {})],
+    )
+    answer = recall.structured_content
+    assert answer["facts"] and answer["context"].startswith("[1] ")
+    assert len(json.dumps(answer)) < 3 * len(answer["context"]), len(json.dumps(answer))
+    assert set(answer["facts"][0]) >= {"subject", "predicate", "quote", "conversation", "message", "said_at"}
+    assert not any("key" in field for fact in answer["facts"] for field in fact)
+    listed = conversations.structured_content["result"]
+    assert [c["conversation"] for c in listed] == ["ann-01", "ann-02", "ann-03", "ann-04"]
+    assert all(c["statements"] >= 0 and c["loaded_at"] for c in listed)
+    known = {e["name"]: e for e in entities.structured_content["result"]}
+    assert known["user"]["type"] == "Person" and "Tom" in known and "Acme" in known

@@ -247,6 +247,7 @@ def test_every_shipped_query_states_its_parameters_and_columns_and_returns_them(
         "conversations": {"namespace": "nina"},
         "entities": {"text": "Tom", "namespace": "ann"},
         "entity_by_key": {"text": nina, "namespace": "nina"},
+        "entities_of": {"namespace": "ann"},
         "entity_keys": {},
         "entity_names": {"namespace": "ann"},
         "fact_statements": {"entity": nina, "known_at": when["known_at"]},
