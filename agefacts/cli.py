@@ -265,7 +265,7 @@ def _cmd_history(args: argparse.Namespace) -> int:
             args.predicate,
             namespace=args.namespace,
             all_namespaces=args.all_namespaces,
-            ontology=_ontology(args),
+            ontology=_read_ontology(args, db),
         )
     keep = ["namespace"] if args.namespace is None else []
     keep += ["subject", "kind", "value", "object", "valid_from", "valid_until", "recorded_at", "superseded_at", "quote"]
@@ -281,7 +281,7 @@ def _cmd_ask(args: argparse.Namespace) -> int:
         answer = ask(
             db,
             args.question,
-            _ontology(args),
+            _read_ontology(args, db),
             namespace=args.namespace,
             all_namespaces=args.all_namespaces,
             k=args.k,
@@ -393,6 +393,18 @@ def _ontology(args: argparse.Namespace) -> Ontology:
     from .ontology import load_ontology
 
     return load_ontology(getattr(args, "ontology", None))
+
+
+def _read_ontology(args: argparse.Namespace, db: Database) -> Ontology:
+    """For a read: the --ontology given, else the one the graph was loaded with, else the
+    shipped one (a graph loaded with another ontology judged its facts by the shipped one
+    unless it was given again, and served none of them)."""
+    from .ledger import graph_ontology
+    from .ontology import default_ontology, load_ontology
+
+    if getattr(args, "ontology", None):
+        return load_ontology(args.ontology)
+    return graph_ontology(db) or default_ontology()
 
 
 def _one_or_more_conversations(
@@ -518,7 +530,8 @@ def _cmd_mcp(args: argparse.Namespace) -> int:
         resolve_dsn(args.dsn, port=args.port),
         args.graph,
         namespace=args.namespace,
-        ontology=_ontology(args),
+        # Without --ontology, the memory reads the graph's own.
+        ontology=_ontology(args) if args.ontology else None,
         llm=llm,
         embedder=_embedder(args),
     )
@@ -726,7 +739,7 @@ def _cmd_eval_recall(args: argparse.Namespace) -> int:
     _need_k(args.k)
     questions = read_questions(Path(args.questions))
     with _open_db(args) as db:
-        report = evaluate(db, questions, _ontology(args), k=args.k, embedder=_embedder(args))
+        report = evaluate(db, questions, _read_ontology(args, db), k=args.k, embedder=_embedder(args))
     if args.format == "json":
         _print(json.dumps(report.to_json(), indent=2))
         return _EXIT_OK
@@ -818,6 +831,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("entity", help="an entity key, name or mention; 'user' is the namespace's owner")
     p.add_argument("predicate", help="a predicate, such as lives_in")
     p.add_argument("--namespace", help="whose memory")
+    p.add_argument(
+        "--ontology",
+        default=None,
+        help="ontology file (default: the one the graph was loaded with, else the shipped one)",
+    )
     _all_namespaces_option(p)
     _format_option(p, ("table", "json", "jsonl", "csv"))
     p.set_defaults(func=_cmd_history)
@@ -825,7 +843,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("ask", parents=[dbo, asof], help="facts about the entities a question names, with citations")
     p.add_argument("question")
     p.add_argument("-k", type=_positive_int, default=10, help="at most this many facts (default 10)")
-    p.add_argument("--ontology", default=None, help="ontology file that facts must fit (default: the shipped one)")
+    p.add_argument(
+        "--ontology",
+        default=None,
+        help="ontology file that facts must fit (default: the one the graph was loaded with, else the shipped one)",
+    )
     _all_namespaces_option(p)
     _format_option(p, ("table", "json", "context"))
     _embed_options(p)

@@ -1,10 +1,13 @@
 """agefacts' own SQL tables beside the graph: the ingest log (what was loaded, with its
-content hash, counts and the conversation itself) and the question queue (follow-ups).
+content hash, counts and the conversation itself), the question queue (follow-ups), and the
+ontology each graph was loaded with.
 Wall-clock times live here, never on graph elements, so a replay cannot change the graph."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -12,17 +15,21 @@ from psycopg import sql
 
 from .compile import Plan
 from .db import Database
+from .errors import DatabaseError
 from .models import Conversation
+from .ontology import Ontology, parse_ontology
 
 __all__ = [
     "Loaded",
     "documents",
     "drop",
     "export",
+    "graph_ontology",
     "loaded_ids",
     "lock",
     "prior_hashes",
     "record",
+    "record_ontology",
     "stored",
 ]
 
@@ -207,3 +214,50 @@ def export(db: Database, namespace: str, conversations: Sequence[str] | None = N
             "load their files again with `agefacts load --force` and export again"
         )
     return [Conversation.model_validate_json(d) for _, d in docs if d is not None]
+
+
+_NO_RIGHT = "42501"  # insufficient_privilege
+_log = logging.getLogger(__name__)
+
+
+def _ontology_json(ontology: Ontology) -> tuple[str, str]:
+    text = json.dumps(ontology.model_dump(mode="json"), sort_keys=True, ensure_ascii=False)
+    return text, hashlib.sha256(text.encode()).hexdigest()
+
+
+def record_ontology(db: Database, ontology: Ontology) -> bool:
+    """Keep ``ontology`` as the one the graph is loaded with; whether it replaced another.
+    The common case (the same ontology again) reads one row and writes nothing."""
+    text, digest = _ontology_json(ontology)
+    try:
+        rows = db.execute("SELECT digest FROM agefacts.graph_ontology WHERE graph = %s", (db.graph,))
+        if rows and rows[0][0] == digest:
+            return False
+        db.execute(
+            "INSERT INTO agefacts.graph_ontology (graph, ontology, digest) VALUES (%s, %s::jsonb, %s) "
+            "ON CONFLICT (graph) DO UPDATE SET ontology = EXCLUDED.ontology, digest = EXCLUDED.digest, "
+            "loaded_at = now()",
+            (db.graph, text, digest),
+        )
+    except DatabaseError as exc:
+        if exc.sqlstate != _NO_RIGHT:
+            raise
+        # A role granted before this table existed: the load goes on; `agefacts setup` grants it.
+        _log.info("the ontology of graph %r not kept: %s", db.graph, exc)
+        return False
+    return bool(rows)
+
+
+def graph_ontology(db: Database) -> Ontology | None:
+    """The ontology the graph was last loaded with, or None (never loaded, or loaded by an
+    agefacts that did not keep it)."""
+    try:
+        rows = db.execute("SELECT ontology FROM agefacts.graph_ontology WHERE graph = %s", (db.graph,))
+    except DatabaseError as exc:
+        if exc.sqlstate != _NO_RIGHT:
+            raise
+        _log.info("the ontology of graph %r not read: %s", db.graph, exc)
+        return None
+    if not rows:
+        return None
+    return parse_ontology(rows[0][0], f"the ontology graph {db.graph!r} was loaded with")

@@ -416,6 +416,7 @@ class Loader:
         self._seen: dict[tuple[str, str], Seen] = {}
         self._based_on: dict[tuple[str, str], str | None] = {}
         self.fallbacks: list[str] = []  # why a batch was written one conversation at a time
+        self._ontology_kept = False
 
     # -- the public calls ---------------------------------------------------------------------
     def load(self, conv: Conversation, source: str = "<conversation>", *, based_on: str | None = _UNSET) -> Outcome:
@@ -455,6 +456,10 @@ class Loader:
                     yield from self._finish(*previous)
                     previous = None
                 run_seen |= idents
+                if batch and not self._ontology_kept:
+                    # Reads judge facts by the ontology the graph was loaded with (ledger).
+                    self._attempt(lambda: ledger.record_ontology(self.db, self.ontology))
+                    self._ontology_kept = True
                 earlier = {i: self._seen[i] for i in idents if i in self._seen}
                 prior = self._prior_hashes(sorted(idents)) if batch else {}
                 for ident in idents & self._based_on.keys():

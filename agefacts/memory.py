@@ -614,7 +614,8 @@ class Memory:
     ``history`` what is known, ``forget`` and ``export`` a namespace's conversations.
 
     ``dsn`` is a PostgreSQL with AGE (default: ``$AGEFACTS_DSN``, then the embedded engine,
-    started if needed); ``llm`` extracts the user turns that have no recording;
+    started if needed); ``ontology`` gates and judges facts (default: the one the graph was
+    last loaded with, else the shipped one); ``llm`` extracts the user turns that have no recording;
     ``tune_interpreter`` lets a load change the process's thread switch interval and garbage
     collector threshold while it runs (faster for a process that only loads; off, a memory
     leaves its host's interpreter alone); ``embedder`` adds the messages nearest a question in
@@ -633,13 +634,14 @@ class Memory:
         tune_interpreter: bool = False,
         embedder: Embedder | None = None,
     ):
-        self.ontology = ontology or default_ontology()
         self.llm = llm
         self.context_turns = context_turns
         self.via = via
         self.tune_interpreter = tune_interpreter
         self.embedder = embedder
         self.db = Database(resolve_dsn(dsn), graph).connect()
+        # Without one given, the ontology the graph was loaded with (or the shipped one).
+        self.ontology = ontology or ledger.graph_ontology(self.db) or default_ontology()
 
     def _loader(self) -> Loader:
         return Loader(self.db, self.ontology, via=self.via, tune_interpreter=self.tune_interpreter)
@@ -802,7 +804,8 @@ class AsyncMemory:
         tune_interpreter: bool = False,
         embedder: Embedder | None = None,
     ):
-        self.ontology = ontology or default_ontology()
+        self._given_ontology = ontology
+        self.ontology = ontology or default_ontology()  # until open() reads the graph's own
         self.llm = llm
         self.context_turns = context_turns
         self.tune_interpreter = tune_interpreter
@@ -828,7 +831,11 @@ class AsyncMemory:
             dsn = resolve_dsn(self._dsn)
             return dsn, Database(dsn, self._graph).connect()
 
-        dsn, self._db = await asyncio.to_thread(writer)
+        dsn, db = await asyncio.to_thread(writer)
+        self._db = db
+        if self._given_ontology is None:
+            stored: Ontology | None = await asyncio.to_thread(ledger.graph_ontology, db)
+            self.ontology = stored or default_ontology()
         self._adb = await AsyncDatabase(dsn, self._graph).connect()
         return self
 

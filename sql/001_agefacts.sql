@@ -42,3 +42,13 @@ CREATE TABLE IF NOT EXISTS agefacts.schema_version (
     id             int         PRIMARY KEY CHECK (id = 1),
     version        text        NOT NULL
 );
+
+-- The ontology each graph was last loaded with (its JSON, and a hash of that JSON), so that
+-- reads judge facts by it without being given it again. Written once per load when it differs,
+-- outside the load's transactions (a row every batch updated would serialise loaders).
+CREATE TABLE IF NOT EXISTS agefacts.graph_ontology (
+    graph          text        PRIMARY KEY,
+    ontology       jsonb       NOT NULL,
+    digest         text        NOT NULL,
+    loaded_at      timestamptz NOT NULL DEFAULT now()
+);
