@@ -1039,15 +1039,68 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# The commands that only read: Ctrl-C may end their statement by restarting the embedded engine.
+_READERS = frozenset(
+    {"_cmd_query", "_cmd_facts", "_cmd_history", "_cmd_ask", "_cmd_show", "_cmd_digest", "_cmd_eval_recall"}
+)
+
+
+@contextlib.contextmanager
+def _embedded_interrupt(args: argparse.Namespace, interrupted: list[str]) -> Iterator[None]:
+    """Ctrl-C during a read on the embedded engine ends the statement. The engine runs it on
+    its one thread and answers no cancel request, so the database client, which asks for one
+    and waits, ignored Ctrl-C until the statement ended, and every other command was refused
+    meanwhile. The first Ctrl-C restarts the engine (this home's own process, on the same
+    data and port); what the command read is dropped, nothing written is lost."""
+    import signal
+    import threading
+
+    from .db import _PG_ENV
+
+    func = getattr(args.func, "__name__", "")
+    embedded = not getattr(args, "dsn", None) and not os.environ.get("AGEFACTS_DSN")
+    embedded = embedded and not any(os.environ.get(v) for v in _PG_ENV)
+    if func not in _READERS or not embedded or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_interrupt(signum: int, frame: Any) -> None:
+        if interrupted:
+            raise KeyboardInterrupt
+        from .engine import Engine
+
+        interrupted.append("the embedded engine cannot cancel a running statement, so it was restarted")
+        print("agefacts: stopping: restarting the embedded engine to end the statement", file=sys.stderr)
+        try:
+            if Engine().restart_now() is None:
+                interrupted[0] = "the statement runs on in the embedded engine until it ends"
+                raise KeyboardInterrupt
+        except AgeFactsError as exc:
+            interrupted[0] = f"restarting the embedded engine failed: {exc}"
+            raise KeyboardInterrupt from None
+        # Not raised: the client, interrupted, would ask the new engine to cancel and wait 5 s
+        # for an answer; its connection is gone with the old engine, which ends the statement.
+
+    previous = signal.signal(signal.SIGINT, on_interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return _EXIT_USAGE
+    interrupted: list[str] = []
     try:
         _check_text_arguments(args)
-        status: int = args.func(args)
+        with _embedded_interrupt(args, interrupted):
+            status: int = args.func(args)
+        if interrupted:
+            raise KeyboardInterrupt
         return status
     except BrokenPipeError:
         # The reader stopped reading (`agefacts demo | head -3`): what it wanted was printed.
@@ -1059,10 +1112,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"agefacts: {exc}", file=sys.stderr)
         return _EXIT_USAGE
     except AgeFactsError as exc:
+        if interrupted:  # the connection went with the engine's restart
+            print(f"agefacts: interrupted; {interrupted[0]}", file=sys.stderr)
+            return 130
         print(f"agefacts: error: {exc}", file=sys.stderr)
         return _EXIT_FAILED
     except KeyboardInterrupt:
-        print("agefacts: interrupted", file=sys.stderr)
+        print("agefacts: interrupted" + (f"; {interrupted[0]}" if interrupted else ""), file=sys.stderr)
         return 130
     except Exception as exc:
         # A failure no check foresaw is a bug: one line a user can report, and the traceback

@@ -107,6 +107,12 @@ def _pid_alive(pid: int) -> bool:
         done, _ = os.waitpid(pid, os.WNOHANG)
         if done == pid:
             return False
+    # So does another process's zombie (an engine one process started and another stopped,
+    # before its parent reaps it): on Linux its state says so.
+    with contextlib.suppress(OSError, IndexError):
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        if stat[stat.rindex(")") + 2] == "Z":
+            return False
     return True
 
 
@@ -540,7 +546,27 @@ class Engine:
             return False
         self._terminate(state.pid, timeout)
         self.state_file.unlink(missing_ok=True)
+        # A killed process's leader shows as gone before its last thread has closed the
+        # listening socket: a start right after would find the port taken. Waited for here.
+        deadline = time.monotonic() + 10.0
+        while not _port_free("127.0.0.1", state.port) and time.monotonic() < deadline:
+            time.sleep(0.05)
         return True
+
+    def restart_now(self, timeout: float = 120.0) -> EngineState | None:
+        """Stop the engine at once and start it again on the same data folder and port, for
+        a statement that must end now: the engine runs a statement on its one thread, so it
+        sees no signal and answers no cancel request until the statement ends (a client that
+        gave up left it refusing every connection meanwhile). PostgreSQL's write-ahead log
+        makes the stop safe for committed work; what the statement was doing is rolled back.
+        None when no engine of this home runs, or it keeps its data in memory (a restart
+        would lose it: it is left running)."""
+        state = self.state()
+        if state is None or state.data == "memory":
+            return None
+        self.stop(timeout=0.0)
+        started, _ = self.start(data=state.data, port=state.port, timeout=timeout)
+        return started
 
     @staticmethod
     def _terminate(pid: int, timeout: float = 30.0) -> None:

@@ -12,6 +12,7 @@ from agefacts.db import Database
 from agefacts.engine import Engine
 from agefacts.errors import EngineError
 
+from ..helpers import EXAMPLES
 from .conftest import free_port
 
 
@@ -359,3 +360,46 @@ def test_status_of_an_engine_that_runs_but_does_not_answer_is_not_success(own_en
         os.kill(state.pid, signal.SIGCONT)
     assert main(["db", "status"]) == 0
     assert main(["db", "stop"]) == 0
+
+
+def test_ctrl_c_ends_a_long_query_and_leaves_the_engine_serving(own_engine, tmp_path):
+    """Ctrl-C did not stop a long `agefacts query` (the client asks the engine to cancel and
+    waits; the engine, busy on its one thread, never answers), and every other command was
+    refused until the statement ended. Now the first Ctrl-C restarts this home's engine."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    port = free_port()
+    before, _ = own_engine.start(data=tmp_path / "data", port=port)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AGEFACTS_", "PG"))}
+    env |= {"AGEFACTS_HOME": str(own_engine.home), "AGEFACTS_PORT": str(port), "AGEFACTS_GRAPH": "ctl"}
+    cli = [sys.executable, "-m", "agefacts"]
+    subprocess.run([*cli, "load", str(EXAMPLES)], env=env, check=True, capture_output=True)
+    # Every vertex four times over: about half a minute on the embedded engine.
+    slow = subprocess.Popen(
+        [*cli, "query", "MATCH (a), (b), (c), (d) RETURN count(*)"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(3)
+    assert slow.poll() is None  # still running: the interrupt below is what ends it
+    slow.send_signal(signal.SIGINT)
+    out, err = slow.communicate(timeout=60)
+    assert slow.returncode == 130, err
+    assert "restarted" in err and out == ""
+    after = own_engine.state()
+    assert after is not None and after.pid != before.pid and after.port == port
+    quick = subprocess.run(
+        [*cli, "query", "MATCH (c:Conversation) RETURN count(c)", "--format", "json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert quick.returncode == 0, quick.stderr
+    assert json.loads(quick.stdout) == [{"count(c)": 25}]  # what was loaded stays
