@@ -108,7 +108,12 @@ def _open_db(args: argparse.Namespace, *, create: bool = False) -> Database:
     graph when it does not exist; the others say that it does not."""
     from .db import Database, resolve_dsn
 
-    return Database(resolve_dsn(args.dsn, port=args.port), args.graph, create=create)  # connected by `with`
+    db = Database(resolve_dsn(args.dsn, port=args.port), args.graph, create=create)  # connected by `with`
+    if getattr(args.func, "__name__", "") in _READERS:
+        # A read that waits on someone else (a lock, or the embedded engine held by another
+        # client) says so, rather than hanging in silence.
+        db.on_wait = lambda text: print(f"agefacts: {text}", file=sys.stderr, flush=True)
+    return db
 
 
 def _print(text: str) -> None:

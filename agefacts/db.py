@@ -24,7 +24,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -267,6 +267,11 @@ class Database:
         self._lock = threading.RLock()
         self.age_version: str | None = None  # the age extension's version, read at connect
         self._prepared = _Prepared(self.graph)
+        self.on_wait: Callable[[str], None] | None = None
+        """Told, once per connection or statement, when the database has not answered for
+        ``wait_notice`` seconds, with what it is waiting for (a lock and who holds it, on a
+        server), as the command line tells its user. None: nothing is watched."""
+        self.wait_notice = 5.0
 
     # -- lifecycle -----------------------------------------------------------------------
     def __enter__(self) -> Database:
@@ -288,7 +293,54 @@ class Database:
         with self._lock:
             return self._connect(retries, delay)
 
+    @contextlib.contextmanager
+    def _watched(self) -> Iterator[None]:
+        if self.on_wait is None:
+            yield
+            return
+        pid = self._conn.info.backend_pid if self._conn is not None and not self._conn.closed else None
+        timer = threading.Timer(self.wait_notice, self._tell_waiting, (pid,))
+        timer.daemon = True
+        timer.start()
+        try:
+            yield
+        finally:
+            timer.cancel()
+
+    def _tell_waiting(self, pid: int | None) -> None:
+        """Why the statement (or the connection) of backend ``pid`` has had no answer, asked
+        on a connection of its own; said only when it is waiting for someone else."""
+        waited = f"no answer from the database for {self.wait_notice:g} s"
+        try:
+            with psycopg.connect(self.dsn, autocommit=True, connect_timeout=2) as probe:
+                row = probe.execute(
+                    "SELECT wait_event_type, pg_blocking_pids(pid) FROM pg_stat_activity WHERE pid = %s", (pid,)
+                ).fetchone()
+        except psycopg.Error:
+            # Not even a second connection is answered: the embedded engine, whose one session
+            # serves every client in turn.
+            text = (
+                f"{waited}, nor to a second connection: another client holds it (on the embedded engine, "
+                "a long statement or a transaction left open makes every other client wait); still "
+                "waiting, Ctrl-C to stop"
+            )
+        else:
+            if row is None or row[0] != "Lock":
+                return  # running, not waiting for anyone
+            holders = ", ".join(str(p) for p in row[1]) or "another session"
+            text = (
+                f"{waited}: it waits for a lock held by process {holders} (a transaction left open keeps "
+                "its locks until it ends; pg_stat_activity shows what that process runs); still waiting, "
+                "Ctrl-C to stop"
+            )
+        if self.on_wait is not None:
+            self.on_wait(text)
+
     def _connect(self, retries: int, delay: float) -> Database:
+        with self._watched():
+            return self._connect_now(retries, delay)
+
+    def _connect_now(self, retries: int, delay: float) -> Database:
         self.close()
         last: BaseException | None = None
         for attempt in range(retries + 1):
@@ -783,10 +835,11 @@ class Database:
 
         with self._lock:
             conn = self.conn
-            if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
-                with self._tx() as conn:
-                    return fetch(conn.execute(stmt, args))
-            return fetch(conn.execute(stmt, args))
+            with self._watched():
+                if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+                    with self._tx() as conn:
+                        return fetch(conn.execute(stmt, args))
+                return fetch(conn.execute(stmt, args))
 
     @contextlib.contextmanager
     def _tx(self) -> Iterator[psycopg.Connection]:
