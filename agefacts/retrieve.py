@@ -690,12 +690,39 @@ def answer_from(
     answer.facts = ranked[: max(0, k)]
     f = found or Found()
     times = named_times(question, _as_datetime(asked_at))
-    answer.messages = fuse(f.words, topics_from(f.topics, 2 * k), ranked[: 2 * k], f.texts, k, times, f.meaning)
+    answer.messages = fuse(
+        f.words,
+        topics_from(f.topics, 2 * k),
+        _cited(question, ranked, entities, ontology)[: 2 * k],
+        f.texts,
+        k,
+        times,
+        f.meaning,
+    )
     if not entities and not answer.messages:
         answer.reason = "no message says any word of the question, and it names no known entity"
     elif entities and not answer.facts:
         answer.reason = "no fact about " + ", ".join(e.name or e.key for e in entities) + " is valid at that time"
     return answer
+
+
+def _cited(
+    question: str, facts: list[dict[str, Any]], entities: list[Linked], ontology: Ontology
+) -> list[dict[str, Any]]:
+    """The facts whose messages join the fusion: those about an entity the question names
+    by name or role, and those whose predicate it names. "I" links the owner to every
+    question in the first person: "What did I say about the dentist?" is not asking for the
+    message where the owner's husband was first mentioned."""
+    named = {e.key for e in entities if e.surface not in FIRST_PERSON}
+    vocabulary = _vocabulary(ontology)
+    tokens = set(_tokens(question))
+    return [
+        f
+        for f in facts
+        if f.get("subject_key") in named
+        or f.get("object_key") in named
+        or _score(tokens, vocabulary.get(f["predicate"], set())) > 0
+    ]
 
 
 def _check_question(question: object, namespace: object, k: int) -> None:

@@ -158,6 +158,13 @@ def test_the_readmes_statistical_example_runs_offline_from_extract_to_ask(cli_en
     assert main(["ask", "What did I say about the dentist?", "--namespace", "ann"]) == 0
     said = capsys.readouterr().out
     assert "Messages:" in said and "Can you remind me what time the dentist is?" in said
+    # What docs/extract.md shows is what it prints.
+    import re
+    from pathlib import Path
+
+    page = (Path(__file__).parents[2] / "docs" / "extract.md").read_text()
+    (shown,) = re.findall(r"```\n(Messages:\n.*?)```", page, re.S)
+    assert shown.strip() in said, (shown, said)
     with Memory(dsn, graph_name) as memory:
         recall = memory.ask("What did I say about the dentist?", namespace="ann")
     # The user's message says it as a keyphrase (with where); the assistant's reply says the word.

@@ -187,3 +187,17 @@ def test_a_time_the_question_names_ranks_the_messages_sent_then_up(db, via):
     assert order("What cake did Mel bake?") == ["may", "june"]  # the shorter first, by words alone
     assert order("What cake did Mel bake in June 2023?") == ["june", "may"]
     assert order("What cake did Mel bake last month?", known_at="2023-07-02T00:00:00Z") == ["june", "may"]
+
+
+def test_facts_of_the_owner_join_the_messages_only_when_the_question_asks_for_them(db):
+    """'What did I say about the dentist?' ranked 'My husband starts at Acme on Monday!' second:
+    "I" links the owner, and every fact about the owner brought its message along."""
+    from agefacts.load import load_paths
+
+    from ..helpers import EXAMPLES
+
+    load_paths(db, [EXAMPLES / "ann-01.json", EXAMPLES / "ann-03.json"], ONTO)
+    dentist = ask(db, "What did I say about the dentist?", ONTO, namespace="ann")
+    assert dentist.facts and all("dentist" in m["text"] for m in dentist.messages)
+    husband = ask(db, "Where does my husband work?", ONTO, namespace="ann")  # names Tom, and work
+    assert any(m["facts"] for m in husband.messages)
