@@ -21,7 +21,7 @@ import typing
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Annotated, Any
 
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from .embed import Embedder
 from .errors import AgeFactsError, UsageError
@@ -30,6 +30,7 @@ from .memory import AsyncMemory
 from .ontology import Ontology
 
 __all__ = [
+    "arguments_refused",
     "build_server",
     "compact_recall",
     "jsonable",
@@ -96,6 +97,19 @@ def jsonable(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [jsonable(v) for v in value]
     return value
+
+
+def arguments_refused(tool: str, exc: ValidationError) -> str:
+    """One sentence for arguments a tool's schema refuses: each argument, what it should be,
+    and what it was."""
+    parts = []
+    for err in exc.errors():
+        where = ".".join(str(p) for p in err["loc"]) or "the arguments"
+        said = str(err["msg"])
+        said = said[len("Input ") :] if said.startswith("Input ") else said[:1].lower() + said[1:]
+        got = repr(err.get("input"))
+        parts.append(f"{where} {said}" + ("" if err["type"] == "missing" else f", not {got[:60]}"))
+    return f"{tool}: " + "; ".join(parts) + " (the tool's schema says what each argument takes)"
 
 
 def compact_recall(answer: Mapping[str, Any]) -> dict[str, Any]:
@@ -173,7 +187,23 @@ def build_server(
             raise ToolError(str(exc)) from None
 
     scoped = f" (namespace {namespace!r})" if namespace else " (each call names its namespace)"
-    server = MCPServer(
+
+    class Server(MCPServer):
+        async def call_tool(self, name: str, arguments: dict[str, Any], *rest: Any, **kw: Any) -> Any:
+            try:
+                return await super().call_tool(name, arguments, *rest, **kw)
+            except ToolError as exc:
+                # Arguments the schema refuses came back as pydantic's multi-line report, and
+                # our own sentences behind "Error executing tool NAME:".
+                if isinstance(exc.__cause__, ValidationError):
+                    raise ToolError(arguments_refused(name, exc.__cause__)) from None
+                prefix = f"Error executing tool {name}: "
+                text = str(exc)
+                if text.startswith(prefix):
+                    raise ToolError(f"{name}: {text[len(prefix) :]}") from None
+                raise
+
+    server = Server(
         "agefacts",
         instructions="A temporal memory of what people said"
         + scoped

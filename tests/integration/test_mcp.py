@@ -168,3 +168,24 @@ def test_recall_is_compact_and_a_model_can_list_what_is_remembered(db, dsn, grap
     assert all(c["statements"] >= 0 and c["loaded_at"] for c in listed)
     known = {e["name"]: e for e in entities.structured_content["result"]}
     assert known["user"]["type"] == "Person" and "Tom" in known and "Acme" in known
+
+
+def test_bad_arguments_come_back_as_one_sentence_naming_each_argument(db, dsn, graph_name):
+    """Arguments a tool's schema refuses came back as pydantic's multi-line report (with a
+    link to its docs), and our own errors behind 'Error executing tool NAME:'."""
+    load_paths(db, [EXAMPLES / "nina-01.json"], ONTO)
+    _, results = _call(
+        _server(dsn, graph_name, "--namespace", "nina"),
+        [
+            ("recall", {"question": 5, "k": "lots"}),
+            ("forget", {"conversations": "nina-01"}),
+            ("facts", {"entity": "user", "valid_at": "yesterday"}),
+        ],
+    )
+    texts = [r.content[0].text for r in results]
+    assert all(r.is_error for r in results)
+    assert all("\n" not in t and "pydantic" not in t and "Error executing" not in t for t in texts), texts
+    assert texts[0].startswith("recall: ") and "question should be a valid string, not 5" in texts[0]
+    assert "k should be a valid integer" in texts[0]
+    assert "conversations should be a valid list, not 'nina-01'" in texts[1]
+    assert texts[2].startswith("facts: time 'yesterday' is not an ISO-8601 date")
