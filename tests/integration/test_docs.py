@@ -1,0 +1,90 @@
+"""Every code block of the README and docs/ is run, or says which test runs it, or why none
+can (a model server, Docker, a bench of minutes): `<!-- example: run by FILE::TEST -->` or
+`<!-- example: not run: REASON -->` just before the block. Unmarked blocks are run here:
+shell blocks command by command against the shipped examples, output blocks whose lines start
+with `$ agefacts` compared with what the command prints, JSON blocks parsed; Python blocks
+that use the library are run by tests/integration/test_cli.py."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from pathlib import Path
+
+from agefacts.cli import main
+from agefacts.load import load_paths
+from agefacts.models import Conversation
+
+from ..helpers import EXAMPLES, ONTO
+
+TOP = Path(__file__).parents[2]
+PAGES = [TOP / "README.md", *sorted((TOP / "docs").glob("*.md"))]
+BLOCK = re.compile(r"(?:<!-- example: (?P<note>.*?) -->\n)?```(?P<lang>\w*)\n(?P<body>.*?)```", re.S)
+
+
+def _blocks() -> list[tuple[str, str, str, str | None]]:
+    return [(p.name, m["lang"], m["body"], m["note"]) for p in PAGES for m in BLOCK.finditer(p.read_text())]
+
+
+def _commands(body: str) -> list[list[str]]:
+    """The `agefacts` command lines of a shell block, as arguments (comments dropped)."""
+    out = []
+    for line in body.splitlines():
+        words = shlex.split(line, comments=True)
+        if words:
+            assert words[0] == "agefacts", f"not an agefacts command: {line!r} (mark the block)"
+            # A shell takes \$ inside double quotes as $; shlex keeps the backslash.
+            out.append([w.replace("\\$", "$") for w in words[1:]])
+    return out
+
+
+def test_every_block_is_marked_run_or_runnable():
+    for page, lang, body, note in _blocks():
+        where = f"{page}: block starting {body.strip()[:50]!r}"
+        if note is not None:
+            if note.startswith("run by "):
+                target = note[len("run by ") :].split()[0]
+                path, _, name = target.partition("::")
+                assert (TOP / path).exists(), where
+                assert not name or f"def {name}(" in (TOP / path).read_text(), f"{where}: no test {name}"
+            else:
+                assert note.startswith("not run: ") and len(note) > len("not run: ") + 5, where
+        elif lang == "python":
+            assert "from agefacts import" in body, f"{where}: run by test_cli only when it uses the library"
+        elif lang == "json":
+            for line in [body] if body.lstrip().startswith("{\n") or body.count("\n") > 1 else body.splitlines():
+                json.loads(line)
+        elif lang == "sh":
+            assert _commands(body), where
+        else:
+            assert lang == "" and body.lstrip().startswith("$ agefacts"), f"{where}: unmarked {lang or 'output'} block"
+
+
+def test_the_shell_and_output_blocks_run_as_written(cli_env, db, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)  # `show ... --out tom.html` writes here
+    load_paths(db, [EXAMPLES], ONTO)
+    capsys.readouterr()
+    ran = 0
+    for page, lang, body, note in _blocks():
+        if note is not None:
+            continue
+        if lang == "sh":
+            for argv in _commands(body):
+                assert main(argv) == 0, (page, argv, capsys.readouterr().err)
+                ran += 1
+        elif lang == "":
+            # "$ agefacts ..." then what it prints, up to the next command.
+            for command, shown in re.findall(r"^\$ (agefacts [^\n]*)\n(.*?)(?=^\$ |\Z)", body, re.S | re.M):
+                capsys.readouterr()
+                assert main(shlex.split(command)[1:]) == 0, (page, command)
+                printed = capsys.readouterr().out
+                assert shown.strip() == printed.strip(), (page, command, printed)
+                ran += 1
+    assert ran >= 15  # the README's, querying's and time's commands
+
+
+def test_the_input_pages_conversation_is_one():
+    (body,) = [b for page, lang, b, _ in _blocks() if page == "input.md" and lang == "json"]
+    conv = Conversation.model_validate_json(body)
+    assert conv.turns[0].recorded is not None and conv.turns[0].recorded.statements
