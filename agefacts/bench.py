@@ -31,6 +31,7 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from .compile import plan
@@ -246,6 +247,11 @@ class BenchResult:
         lines.append("")
         for k, v in d["ratios"].items():
             lines.append(f"{k:<28} {v:>8.2f}")
+        for name in ("load", "copy"):
+            p = d["paths"][name]
+            if "client_cpu_s" in p:
+                server = "not readable here" if p["server_cpu_s"] is None else f"{p['server_cpu_s']:.2f} s"
+                lines.append(f"CPU of {name:<5} client {p['client_cpu_s']:>6.2f} s, server {server}")
         lines.append(f"facts p50/p95 (ms)      {d['facts_ms']['p50']:.1f} / {d['facts_ms']['p95']:.1f}")
         if d.get("facts_by_name_ms"):
             by_name = d["facts_by_name_ms"]
@@ -369,8 +375,10 @@ def run_bench(
 
     log(f"load: {statements} statements")
     db = fresh("load")
+    server = _server_process(db, engine_pid)
+    cpu = _cpu(server)
     secs, _ = _timed(lambda: load(db, convs))
-    paths["load"] = {"statements": statements, "seconds": secs}
+    paths["load"] = {"statements": statements, "seconds": secs, **_cpu_spent(cpu, _cpu(server))}
     paths["load"]["peak_rss_mb"] = _rss_mb(engine_pid)[1]
 
     log("replay (unchanged)")
@@ -463,8 +471,10 @@ def run_bench(
         for e in p.edges:
             by_key.setdefault(e.k, {"label": e.label, "k": e.k, "s": e.start, "e": e.end, "p": e.props})
     rows = list(by_key.values())
+    server = _server_process(db, engine_pid)
+    cpu = _cpu(server)
     secs = _copy(db, rows)
-    paths["copy"] = {"statements": statements, "seconds": secs, "rows": len(rows)}
+    paths["copy"] = {"statements": statements, "seconds": secs, "rows": len(rows), **_cpu_spent(cpu, _cpu(server))}
     for p_ in paths.values():
         p_["statements_per_s"] = p_["statements"] / p_["seconds"] if p_["seconds"] else float("inf")
         p_.setdefault("peak_rss_mb", None)
@@ -499,6 +509,42 @@ def run_bench(
         "replace_digest_equal": replace_digest_equal,
     }
     return BenchResult(data)
+
+
+def _server_process(db: Database, engine_pid: int | None) -> int | None:
+    """The process whose CPU is the server's work for ``db``: the embedded engine's, or the
+    backend serving this connection when the server runs on this machine (its /proc entry
+    readable); None when it cannot be read from here."""
+    if engine_pid is not None:
+        return engine_pid if os.path.exists(f"/proc/{engine_pid}/stat") else None
+    info = db.conn.info
+    local = info.host.startswith("/") or info.host in ("localhost", "127.0.0.1", "::1")
+    if not local or "pglite" in db.execute("SELECT version()")[0][0].lower():
+        return None  # another machine's pid, or the embedded engine's, which is not a process
+    try:
+        # A pid of this machine that is not a PostgreSQL backend is not ours to read.
+        if b"postgres" not in Path(f"/proc/{info.backend_pid}/cmdline").read_bytes():
+            return None
+    except OSError:
+        return None
+    return info.backend_pid
+
+
+def _cpu(server: int | None) -> tuple[float, float | None]:
+    """CPU seconds so far: this process's (every thread), and the server process's."""
+    theirs = None
+    if server is not None:
+        try:
+            fields = Path(f"/proc/{server}/stat").read_text().rsplit(")", 1)[1].split()
+            theirs = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, IndexError, ValueError):
+            theirs = None
+    return time.process_time(), theirs
+
+
+def _cpu_spent(before: tuple[float, float | None], after: tuple[float, float | None]) -> dict[str, float | None]:
+    server = None if before[1] is None or after[1] is None else after[1] - before[1]
+    return {"client_cpu_s": after[0] - before[0], "server_cpu_s": server}
 
 
 def _percentiles(times_ms: list[float]) -> dict[str, float]:

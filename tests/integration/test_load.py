@@ -292,6 +292,13 @@ def test_the_bench_runs_every_path_and_its_digests_agree(dsn, graph_name, db):
     for timing in (d["facts_ms"], d["facts_by_name_ms"]):
         assert math.isfinite(timing["p50"]) and timing["p50"] <= timing["p95"]
     assert "facts by name p50/p95" in result.table()
+    # CPU on both sides: this process's, and the server's when its process can be read here
+    # (a server's backend on this machine; the embedded engine only when given its pid).
+    for name in ("load", "copy"):
+        assert d["paths"][name]["client_cpu_s"] > 0
+    server = [d["paths"][name]["server_cpu_s"] for name in ("load", "copy")]
+    assert all(v is None for v in server) if "embedded" in d["engine"] else all(v > 0 for v in server)
+    assert "CPU of load  client" in result.table()
     # What it made is dropped unless asked to keep it.
     left = db.execute("SELECT name FROM ag_catalog.ag_graph WHERE starts_with(name::text, %s)", (f"{graph_name}_",))
     assert left == []
