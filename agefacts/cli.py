@@ -457,7 +457,9 @@ def _cmd_setup(args: argparse.Namespace) -> int:
     from .load import setup
 
     with _open_db(args, create=True) as db:
-        done, refused = setup(db, _ontology(args), app=args.app or [], reader=args.reader or [])
+        done, refused = setup(
+            db, _ontology(args), app=args.app or [], reader=args.reader or [], tenants=_tenants(args.tenant or [])
+        )
     _print(f"graph {args.graph!r} is set up, with a label and key index for every type the ontology names")
     for statement in done:
         _print(f"granted: {statement}")
@@ -468,6 +470,16 @@ def _cmd_setup(args: argparse.Namespace) -> int:
         )
         return _EXIT_FAILED
     return _EXIT_OK
+
+
+def _tenants(given: Sequence[str]) -> list[tuple[str, str]]:
+    out = []
+    for item in given:
+        role, sep, namespace = item.partition("=")
+        if not sep or not role or not namespace:
+            raise UsageError(f"--tenant {item!r} is not ROLE=NAMESPACE (for example --tenant ann_mcp=ann)")
+        out.append((role, namespace))
+    return out
 
 
 def _cmd_forget(args: argparse.Namespace) -> int:
@@ -932,6 +944,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--app", action="append", default=None, help="a role that loads (repeat for more)")
     p.add_argument("--reader", action="append", default=None, help="a role that only reads (repeat for more)")
+    p.add_argument(
+        "--tenant",
+        action="append",
+        default=None,
+        metavar="ROLE=NAMESPACE",
+        help="a role the database keeps to one namespace by row-level security: it loads and reads that "
+        "namespace only (repeat for more; AGE 1.7.0 or newer)",
+    )
     p.set_defaults(func=_cmd_setup)
 
     p = sub.add_parser(

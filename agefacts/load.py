@@ -29,7 +29,16 @@ from . import ledger
 from .compile import EXTRACTOR, Plan, entity_recompute, executable, plan, statement_recompute, supersession, to_cypher
 from .consolidate import result_of
 from .db import Database
-from .errors import AgeFactsError, ConversationMoved, DatabaseError, InputError, LoadInterrupted, QueryError
+from .errors import (
+    AgeFactsError,
+    ConversationMoved,
+    DatabaseError,
+    InputError,
+    LoadInterrupted,
+    QueryError,
+    UsageError,
+    need_text,
+)
 from .inputs import input_size, read_conversations
 from .keys import conversation_key, user_key
 from .models import Conversation
@@ -718,22 +727,60 @@ class Loader:
 
 
 def setup(
-    db: Database, ontology: Ontology, *, app: Sequence[str] = (), reader: Sequence[str] = ()
+    db: Database,
+    ontology: Ontology,
+    *,
+    app: Sequence[str] = (),
+    reader: Sequence[str] = (),
+    tenants: Sequence[tuple[str, str]] = (),
 ) -> tuple[list[str], list[str]]:
     """Set a graph up as its owner, for roles that may only load or read: agefacts' SQL
     objects and the graph (made by connecting), every label the ontology can write with its
     key index, then the grants each ``app`` role needs to load and each ``reader`` role needs
-    to read. Returns the grants run and those this role could not give."""
+    to read. Each ``tenants`` (role, namespace) is a role the database keeps to that one
+    namespace, by row-level security on every label and on agefacts' tables (it loads and
+    reads like an app role, its own namespace only: sql/004_tenants.sql). Returns the grants
+    run and those this role could not give."""
     from .names import CORE_EDGE_LABELS
 
+    if tenants:
+        _check_tenants(db, tenants)
     db.ensure_labels(vertex=sorted(CORE_VERTEX_LABELS | set(ontology.entity_types)), edge=sorted(CORE_EDGE_LABELS))
     done: list[str] = []
     refused: list[str] = []
-    for role, write in [(r, True) for r in app] + [(r, False) for r in reader]:
+    for role, write in [(r, True) for r in app] + [(r, False) for r in reader] + [(r, True) for r, _ in tenants]:
         ok, no = db.grant(role, write=write)
         done += ok
         refused += no
+    if tenants:
+        for role, namespace in tenants:
+            db.execute(
+                "INSERT INTO agefacts.tenants (graph, role, namespace) VALUES (%s, %s, %s) "
+                "ON CONFLICT (graph, role) DO UPDATE SET namespace = EXCLUDED.namespace",
+                (db.graph, role, namespace),
+            )
+            done.append(f"tenant: role {role} sees and writes namespace {namespace!r} only")
+        db.execute("SELECT agefacts.protect_graph(%s)", (db.graph,))
     return done, refused
+
+
+def _check_tenants(db: Database, tenants: Sequence[tuple[str, str]]) -> None:
+    from .db import age_version_at_least
+
+    found = db.age_version
+    # AGE 1.6.0 applies the policies to what cypher() reads but writes past them (measured).
+    if not age_version_at_least(found, (1, 7, 0)):
+        raise UsageError(
+            f"tenants need Apache AGE 1.7.0 or newer, where cypher() writes obey row-level security; this "
+            f"server has {found or 'an unknown version'} (its reads obey it, its writes do not)"
+        )
+    for role, namespace in tenants:
+        need_text(role, "a tenant's role")
+        need_text(namespace, "a tenant's namespace")
+        if not db.execute("SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = %s", (role,)):
+            raise UsageError(f"tenant role {role!r} does not exist: CREATE ROLE {role} LOGIN first")
+        if db.execute("SELECT rolsuper OR rolbypassrls FROM pg_catalog.pg_roles WHERE rolname = %s", (role,))[0][0]:
+            raise UsageError(f"tenant role {role!r} is a superuser or bypasses row-level security: no policy holds it")
 
 
 def load_paths(

@@ -108,10 +108,13 @@ def _pid_alive(pid: int) -> bool:
         if done == pid:
             return False
     # So does another process's zombie (an engine one process started and another stopped,
-    # before its parent reaps it): on Linux its state says so.
-    with contextlib.suppress(OSError, IndexError):
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        if stat[stat.rindex(")") + 2] == "Z":
+    # before its parent reaps it): on Linux its status says so. A leader that has exited while
+    # its other threads still run (flushing the data folder) is a zombie too, and alive.
+    with contextlib.suppress(OSError, ValueError):
+        status = dict(
+            line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line
+        )
+        if status.get("State", "").strip().startswith("Z") and int(status.get("Threads", "1")) <= 1:
             return False
     return True
 

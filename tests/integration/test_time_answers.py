@@ -279,7 +279,8 @@ def test_the_demo_prints_each_fact_once_as_the_readme_shows(cli_env, capsys):
     assert main(["demo"]) == 0
     out = capsys.readouterr().out
     readme = (Path(__file__).parents[2] / "README.md").read_text()
-    block = readme.split("`make demo` ends with facts and the words they were read from:\n\n```\n")[1].split("```")[0]
+    after = readme.split("`make demo` ends with facts and the words they were read from:\n\n")[1]
+    block = after.split("```\n", 1)[1].split("```")[0]
     shown = [line for line in block.splitlines() if line != "..."]
     printed = out.splitlines()
     assert printed[: len(shown)] == shown
