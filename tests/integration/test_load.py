@@ -297,7 +297,10 @@ def test_the_bench_runs_every_path_and_its_digests_agree(dsn, graph_name, db):
     for name in ("load", "copy"):
         assert d["paths"][name]["client_cpu_s"] > 0
     server = [d["paths"][name]["server_cpu_s"] for name in ("load", "copy")]
-    assert all(v is None for v in server) if "embedded" in d["engine"] else all(v > 0 for v in server)
+    if "embedded" in d["engine"]:
+        assert server == [None, None]
+    else:  # read in clock ticks: a copy this small may take less than one
+        assert server[0] > 0 and server[1] is not None and server[1] >= 0
     assert "CPU of load  client" in result.table()
     # What it made is dropped unless asked to keep it.
     left = db.execute("SELECT name FROM ag_catalog.ag_graph WHERE starts_with(name::text, %s)", (f"{graph_name}_",))
