@@ -201,6 +201,12 @@ def _cmd_db(args: argparse.Namespace) -> int:
             _print(
                 f"running: pid {status['pid']}, port {status['port']}, data {status['data']}, "
                 f"{'accepting connections' if status['accepting'] else 'NOT accepting connections'}"
+                + (
+                    "; started by an earlier install of agefacts (`agefacts db stop`, then any command, "
+                    "runs this one's)"
+                    if status.get("outdated")
+                    else ""
+                )
             )
         else:
             _print("not running")

@@ -119,6 +119,16 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+def _earlier_install(arg: str, cache: Path, script: Path) -> bool:
+    """Whether a command line's argument is the server script of an installation in this
+    cache (``engine-<hash>/`` then the script's own path)."""
+    try:
+        rel = Path(arg).relative_to(cache)
+    except ValueError:
+        return False
+    return len(rel.parts) > 1 and rel.parts[0].startswith("engine-") and Path(*rel.parts[1:]) == script
+
+
 def _command_line(pid: int) -> list[str] | None:
     """A process's arguments (Linux: /proc; elsewhere ps), or None when they cannot be read."""
     try:
@@ -314,14 +324,21 @@ class Engine:
         cmdline = _command_line(state.pid)
         if cmdline is None:
             return "its command line cannot be read"
-        expected = {
-            str(self.server_script()),
-            f"--port={state.port}",
-            f"--db={'memory://' if state.data == MEMORY else state.data}",
-        }
-        if not expected <= set(cmdline):
+        expected = {f"--port={state.port}", f"--db={'memory://' if state.data == MEMORY else state.data}"}
+        # This installation's server script, or an earlier one's in the same cache (an engine
+        # started before agefacts was upgraded is still this home's, to report and to stop).
+        script = self.server_script()
+        inside = script.relative_to(self.install_dir())
+        ours = str(script) in cmdline or any(_earlier_install(arg, self.cache, inside) for arg in cmdline)
+        if not ours or not expected <= set(cmdline):
             return "it runs " + " ".join(cmdline)[:200]
         return None
+
+    def outdated(self, state: EngineState) -> bool:
+        """Whether the running engine was started from an earlier installation (its npm
+        packages pinned otherwise): it serves, and `db stop` then a start runs this one."""
+        cmdline = _command_line(state.pid) or []
+        return str(self.server_script()) not in cmdline
 
     def status(self) -> dict[str, Any]:
         state = self.state()
@@ -334,6 +351,7 @@ class Engine:
             "data": state.data,
             "accepting": _answers_postgres(state.host, state.port),
             "dsn": state.dsn,
+            "outdated": self.outdated(state),
         }
 
     # -- process -------------------------------------------------------------------------
