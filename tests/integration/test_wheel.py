@@ -18,13 +18,15 @@ TOP = Path(__file__).parents[2]
 def _install(wheel: Path, venv: Path) -> None:
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     python = venv / "bin" / "python"
-    # uv (what `make install` uses) installs from its cache; pip where there is no uv.
+    # As `make install` does: uv, and pip where uv is missing or cannot reach the index (pip
+    # reads the machine's own index settings, which uv does not).
     uv = shutil.which("uv") or str(Path(sys.executable).parent / "uv")
     if Path(uv).exists():
-        cmd = [uv, "pip", "install", "--quiet", "--python", str(python), str(wheel)]
-    else:
-        cmd = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", str(wheel)]
-    subprocess.run(cmd, check=True, timeout=600)
+        done = subprocess.run([uv, "pip", "install", "--quiet", "--python", str(python), str(wheel)], timeout=600)
+        if done.returncode == 0:
+            return
+    pip = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", str(wheel)]
+    subprocess.run(pip, check=True, timeout=600)
 
 
 def test_a_wheel_installed_into_a_fresh_venv_runs_the_demo(tmp_path):
