@@ -201,3 +201,25 @@ def test_facts_of_the_owner_join_the_messages_only_when_the_question_asks_for_th
     assert dentist.facts and all("dentist" in m["text"] for m in dentist.messages)
     husband = ask(db, "Where does my husband work?", ONTO, namespace="ann")  # names Tom, and work
     assert any(m["facts"] for m in husband.messages)
+
+
+def test_any_question_text_is_searched_without_error(db):
+    """Whatever a person types (quotes, backslashes, tsquery operators, any script) is only
+    words to the search: it never reaches the query as syntax."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    _load(db, "bulk", _dialogue())
+    alphabet = st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00")
+    nasty = st.sampled_from(["\\", "'", '"', "&", "|", "!", "<->", ":*", "(", ")", " ", "Gina", "flood"])
+
+    @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(st.lists(st.one_of(st.text(alphabet, max_size=12), nasty), max_size=12))
+    def check(parts: list[str]) -> None:
+        question = "".join(parts)
+        if not question.strip():
+            return
+        rows = run_named(db, "search_messages", {"namespace": "jg", "question": question, "k": 5}).dicts()
+        assert len(rows) <= 5 and all(r["namespace"] == "jg" for r in rows)
+
+    check()
