@@ -23,7 +23,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 from . import ledger
 from .compile import EXTRACTOR, Plan, entity_recompute, executable, plan, statement_recompute, supersession, to_cypher
@@ -44,6 +44,11 @@ from .keys import conversation_key, user_key
 from .models import Conversation
 from .names import CORE_VERTEX_LABELS
 from .ontology import Ontology
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future, ThreadPoolExecutor
+
+    from .bulk import Batch, BulkWriter, Stale
 
 __all__ = [
     "Loader",
@@ -276,6 +281,13 @@ def _prepare_one(
         return Outcome(source, conv.id, conv.namespace, "failed", str(exc))
 
 
+_T = TypeVar("_T")
+
+_Ready = tuple[list["Outcome | Prepared"], "Batch | None", dict[tuple[str, str], str]]
+"""What the worker hands back: each conversation prepared (or its outcome), the assembled rows
+of the bulk path, and every content hash."""
+
+
 def _prepare(
     ontology: Ontology,
     force: bool,
@@ -283,7 +295,7 @@ def _prepare(
     prior: dict[tuple[str, str], str],
     via: str = "bulk",
     earlier: dict[tuple[str, str], Seen] | None = None,
-) -> tuple[list[Outcome | Prepared], Any, dict[tuple[str, str], str]]:
+) -> _Ready:
     """Pure work, no database: hash, skip what is unchanged, ground, gate and compile, and
     for the bulk path put the rows together (:func:`agefacts.bulk.assemble`). Returns the
     outcomes or prepared conversations, the assembled batch, and every content hash."""
@@ -355,7 +367,7 @@ def _interpreter_tuned() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _worker(tuned: bool) -> Iterator[Any]:
+def _worker(tuned: bool) -> Iterator[ThreadPoolExecutor]:
     """One worker thread that prepares the next batch while the current one is written, with
     the interpreter tuned for loading (:func:`_interpreter_tuned`) while it runs when
     ``tuned``: the settings are the whole process's, so a library leaves them alone unless its
@@ -418,7 +430,7 @@ class Loader:
         # changed while loads run: for a process that loads and does little else.
         self.tune_interpreter = tune_interpreter
         self.retries = retries
-        self._writer: Any = None
+        self._writer: BulkWriter | None = None
         # Why no more can be loaded in this run, once that is so: the connection is gone for
         # good, or the disk that holds the database is full (every later write would fail).
         self._lost: str | None = None
@@ -515,7 +527,7 @@ class Loader:
         if pending:
             yield batch, pending
 
-    def _finish(self, future: Any, pending: list[Outcome | None]) -> Iterator[Outcome]:
+    def _finish(self, future: Future[_Ready], pending: list[Outcome | None]) -> Iterator[Outcome]:
         prepared, assembled, hashes = future.result()
         for e in prepared:
             ident = e.ident if isinstance(e, Prepared) else (e.namespace or "", e.conversation or "")
@@ -526,7 +538,7 @@ class Loader:
         for slot in pending:
             yield slot if slot is not None else next(results)
 
-    def _attempt(self, work: Callable[[], Any]) -> Any:
+    def _attempt(self, work: Callable[[], _T]) -> _T:
         """Run one unit of idempotent work (a whole transaction), retrying what a retry can
         resolve, a bounded number of times: a unique key or deadlock conflict with a
         concurrent writer (after a short random backoff), and a dropped connection (after
@@ -573,7 +585,7 @@ class Loader:
                 return {}
             raise
 
-    def _write(self, prepared: list[Outcome | Prepared], assembled: Any) -> list[Outcome]:
+    def _write(self, prepared: list[Outcome | Prepared], assembled: Batch | None) -> list[Outcome]:
         outcomes: list[Outcome | None] = [e if isinstance(e, Outcome) else None for e in prepared]
         todo = [(i, e) for i, e in enumerate(prepared) if isinstance(e, Prepared)]
         if self._lost:
@@ -665,7 +677,7 @@ class Loader:
                     self._recompute_cypher(writer.settle(stale))
             self._record([ledger.Loaded(e.conv, e.content_hash, p, e.source, e.document)])
 
-    def _recompute_cypher(self, left: Any) -> None:
+    def _recompute_cypher(self, left: Stale) -> None:
         """The Cypher path's recomputation of what a replaced conversation touched: the
         compiled Cypher's own rules, as a graph written by hand would run them."""
         for label, k in sorted(left.entities):
@@ -718,7 +730,7 @@ class Loader:
         """The ledger rows of conversations just written, in their transaction."""
         ledger.record(self.db, loaded)
 
-    def _writer_for(self) -> Any:
+    def _writer_for(self) -> BulkWriter:
         from .bulk import BulkWriter
 
         if self._writer is None:
