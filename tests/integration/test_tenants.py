@@ -15,16 +15,7 @@ from agefacts.errors import DatabaseError, UsageError
 from agefacts.load import Loader, load_paths, setup
 from agefacts.query import facts
 
-from ..helpers import EXAMPLES, ONTO, conversation
-
-PORTO = {
-    "entities": [{"handle": "e1", "type": "Place", "mention": "Porto", "resolution": "resolved", "name": "Porto"}],
-    "statements": [
-        {"subject": "user", "predicate": "lives_in", "object": "e1", "quote": "I live in Porto"}
-        | {"polarity": "asserted", "tense": "current"}
-    ],
-    "followups": [],
-}
+from ..helpers import EXAMPLES, LIVES, ONTO, conversation
 
 
 @contextlib.contextmanager
@@ -84,7 +75,7 @@ def test_a_tenant_reads_and_writes_only_its_namespace(db, dsn, graph_name):
                 db.cypher("MATCH (p:Person) WHERE p.namespace = 'nina' DETACH DELETE p")
             # It loads and forgets its own namespace's conversations (by the bulk path, the
             # default: the Cypher path's MERGE writes a vertex before its namespace, and is refused).
-            said = {"speaker": "user", "text": "I live in Porto.", "at": "2026-11-20T10:00:00Z", "recorded": PORTO}
+            said = {"speaker": "user", "text": "I live in Porto.", "at": "2026-11-20T10:00:00Z", "recorded": LIVES}
             assert Loader(db, ONTO).load(conversation("ann-9", [said], namespace="ann")).status == "loaded"
             other = Loader(db, ONTO).load(conversation("nina-9", [said], namespace="nina"))
             assert other.status == "failed" and "row-level security" in (other.reason or "")
