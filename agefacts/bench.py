@@ -580,8 +580,11 @@ def _copy(db: Database, rows: list[dict[str, Any]]) -> float:
     return secs
 
 
-def engine_pid_for(dsn_given: bool) -> int | None:
-    if dsn_given or os.environ.get("AGEFACTS_DSN"):
+def engine_pid_for(dsn: str | None) -> int | None:
+    """The embedded engine's pid when the bench runs on it (the DSN resolves to it)."""
+    from .db import chooses_embedded
+
+    if not chooses_embedded(dsn):
         return None
     from .engine import Engine
 

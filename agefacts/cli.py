@@ -365,7 +365,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         statements=args.statements,
         per_conversation=args.per_conversation,
         reference_cap=args.reference_cap,
-        engine_pid=engine_pid_for(bool(args.dsn)),
+        engine_pid=engine_pid_for(args.dsn),
         log=(lambda s: print(f"bench: {s}", file=sys.stderr)) if not args.json else (lambda s: None),
     )
     _print(json.dumps(result.data, indent=2) if args.json else result.table())
@@ -1086,11 +1086,10 @@ def _embedded_interrupt(args: argparse.Namespace, interrupted: list[str]) -> Ite
     import signal
     import threading
 
-    from .db import _PG_ENV
+    from .db import chooses_embedded
 
     func = getattr(args.func, "__name__", "")
-    embedded = not getattr(args, "dsn", None) and not os.environ.get("AGEFACTS_DSN")
-    embedded = embedded and not any(os.environ.get(v) for v in _PG_ENV)
+    embedded = chooses_embedded(getattr(args, "dsn", None))
     if func not in _READERS or not embedded or threading.current_thread() is not threading.main_thread():
         yield
         return

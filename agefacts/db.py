@@ -44,6 +44,7 @@ __all__ = [
     "age_version_at_least",
     "AsyncDatabase",
     "age_version_supported",
+    "chooses_embedded",
     "check_column",
     "check_graph_name",
     "check_label",
@@ -136,16 +137,18 @@ def translate(exc: BaseException, doing: str) -> DatabaseError:
     return DatabaseError(f"{doing}: {msg}" + (f" (SQLSTATE {sqlstate})" if sqlstate else ""), sqlstate)
 
 
+def chooses_embedded(dsn: str | None = None) -> bool:
+    """Whether :func:`resolve_dsn` picks the embedded engine: no DSN given, no
+    ``AGEFACTS_DSN``, and none of the standard ``PG*`` variables set."""
+    return not dsn and not os.environ.get("AGEFACTS_DSN") and not any(os.environ.get(v) for v in _PG_ENV)
+
+
 def resolve_dsn(dsn: str | None = None, *, start: bool = True, engine: Any = None, port: int | None = None) -> str:
     """Which server to use: an explicit DSN, then ``AGEFACTS_DSN``, then the standard ``PG*``
     variables (libpq reads them itself), and otherwise the embedded engine, started if needed
     (on ``port``, by default ``AGEFACTS_PORT`` or 54329)."""
-    if dsn:
-        return dsn
-    if os.environ.get("AGEFACTS_DSN"):
-        return os.environ["AGEFACTS_DSN"]
-    if any(os.environ.get(v) for v in _PG_ENV):
-        return ""
+    if not chooses_embedded(dsn):
+        return dsn or os.environ.get("AGEFACTS_DSN") or ""
     from .engine import Engine
 
     engine = engine or Engine()
@@ -267,6 +270,8 @@ class Database:
         self._lock = threading.RLock()
         self.age_version: str | None = None  # the age extension's version, read at connect
         self._prepared = _Prepared(self.graph)
+        # The digest of the ontology this connection last kept for the graph (agefacts.ledger).
+        self.kept_ontology: str | None = None
         self.on_wait: Callable[[str], None] | None = None
         """Told, once per connection or statement, when the database has not answered for
         ``wait_notice`` seconds, with what it is waiting for (a lock and who holds it, on a
@@ -631,18 +636,24 @@ class Database:
             raise translate(exc, f"creating graph {self.graph!r}") from exc
 
     def drop_graph(self) -> None:
-        """Drop the graph and what agefacts keeps about it beside it (its ingest log and its
-        questions), in one transaction: a graph created again under the name starts empty,
+        """Drop the graph and what agefacts keeps about it beside it (its ingest log, its
+        questions, its ontology, its tenants and its message vectors), in one transaction: a graph created again under the name starts empty,
         and loads what it is given."""
         try:
             with self._tx():
                 if self.graph_exists():
                     self._run("SELECT ag_catalog.drop_graph(%s, true)", (self.graph,))
-                self._run("DELETE FROM agefacts.ingest_log WHERE graph = %s", (self.graph,))
-                self._run("DELETE FROM agefacts.questions WHERE graph = %s", (self.graph,))
+                for table in ("ingest_log", "questions", "graph_ontology", "tenants", "message_vectors"):
+                    # message_vectors exists once embeddings were used (agefacts.embed).
+                    if self._run("SELECT to_regclass(%s) IS NOT NULL", (f"agefacts.{table}",))[0][0]:
+                        self._run(
+                            sql.SQL("DELETE FROM agefacts.{} WHERE graph = %s").format(sql.Identifier(table)),
+                            (self.graph,),
+                        )
         except psycopg.Error as exc:
             raise translate(exc, f"dropping graph {self.graph!r}") from exc
         self._labels.clear()
+        self.kept_ontology = None
 
     def refresh_statistics(self) -> list[str]:
         """ANALYZE the graph's label tables that changed by more than autovacuum's default

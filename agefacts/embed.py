@@ -6,8 +6,9 @@ Nothing here runs unless an :class:`Embedder` is given: without one, ask is what
 Vectors live in ``agefacts.message_vectors``, one per message and model, apart from the
 graph: they depend on a model, so the graph (and its digest) never holds them. A message's
 vector is made the first time its namespace is searched with that model (only messages that
-have none are sent), and a vector whose message is gone (forgotten, or replaced by a
-shorter conversation) is dropped then. The embedded engine loads ``pgvector``; a server needs
+have none for their text as it is now are sent), and when some were made, the vectors of
+messages gone since (forgotten, or replaced by a shorter conversation) are dropped; one left
+meanwhile is never returned, since a message is read from the graph by its key. The embedded engine loads ``pgvector``; a server needs
 it installed (``CREATE EXTENSION vector``, as a superuser, once).
 
 How good the messages found are depends on the model: a small static model measured below a
@@ -16,8 +17,10 @@ plain BM25 on LoCoMo, which is why words are searched first and meaning is one l
 
 from __future__ import annotations
 
+import json
 import math
 import os
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -188,23 +191,33 @@ def _has_messages(labels: dict[str, str]) -> bool:
     return labels.get("Message") == "v"
 
 
+# Connections that have found the vector table in place: it is looked for once, not on every
+# question (its DDL needs rights a reading role does not have, even when the table exists).
+_STORE_FOUND: weakref.WeakSet[Database | AsyncDatabase] = weakref.WeakSet()
+_STORE_EXISTS = "SELECT to_regclass('agefacts.message_vectors') IS NOT NULL"
+
+
 def embed_missing(db: Database, embedder: Embedder, namespace: str | None) -> int:
     """Make the vectors the namespace's messages lack (every namespace's when None), and drop
-    those of messages that are gone; how many were made."""
+    those of messages that are gone or changed; how many were made."""
     if not _has_messages(db.labels()):
         return 0
     params = {"graph": db.graph, "model": embedder.model, "ns": namespace}
     try:
-        for stmt in _STORE:
-            db.table(stmt)
-        db.table(_sql(_STALE, db), params)
+        if db not in _STORE_FOUND:
+            if not db.table(_STORE_EXISTS).rows[0][0]:
+                for stmt in _STORE:
+                    db.table(stmt)
+            _STORE_FOUND.add(db)
         missing = db.table(_sql(_MISSING, db), params).rows
+        if missing:  # the namespace changed: what it no longer says goes now
+            db.table(_sql(_STALE, db), params)
     except DatabaseError as exc:
         raise EmbeddingError(_NO_VECTOR if "vector" in str(exc) else f"storing embeddings: {exc}") from None
     if not missing:
         return 0
     vectors = embedder.embed([t for _, _, t in missing])
-    _store(db, params, missing, vectors)
+    db.table(_INSERT, _rows(params, missing, vectors))
     return len(missing)
 
 
@@ -214,10 +227,14 @@ async def embed_missing_async(db: AsyncDatabase, embedder: Embedder, namespace: 
         return 0
     params = {"graph": db.graph, "model": embedder.model, "ns": namespace}
     try:
-        for stmt in _STORE:
-            await db.table(stmt)
-        await db.table(_sql(_STALE, db), params)
+        if db not in _STORE_FOUND:
+            if not (await db.table(_STORE_EXISTS)).rows[0][0]:
+                for stmt in _STORE:
+                    await db.table(stmt)
+            _STORE_FOUND.add(db)
         missing = (await db.table(_sql(_MISSING, db), params)).rows
+        if missing:
+            await db.table(_sql(_STALE, db), params)
     except DatabaseError as exc:
         raise EmbeddingError(_NO_VECTOR if "vector" in str(exc) else f"storing embeddings: {exc}") from None
     if not missing:
@@ -228,14 +245,8 @@ async def embed_missing_async(db: AsyncDatabase, embedder: Embedder, namespace: 
 
 
 def _rows(params: dict[str, Any], missing: list[tuple[Any, ...]], vectors: list[list[float]]) -> dict[str, Any]:
-    import json
-
     rows = [{"k": k, "ns": ns, "t": t, "v": _vector(v)} for (k, ns, t), v in zip(missing, vectors, strict=True)]
     return {**params, "rows": json.dumps(rows)}
-
-
-def _store(db: Database, params: dict[str, Any], missing: list[tuple[Any, ...]], vectors: list[list[float]]) -> None:
-    db.table(_INSERT, _rows(params, missing, vectors))
 
 
 def nearest_messages(db: Database, embedder: Embedder, namespace: str | None, question: str, n: int) -> list[str]:

@@ -227,11 +227,16 @@ def _ontology_json(ontology: Ontology) -> tuple[str, str]:
 
 def record_ontology(db: Database, ontology: Ontology) -> bool:
     """Keep ``ontology`` as the one the graph is loaded with; whether it replaced another.
-    The common case (the same ontology again) reads one row and writes nothing."""
+    The common case (the same ontology again) reads one row and writes nothing, and on a
+    connection that kept it already, reads nothing."""
     text, digest = _ontology_json(ontology)
+    # A Memory adds with one ontology again and again: each add's loader need not read it back.
+    if db.kept_ontology == digest:
+        return False
     try:
         rows = db.execute("SELECT digest FROM agefacts.graph_ontology WHERE graph = %s", (db.graph,))
         if rows and rows[0][0] == digest:
+            db.kept_ontology = digest
             return False
         db.execute(
             "INSERT INTO agefacts.graph_ontology (graph, ontology, digest) VALUES (%s, %s::jsonb, %s) "
@@ -245,6 +250,7 @@ def record_ontology(db: Database, ontology: Ontology) -> bool:
         # A role granted before this table existed: the load goes on; `agefacts setup` grants it.
         _log.info("the ontology of graph %r not kept: %s", db.graph, exc)
         return False
+    db.kept_ontology = digest
     return bool(rows)
 
 

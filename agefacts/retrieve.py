@@ -38,7 +38,8 @@ from .embed import Embedder, nearest_messages, nearest_messages_async
 from .errors import UsageError, need_text
 from .keys import keyphrase_key, keyphrase_text, message_key
 from .ontology import Ontology
-from .query import TimeArg, check_scope, facts_of_each, facts_of_each_async, run_named, run_named_async
+from .query import TimeArg, as_of, check_scope, facts_of_each, facts_of_each_async, run_named, run_named_async
+from .temporal import to_python
 
 __all__ = [
     "Answer",
@@ -527,7 +528,6 @@ def fuse(
     for rank, r in enumerate(words, 1):
         m = add(0, rank, (r["namespace"], r["conversation"], r["message"]), r, r["message_text"])
         m["words"] = list(r["words"] or [])
-        m["name"] = r.get("name")
     # A keyphrase ranks up a message the words found, never adds one (every keyphrase is
     # words of its message, so the words find what it would); one that is only a speaker's
     # name ("Congrats, Gina!") counts for nothing, as the name does in the words' ranking.
@@ -553,7 +553,8 @@ def fuse(
             m = out[ident]
         m["facts"].append(f["statement"])
     if times:
-        inside = [r for r in words if r["at"] and any(a <= _instant_text(r["at"]) < b for a, b in times)]
+        # Stored instants ("2023-05-08T13:56:00Z") compare as text in time order.
+        inside = [r for r in words if r["at"] and any(a <= r["at"] < b for a, b in times)]
         for rank, r in enumerate(inside, 1):
             add(3, rank, (r["namespace"], r["conversation"], r["message"]), r, r["message_text"])
     for rank, r in enumerate(meaning or [], 1):
@@ -564,22 +565,12 @@ def fuse(
     return [out[i] for i in ranked[: max(0, k)]]
 
 
-def _instant_text(at: Any) -> str:
-    # A message's time as stored ("2023-05-08T13:56:00Z"), or decoded to a datetime.
-    if isinstance(at, dt.datetime):
-        return at.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return str(at)
-
-
-def _as_datetime(when: TimeArg) -> dt.datetime | None:
-    if when is None or isinstance(when, dt.datetime):
-        return when
-    if isinstance(when, dt.date):
-        return dt.datetime(when.year, when.month, when.day)
-    try:
-        return dt.datetime.fromisoformat(when.replace("Z", "+00:00"))
-    except ValueError:
-        return None  # the query that reads it says what is wrong with it
+def _asked_at(known_at: TimeArg) -> dt.datetime:
+    """The time a question is asked at, as the reads take it: the known time given
+    (normalised to UTC by :func:`agefacts.query.as_of`), else now."""
+    now = to_python(as_of(None, known_at)[1])
+    assert isinstance(now, dt.datetime)
+    return now
 
 
 def _search_params(question: str, namespace: str | None, k: int) -> dict[str, Any]:
@@ -617,6 +608,23 @@ def _in_order(keys: list[str], rows: list[dict[str, Any]]) -> list[dict[str, Any
     return [by_key[k] for k in keys if k in by_key]  # a message gone since is left out
 
 
+def _found_queries(
+    question: str, namespace: str | None, k: int, facts: list[dict[str, Any]]
+) -> dict[str, tuple[str, dict[str, Any]]]:
+    """The named queries that find a question's messages, by what they find: its words'
+    matches, its keyphrases' messages, and the cited facts' evidence messages."""
+    out = {"words": ("search_messages", _search_params(question, namespace, k))}
+    if (q := _topic_query(question, namespace)) is not None:
+        out["topics"] = q
+    if facts:
+        out["texts"] = ("messages", _evidence_params(facts))
+    return out
+
+
+def _found_of(rows: dict[str, list[dict[str, Any]]], meaning: list[dict[str, Any]]) -> Found:
+    return Found(rows["words"], rows.get("topics", []), _by_ident(rows.get("texts", [])), meaning)
+
+
 def _found(
     db: Database,
     question: str,
@@ -625,15 +633,12 @@ def _found(
     facts: list[dict[str, Any]],
     embedder: Embedder | None = None,
 ) -> Found:
-    words = run_named(db, "search_messages", _search_params(question, namespace, k)).dicts()
-    q = _topic_query(question, namespace)
-    topics = run_named(db, *q).dicts() if q else []
-    texts = _by_ident(run_named(db, "messages", _evidence_params(facts)).dicts()) if facts else {}
+    rows = {what: run_named(db, *q).dicts() for what, q in _found_queries(question, namespace, k, facts).items()}
     meaning: list[dict[str, Any]] = []
     if embedder is not None:
         keys = nearest_messages(db, embedder, namespace, question, max(2 * k, 20))
         meaning = _in_order(keys, run_named(db, "messages", {"keys": keys}).dicts()) if keys else []
-    return Found(words, topics, texts, meaning)
+    return _found_of(rows, meaning)
 
 
 async def _found_async(
@@ -644,15 +649,15 @@ async def _found_async(
     facts: list[dict[str, Any]],
     embedder: Embedder | None = None,
 ) -> Found:
-    words = (await run_named_async(db, "search_messages", _search_params(question, namespace, k))).dicts()
-    q = _topic_query(question, namespace)
-    topics = (await run_named_async(db, *q)).dicts() if q else []
-    texts = _by_ident((await run_named_async(db, "messages", _evidence_params(facts))).dicts()) if facts else {}
+    rows = {
+        what: (await run_named_async(db, *q)).dicts()
+        for what, q in _found_queries(question, namespace, k, facts).items()
+    }
     meaning: list[dict[str, Any]] = []
     if embedder is not None:
         keys = await nearest_messages_async(db, embedder, namespace, question, max(2 * k, 20))
         meaning = _in_order(keys, (await run_named_async(db, "messages", {"keys": keys})).dicts()) if keys else []
-    return Found(words, topics, texts, meaning)
+    return _found_of(rows, meaning)
 
 
 def _by_ident(rows: list[dict[str, Any]]) -> dict[tuple[str, str, int], dict[str, Any]]:
@@ -689,7 +694,7 @@ def answer_from(
     ranked = rank(question, served, ontology)
     answer.facts = ranked[: max(0, k)]
     f = found or Found()
-    times = named_times(question, _as_datetime(asked_at))
+    times = named_times(question, _asked_at(asked_at))
     answer.messages = fuse(
         f.words,
         topics_from(f.topics, 2 * k),
@@ -759,7 +764,7 @@ def ask(
     check_scope(namespace, all_namespaces, (e.namespace for e in entities), "what the question names")
     # Linked entities are known by key: no second lookup of each one.
     rows = facts_of_each(db, [e.key for e in entities], valid_at, known_at) if entities else []
-    facts = rank(question, [f for r in rows for f in r], ontology)[: 2 * k]
+    facts = _cited(question, rank(question, [f for r in rows for f in r], ontology), entities, ontology)[: 2 * k]
     return answer_from(
         question, ontology, entities, rows, k, _found(db, question, namespace, k, facts, embedder), known_at
     )
@@ -783,7 +788,7 @@ async def ask_async(
     entities = link_rows(question, names.dicts(), namespace)
     check_scope(namespace, all_namespaces, (e.namespace for e in entities), "what the question names")
     rows = await facts_of_each_async(db, [e.key for e in entities], valid_at, known_at) if entities else []
-    facts = rank(question, [f for r in rows for f in r], ontology)[: 2 * k]
+    facts = _cited(question, rank(question, [f for r in rows for f in r], ontology), entities, ontology)[: 2 * k]
     return answer_from(
         question, ontology, entities, rows, k, await _found_async(db, question, namespace, k, facts, embedder), known_at
     )

@@ -74,3 +74,14 @@ def test_the_last_load_decides_and_the_same_ontology_again_writes_nothing(db):
     assert db.execute("SELECT loaded_at FROM agefacts.graph_ontology WHERE graph = %s", (db.graph,)) == before
     Loader(db, default_ontology()).load(_band().model_copy(update={"id": "band-3"}))
     assert graph_ontology(db).predicate("plays") is None
+
+
+def test_a_dropped_graph_forgets_its_ontology_and_a_new_load_keeps_one_again(db):
+    from agefacts.load import Loader
+
+    Loader(db, _custom()).load(_band())
+    db.drop_graph()
+    db.ensure_graph()
+    assert graph_ontology(db) is None  # the graph made again under the name starts empty
+    Loader(db, _custom()).load(_band())  # on the same connection, which had kept it before
+    assert graph_ontology(db).predicate("plays") is not None
