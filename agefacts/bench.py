@@ -38,17 +38,19 @@ from .compile import plan
 from .consolidate import result_of
 from .db import Database
 from .load import Loader
-from .models import Conversation
+from .models import Conversation, Turn
 from .ontology import Ontology
 from .query import digest, facts, run_named
 
 __all__ = [
+    "AddBench",
     "BenchResult",
     "ExtractBench",
     "STATISTICAL_CAP",
     "edit",
     "engine_pid_for",
     "generate",
+    "run_add_bench",
     "run_bench",
     "run_extract_bench",
     "statistical_rate",
@@ -687,3 +689,116 @@ def run_extract_bench(
             server.stdin.close()  # it serves until its input closes
         server.wait(timeout=10)
     return ExtractBench(latency, conversations, conversations * turns, rows)
+
+
+# -- how an add's cost grows with its conversation -------------------------------------------------------
+@dataclass
+class AddBench:
+    """Per conversation length: the first add in a process (which reads the conversation
+    once), then p50/p95 of single-message adds; the p50 against the shortest's; whether the
+    graph's digest equals a fresh load of what the memory exported."""
+
+    adds: int
+    rows: list[dict[str, float]]
+    digest_equal: bool
+
+    def table(self) -> str:
+        lines = [
+            f"Memory.add of one message to a conversation of n turns ({self.adds} adds each; ratio: p50 / p50 at the shortest)",
+            "",
+            f"{'turns':>7} {'first add ms':>13} {'p50 ms':>8} {'p95 ms':>8} {'ratio':>6}",
+        ]
+        for r in self.rows:
+            lines.append(
+                f"{r['turns']:>7.0f} {r['first_ms']:>13.1f} {r['p50_ms']:>8.1f} {r['p95_ms']:>8.1f} {r['ratio']:>6.2f}"
+            )
+        lines.append("")
+        lines.append(f"digest equal to a fresh load of the export: {'yes' if self.digest_equal else 'NO'}")
+        return "\n".join(lines)
+
+
+_BENCH_PLACES = ["Oslo", "Lyon", "Porto", "Bergen", "Quito", "Hanoi", "Accra", "Perth"]
+_BENCH_THINGS = ["tea", "jazz", "chess", "fado", "hiking", "sushi", "opera", "tennis"]
+
+
+def _said(i: int, at: str) -> Turn:
+    """A user turn that names a new place (every third), says again where the person is from
+    (every fifth, about an earlier place), or says what they like: with its extraction."""
+    if i % 3 == 0:
+        name = f"{_BENCH_PLACES[i % len(_BENCH_PLACES)]} {i}"
+        text = f"Last week I went to {name} with my family."
+        entities = [_ent(f"e{i}", "Place", name)]
+        claims = [{"subject": "user", "predicate": "from_place", "object": f"e{i}", "quote": f"I went to {name}"}]
+    elif i % 5 == 0 and i > 3:
+        j = (i // 3 - 1) * 3
+        text = "You know, I am from there, really."
+        entities, claims = (
+            [],
+            [{"subject": "user", "predicate": "from_place", "object": f"e{j}", "quote": "I am from there"}],
+        )
+    else:
+        thing = f"{_BENCH_THINGS[i % len(_BENCH_THINGS)]} {i % 40}"
+        text = f"These days I like {thing} a lot."
+        entities, claims = [], [{"subject": "user", "predicate": "likes", "value": thing, "quote": f"I like {thing}"}]
+    recorded = {"entities": entities, "statements": [c | {"polarity": "asserted", "tense": "current"} for c in claims]}
+    return Turn.model_validate({"speaker": "user", "text": text, "at": at, "recorded": recorded | {"followups": []}})
+
+
+def _chat(start: int, n: int) -> list[Turn]:
+    out: list[Turn] = []
+    for i in range(start, start + n):
+        at = f"2026-{1 + (i // 1000) % 12:02d}-{1 + (i // 40) % 28:02d}T{(i // 60) % 24:02d}:{i % 60:02d}:00Z"
+        out.append(_said(i, at))
+        out.append(Turn(speaker="assistant", text="I see, tell me more.", at=at))
+    return out
+
+
+def run_add_bench(
+    dsn: str,
+    ontology: Ontology,
+    *,
+    sizes: tuple[int, ...] = (10, 100, 1000),
+    adds: int = 30,
+    log: Callable[[str], None] = lambda s: None,
+) -> AddBench:
+    """For each size, a conversation of that many turns (half the person's, each with its
+    extraction, half the assistant's) added at once, then ``adds`` single messages added one
+    by one through :class:`agefacts.Memory`; then the memory's export loaded into a new graph."""
+    from .memory import Memory
+
+    graph = "agefacts_bench_add"
+    rows: list[dict[str, float]] = []
+    Database(dsn, graph).connect().drop_graph()
+    with Memory(dsn, graph, ontology=ontology) as memory:
+        for size in sorted(sizes):
+            log(f"{size} turns")
+            cid = f"chat{size}"
+            memory.add(_chat(0, size // 2), namespace="bench", conversation=cid)
+            first, _ = _timed(
+                lambda: memory.add(_chat(size // 2, 1)[:1], namespace="bench", conversation=cid)  # noqa: B023
+            )
+            times = []
+            for k in range(adds):
+                seconds, _ = _timed(
+                    lambda: memory.add(_chat(size // 2 + 1 + k, 1)[:1], namespace="bench", conversation=cid)  # noqa: B023
+                )
+                times.append(seconds * 1000)
+            p = _percentiles(times)
+            rows.append({"turns": size, "first_ms": first * 1000, "p50_ms": p["p50"], "p95_ms": p["p95"]})
+        exported = memory.export("bench")
+        mine = digest(memory.db)
+    for r in rows:
+        r["ratio"] = r["p50_ms"] / rows[0]["p50_ms"]
+    check = Database(dsn, graph + "_fresh").connect()
+    try:
+        check.drop_graph()
+        check.ensure_graph()
+        list(Loader(check, ontology).load_many((c.id, c) for c in exported))
+        equal = digest(check) == mine
+    finally:
+        check.drop_graph()
+        check.close()
+    end = Database(dsn, graph).connect()
+    end.drop_graph()
+    end.close()
+    return AddBench(adds, rows, equal)

@@ -273,6 +273,23 @@ class BulkWriter:
         ).format(t=self._table(label))
         self.db.execute(q, (lid, self._seq(label), payload))
 
+    def drop_edges(self, label: str, keys: Sequence[str]) -> int:
+        """Delete the ``label`` edges with these keys (an edge whose properties are written
+        anew: edges are inserted with ON CONFLICT DO NOTHING); returns how many were."""
+        if not keys:
+            return 0
+        rows = self.db.execute(
+            sql.SQL(
+                "WITH d AS (DELETE FROM {t} WHERE "
+                + _KEY_INDEXED
+                + " = ANY(ARRAY(SELECT "
+                + _as_agtype_key("u.k")
+                + " FROM unnest(%s::text[]) AS u(k))) RETURNING 1) SELECT count(*) FROM d"
+            ).format(t=self._table(label)),
+            (list(keys),),
+        )
+        return int(rows[0][0])
+
     # -- retraction ----------------------------------------------------------------------------
     def retract(self, conversation_keys: Sequence[str]) -> Stale:
         """Remove what the conversations with these keys wrote of their own (the conversation

@@ -392,6 +392,24 @@ def _cmd_bench_extract(args: argparse.Namespace) -> int:
     return _EXIT_OK
 
 
+def _cmd_bench_add(args: argparse.Namespace) -> int:
+    from .bench import run_add_bench
+    from .db import resolve_dsn
+
+    sizes = tuple(args.turns or (10, 100, 1000))
+    if args.adds < 1 or any(n < 2 for n in sizes):
+        raise UsageError("--adds must be at least 1 and each --turns at least 2")
+    result = run_add_bench(
+        resolve_dsn(args.dsn, port=args.port),
+        _ontology(args),
+        sizes=sizes,
+        adds=args.adds,
+        log=(lambda s: print(f"bench-add: {s}", file=sys.stderr)) if not args.json else (lambda s: None),
+    )
+    _print(json.dumps(result.__dict__, indent=2) if args.json else result.table())
+    return _EXIT_OK if result.digest_equal else _EXIT_FAILED
+
+
 def _cmd_digest(args: argparse.Namespace) -> int:
     from . import query
 
@@ -908,6 +926,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--json", action="store_true", help="print the results as JSON")
     p.set_defaults(func=_cmd_bench_extract)
+
+    p = sub.add_parser("bench-add", parents=[dbo, ont], help="time Memory.add of one message as its conversation grows")
+    p.add_argument(
+        "--turns",
+        type=int,
+        action="append",
+        default=None,
+        help="a conversation length to try (repeat; default 10, 100, 1000)",
+    )
+    p.add_argument("--adds", type=int, default=30, help="single-message adds timed per length (default %(default)s)")
+    p.add_argument("--json", action="store_true", help="print the results as JSON")
+    p.set_defaults(func=_cmd_bench_add)
 
     p = sub.add_parser("digest", parents=[dbo], help="print the hash of the graph's logical content")
     p.set_defaults(func=_cmd_digest)

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Any
@@ -130,12 +130,30 @@ class Plan:
         return sorted({e.label for e in self.edges} | CORE_EDGE_LABELS)
 
 
+_ALL: Any = object()
+
+
 def _clean(props: dict[str, Any]) -> dict[str, Any]:
     """None is not stored: AGE drops null properties, and an absent value means unknown."""
     return {k: v for k, v in props.items() if v is not None}
 
 
-def plan(conv: Conversation, result: ConversationResult, ontology: Ontology) -> Plan:
+def plan(
+    conv: Conversation,
+    result: ConversationResult,
+    ontology: Ontology,
+    *,
+    since: int = 0,
+    first_at: str | None | object = _ALL,
+    mentioned: set[str] | None = None,
+    keys: Mapping[str, str] | None = None,
+) -> Plan:
+    """Everything the conversation writes. With ``since``, what its turns from ``since`` on
+    add to what the turns before wrote (a conversation appended to): their messages, the
+    statements of ``result`` (only their evidence from those turns), the mentions of the
+    entity keys in ``mentioned``, every follow-up; ``first_at`` is the earliest time of its
+    turns and ``keys`` each entity's key by handle, when known, so that they need not be
+    worked out again."""
     ns, cid = conv.namespace, conv.id
     p = Plan(namespace=ns, conversation=cid)
     ck = conversation_key(ns, cid)
@@ -154,9 +172,12 @@ def plan(conv: Conversation, result: ConversationResult, ontology: Ontology) -> 
 
     add_vertex(Vertex("Conversation", ck, _clean({"k": ck, "namespace": ns, "id": cid, "title": conv.title})))
     msg_keys: dict[int, str] = {}
-    times = [t.at for t in conv.turns if t.at]
-    first_at = min(_instant(t) for t in times) if times else None
-    for i, turn in enumerate(conv.turns):
+    if first_at is _ALL:
+        times = [t.at for t in conv.turns if t.at]
+        first_at = min(_instant(t) for t in times) if times else None
+    assert first_at is None or isinstance(first_at, str)
+    for i in range(since, len(conv.turns)):
+        turn = conv.turns[i]
         mk = message_key(ns, cid, i)
         msg_keys[i] = mk
         add_vertex(
@@ -217,10 +238,12 @@ def plan(conv: Conversation, result: ConversationResult, ontology: Ontology) -> 
     handle_of: dict[str, tuple[str, str]] = {USER: (ut, uk)}
     by_key: dict[str, list[Entity]] = {}
     for ent in result.entities:
-        k = entity_key(ns, cid, ent)
+        k = keys[ent.handle] if keys is not None else entity_key(ns, cid, ent)
         handle_of[ent.handle] = (ent.type, k)
         by_key.setdefault(k, []).append(ent)
     for k, ents in sorted(by_key.items()):
+        if mentioned is not None and k not in mentioned:
+            continue
         label = ents[0].type
         add_vertex(Vertex(label, k, {"k": k, "namespace": ns, "type": label}))
         mentions = sorted({m for e in ents for m in result.mentions.get(e.handle, [e.mention]) if m})
@@ -286,7 +309,21 @@ def plan(conv: Conversation, result: ConversationResult, ontology: Ontology) -> 
         if fact.object is not None:
             ol, okey = handle_of[fact.object]
             add_edge("ABOUT", "Statement", stk, ol, okey, {})
+        if since:
+            # An entity of the turns before that a new statement is about: its edges' ends
+            # are written with them (the one a full plan writes, its derived properties kept).
+            for h in (fact.subject, fact.object):
+                if h is not None and h != USER:
+                    add_vertex(
+                        Vertex(
+                            handle_of[h][0],
+                            handle_of[h][1],
+                            {"k": handle_of[h][1], "namespace": ns, "type": handle_of[h][0]},
+                        )
+                    )
         for ev in fact.evidence:
+            if ev.turn < since:
+                continue  # written with its own turn
             add_edge(
                 "EVIDENCED_BY",
                 "Statement",

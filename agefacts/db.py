@@ -643,7 +643,14 @@ class Database:
             with self._tx():
                 if self.graph_exists():
                     self._run("SELECT ag_catalog.drop_graph(%s, true)", (self.graph,))
-                for table in ("ingest_log", "questions", "graph_ontology", "tenants", "message_vectors"):
+                for table in (
+                    "ingest_log",
+                    "ingest_turns",
+                    "questions",
+                    "graph_ontology",
+                    "tenants",
+                    "message_vectors",
+                ):
                     # message_vectors exists once embeddings were used (agefacts.embed).
                     if self._run("SELECT to_regclass(%s) IS NOT NULL", (f"agefacts.{table}",))[0][0]:
                         self._run(

@@ -20,6 +20,7 @@ from .models import Conversation
 from .ontology import Ontology, parse_ontology
 
 __all__ = [
+    "AFTER_TURNS",
     "Loaded",
     "documents",
     "drop",
@@ -29,7 +30,9 @@ __all__ = [
     "lock",
     "prior_hashes",
     "record",
+    "record_appended",
     "record_ontology",
+    "splice",
     "stored",
 ]
 
@@ -78,6 +81,13 @@ def lock(db: Database, idents: Sequence[tuple[str, str]]) -> dict[tuple[str, str
 def record(db: Database, loaded: Sequence[Loaded]) -> None:
     """The ingest log and the question queue, for conversations just written."""
     g = db.graph
+    idents = json.dumps([{"ns": x.conv.namespace, "id": x.conv.id} for x in loaded])
+    # The document holds every turn again: turns appended since are folded into it.
+    db.execute(
+        "DELETE FROM agefacts.ingest_turns t USING jsonb_to_recordset(%s::jsonb) AS r(ns text, id text) "
+        "WHERE t.graph = %s AND t.namespace = r.ns AND t.conversation = r.id",
+        (idents, g),
+    )
     db.execute(
         "INSERT INTO agefacts.ingest_log (graph, namespace, conversation, content_hash, counts, source, loaded_at, document) "
         "SELECT %s, r.ns, r.id, r.h, r.counts, r.src, now(), r.doc FROM jsonb_to_recordset(%s::jsonb) "
@@ -102,6 +112,44 @@ def record(db: Database, loaded: Sequence[Loaded]) -> None:
             ),
         ),
     )
+    _questions(db, loaded)
+
+
+def record_appended(db: Database, loaded: Loaded, first: int, turns: Sequence[str]) -> None:
+    """The ingest log and the question queue, for a conversation whose turns from ``first`` on
+    (``turns``, each its JSON) were just appended: the row is updated and the new turns kept
+    beside the document, which is not written again."""
+    x = loaded
+    db.execute(
+        "UPDATE agefacts.ingest_log SET content_hash = %s, counts = %s::jsonb, source = %s, loaded_at = now() "
+        "WHERE graph = %s AND namespace = %s AND conversation = %s",
+        (x.content_hash, json.dumps(x.plan.counts), x.source, db.graph, x.conv.namespace, x.conv.id),
+    )
+    db.execute(
+        "INSERT INTO agefacts.ingest_turns (graph, namespace, conversation, ordinal, turn) "
+        "SELECT %s, %s, %s, %s + r.i - 1, r.turn FROM unnest(%s::text[]) WITH ORDINALITY AS r(turn, i)",
+        (db.graph, x.conv.namespace, x.conv.id, first, list(turns)),
+    )
+    _questions(db, [x])
+
+
+AFTER_TURNS = '],"gold":null}'
+"""What follows the turns in a conversation's JSON when it has no gold proposal: where turns
+are appended to a document."""
+
+
+def splice(document: str, turns: Sequence[str]) -> str:
+    """A conversation's JSON with ``turns`` (each a turn's JSON) after its own."""
+    if not turns:
+        return document
+    if not document.endswith(AFTER_TURNS):
+        raise ValueError("turns are appended only to a conversation without a gold proposal")
+    head = document[: -len(AFTER_TURNS)]
+    return head + ("" if head.endswith("[") else ",") + ",".join(turns) + AFTER_TURNS
+
+
+def _questions(db: Database, loaded: Sequence[Loaded]) -> None:
+    g = db.graph
     convs = json.dumps([{"ns": x.conv.namespace, "id": x.conv.id} for x in loaded])
     db.execute(
         "DELETE FROM agefacts.questions q USING jsonb_to_recordset(%s::jsonb) AS r(ns text, id text) "
@@ -164,31 +212,40 @@ def loaded_ids(db: Database, namespace: str, conversations: Sequence[str] | None
     return [r[0] for r in rows]
 
 
+_APPENDED = (
+    "(SELECT array_agg(t.turn ORDER BY t.ordinal) FROM agefacts.ingest_turns t "
+    "WHERE t.graph = l.graph AND t.namespace = l.namespace AND t.conversation = l.conversation)"
+)
+
+
 def documents(db: Database, namespace: str, conversations: Sequence[str] | None = None) -> list[tuple[str, str | None]]:
     """(id, the conversation as loaded) for the namespace's conversations, sorted by id; the
     document is None for one loaded before agefacts kept them."""
     rows = db.execute(
-        "SELECT conversation, document FROM agefacts.ingest_log WHERE graph = %s AND namespace = %s "
-        "AND (%s::text[] IS NULL OR conversation = ANY(%s::text[])) ORDER BY conversation",
+        "SELECT l.conversation, l.document, " + _APPENDED + " FROM agefacts.ingest_log l WHERE l.graph = %s "
+        "AND l.namespace = %s AND (%s::text[] IS NULL OR l.conversation = ANY(%s::text[])) ORDER BY l.conversation",
         (db.graph, namespace, conversations, conversations),
     )
-    return [(r[0], r[1]) for r in rows]
+    return [(r[0], None if r[1] is None else splice(r[1], r[2] or ())) for r in rows]
 
 
 def stored(db: Database, namespace: str, conversation: str) -> tuple[str, str | None] | None:
     """(content hash, the conversation as loaded) of one conversation, or None when it was
     never loaded; the document is None for one loaded before agefacts kept them."""
     rows = db.execute(
-        "SELECT content_hash, document FROM agefacts.ingest_log WHERE graph = %s AND namespace = %s "
-        "AND conversation = %s",
+        "SELECT l.content_hash, l.document, " + _APPENDED + " FROM agefacts.ingest_log l WHERE l.graph = %s "
+        "AND l.namespace = %s AND l.conversation = %s",
         (db.graph, namespace, conversation),
     )
-    return (rows[0][0], rows[0][1]) if rows else None
+    if not rows:
+        return None
+    h, document, appended = rows[0]
+    return h, None if document is None else splice(document, appended or ())
 
 
 def drop(db: Database, namespace: str, conversations: Sequence[str]) -> None:
     """Forget the ledger and question rows of these conversations."""
-    for table in ("ingest_log", "questions"):
+    for table in ("ingest_log", "ingest_turns", "questions"):
         db.execute(
             sql.SQL("DELETE FROM agefacts.{} WHERE graph = %s AND namespace = %s AND conversation = ANY(%s)").format(
                 sql.Identifier(table)

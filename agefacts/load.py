@@ -40,7 +40,7 @@ from .errors import (
     need_text,
 )
 from .inputs import input_size, read_conversations
-from .keys import conversation_key, user_key
+from .keys import conversation_key, edge_key, user_key
 from .models import Conversation
 from .names import CORE_VERTEX_LABELS
 from .ontology import Ontology
@@ -454,6 +454,54 @@ class Loader:
         finally:
             self._based_on.pop(ident, None)
         return out
+
+    def append(
+        self,
+        conv: Conversation,
+        part: Plan,
+        content_hash: str,
+        *,
+        based_on: str,
+        first: int,
+        turns: Sequence[str],
+        mentions: Sequence[str] = (),
+        source: str = "<conversation>",
+    ) -> Outcome:
+        """Write what the turns of ``conv`` from ``first`` on (``turns``: their JSON) add to
+        the conversation loaded as ``based_on`` (``part``: see :func:`agefacts.append.append`):
+        its mentions of ``mentions`` are written anew, the rest is added, and the ingest log
+        keeps the new turns beside the document it holds. As for
+        :meth:`load`, :class:`ConversationMoved` is raised and nothing is written if
+        another version was loaded meanwhile."""
+        if self.via != "bulk":
+            raise UsageError("appending writes through the bulk path; load the whole conversation instead")
+        from .bulk import assemble
+
+        e = Prepared(source, conv, content_hash, based_on, part, "")
+        ck = conversation_key(conv.namespace, conv.id)
+        batch = assemble([part])
+
+        def work() -> None:
+            self.db.ensure_labels(vertex=batch.vertex_labels, edge=batch.edge_labels)
+            if not self._ontology_kept:
+                ledger.record_ontology(self.db, self.ontology)
+                self._ontology_kept = True
+            with self.db.transaction():
+                self._check([e])
+                writer = self._writer_for()
+                writer.drop_edges("MENTIONED_IN", [edge_key("MENTIONED_IN", k, ck) for k in sorted(mentions)])
+                writer.write_batch(batch, None, self._single_valued)
+                ledger.record_appended(self.db, ledger.Loaded(conv, content_hash, part, source, ""), first, turns)
+
+        try:
+            self._attempt(work)
+        except _PriorMoved:
+            raise ConversationMoved(
+                f"conversation {conv.id!r} of namespace {conv.namespace!r} was loaded by another "
+                "writer after the version this one was built on was read"
+            ) from None
+        self.db.refresh_statistics()
+        return e.outcome()
 
     def load_many(
         self, items: Iterable[tuple[str, Conversation | InputError]], stop: Callable[[], bool] | None = None

@@ -4,7 +4,8 @@
 beside it: ``add`` extends a conversation with new messages, asks the model only for the user
 turns that have no recorded extraction yet (through the same extractor and the same
 recorded-file format), then grounds, gates and loads the conversation as ``agefacts load``
-would, replacing its earlier version. The ingest log keeps the conversation as loaded, so the
+would, replacing its earlier version (or, when the messages only extend a conversation this
+memory wrote last, writes what they add: :mod:`agefacts.append`). The ingest log keeps the conversation as loaded, so the
 next ``add`` extends it and ``export`` writes it out to be loaded elsewhere. Reads return
 typed results: ``datetime`` and ``date`` values, not text.
 """
@@ -13,6 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import logging
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,11 +24,12 @@ from typing import Any
 from pydantic import ValidationError
 
 from . import ledger
+from .append import Tail, append, tail_of
 from .db import DEFAULT_GRAPH, AsyncDatabase, Database, resolve_dsn
 from .embed import Embedder
 from .errors import AgeFactsError, ConversationMoved, ExtractionError, InputError, QueryError, UsageError, need_text
 from .extract import DEFAULT_CONTEXT_TURNS, LLMClient, extract_conversation, pending_turns
-from .load import Loader
+from .load import Loader, Outcome
 from .models import Conversation, Turn, describe
 from .ontology import Ontology, default_ontology
 from .query import TimeArg, facts, facts_async, history, history_async, run_named, run_named_async
@@ -55,6 +60,7 @@ default: when it is added). A chat API's other messages (``system``, ``developer
 ``function``; an assistant's tool calls; a message with no text part) are passed over: they
 are not the person's or the assistant's words."""
 
+_log = logging.getLogger("agefacts.memory")
 _PASSED_OVER = frozenset({"system", "developer", "tool", "function"})
 
 
@@ -433,11 +439,138 @@ def _load(loader: Loader, conv: Conversation, extracted: int, errors: list[str],
     out = loader.load(conv, source=f"memory:{conv.namespace}/{conv.id}", based_on=based_on)
     if out.status == "failed":
         raise AgeFactsError(f"conversation {conv.id!r} of namespace {conv.namespace!r} was not loaded: {out.reason}")
+    return _added(conv, out, extracted, errors)
+
+
+def _added(conv: Conversation, out: Outcome, extracted: int, errors: list[str]) -> Added:
     user_turns = sum(1 for t in conv.turns if t.speaker == "user")
     # The messages are kept either way; what a failed turn says is not known until the next
     # add asks again, and a caller reading "loaded" would take it as understood.
     status = "pending" if errors else out.status
     return Added(conv.namespace, conv.id, status, user_turns, extracted, len(errors), tuple(errors), out.counts)
+
+
+# -- appending: an add costs what its messages cost ------------------------------------------------
+_TAILS = 64
+"""How many conversations a memory keeps, to append to without reading them again."""
+
+
+class _Tails:
+    """The conversations a memory last wrote, newest last: each as loaded whole (its tail is
+    made when the next add comes) or as a :class:`~agefacts.append.Tail`."""
+
+    def __init__(self) -> None:
+        self._kept: OrderedDict[tuple[str, str], Conversation | Tail] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, ident: tuple[str, str]) -> Conversation | Tail | None:
+        with self._lock:
+            return self._kept.get(ident)
+
+    def keep(self, ident: tuple[str, str], item: Conversation | Tail) -> None:
+        with self._lock:
+            self._kept[ident] = item
+            self._kept.move_to_end(ident)
+            while len(self._kept) > _TAILS:
+                self._kept.popitem(last=False)
+
+    def drop(self, namespace: str, conversations: Sequence[str] | None = None) -> None:
+        with self._lock:
+            for ident in [
+                i for i in self._kept if i[0] == namespace and (conversations is None or i[1] in conversations)
+            ]:
+                del self._kept[ident]
+
+
+def _new_turns(stored: Conversation, messages: Sequence[Message]) -> list[Turn] | None:
+    """The messages that only add to ``stored`` (None: they change it, or are not messages
+    at all; the whole conversation is built then, and says what is wrong)."""
+    if isinstance(messages, str | bytes | Mapping):
+        return None
+    incoming = [t for t in map(_turn, messages) if t is not None]
+    old = stored.turns
+    if len(incoming) >= len(old) and all(_same(a, b) for a, b in zip(old, incoming, strict=False)):
+        for a, b in zip(old, incoming, strict=False):
+            kept = (
+                b
+                if b.recorded is not None
+                else b.model_copy(update={"recorded": a.recorded, "error": a.error, "at": b.at or a.at})
+            )
+            if kept != a:
+                return None
+        incoming = incoming[len(old) :]
+    now = normalise_instant(dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat())
+    new = [t if t.at is not None else t.model_copy(update={"at": now}) for t in incoming]
+    try:
+        # The rules of a conversation's turns, for the new ones.
+        Conversation.model_validate(
+            {"id": stored.id, "namespace": stored.namespace, "turns": [t.model_dump() for t in new]}
+        )
+    except ValidationError:
+        return None
+    return new
+
+
+def _appendable(
+    tails: _Tails,
+    db: Database,
+    ontology: Ontology,
+    messages: Conversation | Sequence[Message],
+    ns: str | None,
+    cid: str | None,
+    title: str | None,
+) -> tuple[Tail, Conversation] | None:
+    """The tail to append to and the conversation with the new messages after it, when the
+    add only appends to a conversation this memory wrote and nobody changed since."""
+    if isinstance(messages, Conversation) or title is not None or ns is None or cid is None:
+        return None
+    kept = tails.get((ns, cid))
+    if kept is None:
+        return None
+    now = ledger.prior_hashes(db, [(ns, cid)]).get((ns, cid))
+    tail = kept if isinstance(kept, Tail) else tail_of(kept, ontology)
+    if tail.content_hash != now:
+        tails.drop(ns, [cid])
+        return None
+    tails.keep((ns, cid), tail)
+    new = _new_turns(tail.conv, messages)
+    if not new:
+        return None
+    return tail, tail.conv.model_copy(update={"turns": [*tail.conv.turns, *new]})
+
+
+def _appended(
+    tails: _Tails, loader: Loader, tail: Tail, conv: Conversation, asked: int, errors: list[str]
+) -> Added | None:
+    """Write what the new turns of ``conv`` add to ``tail``; None when they cannot be
+    appended (the whole conversation is loaded then)."""
+    n = len(tail.conv.turns)
+    if conv.model != tail.conv.model or any(
+        a is not b and a != b for a, b in zip(tail.conv.turns, conv.turns[:n], strict=True)
+    ):
+        return None
+    got = append(tail, conv.turns[n:], loader.ontology)
+    if isinstance(got, str):
+        _log.debug("conversation %r of namespace %r loaded whole: %s", conv.id, conv.namespace, got)
+        return None
+    new = got.tail
+    try:
+        out = loader.append(
+            new.conv,
+            got.plan,
+            new.content_hash,
+            based_on=tail.content_hash,
+            first=got.first,
+            turns=got.turns,
+            mentions=sorted(got.mentions),
+            source=f"memory:{conv.namespace}/{conv.id}",
+        )
+    except ConversationMoved:
+        tails.drop(conv.namespace, [conv.id])
+        return None
+    tails.keep((conv.namespace, conv.id), new)
+    _log.debug("%d turn(s) appended to conversation %r of namespace %r", len(got.turns), conv.id, conv.namespace)
+    return _added(new.conv, out, asked, errors)
 
 
 def _ids(conversations: Iterable[str] | str | None) -> list[str] | None:
@@ -640,6 +773,7 @@ class Memory:
         self.tune_interpreter = tune_interpreter
         self.embedder = embedder
         self.db = Database(resolve_dsn(dsn), graph).connect()
+        self._tails = _Tails()
         # Without one given, the ontology the graph was loaded with (or the shipped one).
         self.ontology = ontology or ledger.graph_ontology(self.db) or default_ontology()
 
@@ -675,22 +809,40 @@ class Memory:
             pass
         else:
             raise UsageError("Memory.add was called inside a running event loop; use AsyncMemory there")
-        # Built on the version read; when another writer loads one first, built again on that.
         paid: dict[str, Turn] = {}
         asked = 0
         raced: int | None = None
+        start = (
+            _appendable(self._tails, self.db, self.ontology, messages, ns, cid, title) if self.via == "bulk" else None
+        )
+        if start is not None:
+            tail, conv = start
+            conv, asked, errors = self._extract(conv)
+            _remember_paid(conv, paid)
+            done = _appended(self._tails, self._loader(), tail, conv, asked, errors)
+            if done is not None:
+                return done
+            raced = len(tail.conv.turns)
+        # Built on the version read; when another writer loads one first, built again on that.
         for _ in range(_ADD_TRIES):
             stored, based_on = _stored(self.db, ns, cid)
             conv = _paid(extended(stored, messages, namespace, conversation, title, raced), paid)
             raced = len(stored.turns) if stored is not None else 0
-            conv, n, errors = asyncio.run(_extract(self.llm, conv, self.ontology, self.context_turns))
+            conv, n, errors = self._extract(conv)
             _remember_paid(conv, paid)
             asked += n
             try:
-                return _load(self._loader(), conv, asked, errors, based_on)
+                added = _load(self._loader(), conv, asked, errors, based_on)
             except ConversationMoved:
                 continue
+            self._tails.keep((conv.namespace, conv.id), conv)
+            return added
         raise _kept_changing(ns, cid)
+
+    def _extract(self, conv: Conversation) -> tuple[Conversation, int, list[str]]:
+        if pending_turns(conv) == 0:
+            return conv, 0, []  # an event loop for nothing costs more than the rest of a short add
+        return asyncio.run(_extract(self.llm, conv, self.ontology, self.context_turns))
 
     def facts(
         self,
@@ -765,7 +917,9 @@ class Memory:
         """Remove what the namespace's conversations (those named, or all) wrote; returns
         the ids forgotten."""
         loader = self._loader()
-        return loader.forget(namespace, _ids(conversations))
+        ids = _ids(conversations)
+        self._tails.drop(namespace, ids)
+        return loader.forget(namespace, ids)
 
     def export(self, namespace: str, conversations: Iterable[str] | str | None = None) -> list[Conversation]:
         """The namespace's conversations as loaded, with their recordings: loading them into
@@ -816,6 +970,7 @@ class AsyncMemory:
         self._db: Database | None = None
         self._adb: AsyncDatabase | None = None
         self._writing = asyncio.Lock()
+        self._tails = _Tails()
 
     async def __aenter__(self) -> AsyncMemory:
         return await self.open()
@@ -875,6 +1030,18 @@ class AsyncMemory:
         paid: dict[str, Turn] = {}
         asked = 0
         raced: int | None = None
+        if self._via == "bulk":
+            async with self._writing:
+                start = await asyncio.to_thread(_appendable, self._tails, db, self.ontology, messages, ns, cid, title)
+            if start is not None:
+                tail, conv = start
+                conv, asked, errors = await _extract(self.llm, conv, self.ontology, self.context_turns)
+                _remember_paid(conv, paid)
+                async with self._writing:
+                    done = await asyncio.to_thread(_appended, self._tails, self._writer()[1], tail, conv, asked, errors)
+                if done is not None:
+                    return done
+                raced = len(tail.conv.turns)
         for _ in range(_ADD_TRIES):
             # The writer's one connection serves one add at a time; the model is asked outside
             # the lock, so adds to different conversations wait for it side by side (and one
@@ -888,9 +1055,11 @@ class AsyncMemory:
             asked += n
             try:
                 async with self._writing:
-                    return await asyncio.to_thread(_load, self._writer()[1], conv, asked, errors, based_on)
+                    added = await asyncio.to_thread(_load, self._writer()[1], conv, asked, errors, based_on)
             except ConversationMoved:
                 continue
+            self._tails.keep((conv.namespace, conv.id), conv)
+            return added
         raise _kept_changing(ns, cid)
 
     async def facts(
@@ -979,6 +1148,7 @@ class AsyncMemory:
         """See :meth:`Memory.forget`."""
         _, loader = self._writer()
         wanted = _ids(conversations)
+        self._tails.drop(namespace, wanted)
         async with self._writing:
             return await asyncio.to_thread(loader.forget, namespace, wanted)
 

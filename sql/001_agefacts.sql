@@ -20,6 +20,34 @@ CREATE TABLE IF NOT EXISTS agefacts.ingest_log (
 -- messages. Deleted with its row when the conversation is forgotten.
 ALTER TABLE agefacts.ingest_log ADD COLUMN IF NOT EXISTS document text;
 
+-- Turns a memory appended to a conversation since it was last loaded whole, each turn's JSON
+-- by its place in the conversation: an add writes its new turns here, not the whole document
+-- again. The conversation as loaded is its document with these turns after its own; a load of
+-- the whole conversation folds them back into the document.
+CREATE TABLE IF NOT EXISTS agefacts.ingest_turns (
+    graph          text        NOT NULL,
+    namespace      text        NOT NULL,
+    conversation   text        NOT NULL,
+    ordinal        int         NOT NULL,
+    turn           text        NOT NULL,
+    PRIMARY KEY (graph, namespace, conversation, ordinal)
+);
+
+-- A role granted the ingest log before this table existed may do the same here.
+DO $grants$
+DECLARE
+    g record;
+BEGIN
+    FOR g IN SELECT a.grantee::regrole AS who, string_agg(DISTINCT a.privilege_type, ', ') AS what
+             FROM pg_catalog.pg_class c, aclexplode(c.relacl) a
+             WHERE c.oid = 'agefacts.ingest_log'::regclass AND a.grantee <> 0 AND a.grantee <> c.relowner
+               AND a.privilege_type IN ('SELECT', 'INSERT', 'UPDATE', 'DELETE')
+             GROUP BY a.grantee LOOP
+        EXECUTE format('GRANT %s ON agefacts.ingest_turns TO %s', g.what, g.who);
+    END LOOP;
+END
+$grants$;
+
 -- The question queue: follow-ups are the caller's questions, not facts about the world.
 -- A follow-up whose gap a later load fills is marked resolved.
 CREATE TABLE IF NOT EXISTS agefacts.questions (

@@ -64,7 +64,7 @@ BEGIN
              WHERE g.name = graph_name ORDER BY lb.name LOOP
         PERFORM agefacts.protect_label(graph_name, l.name, l.kind);
     END LOOP;
-    FOREACH t IN ARRAY ARRAY['ingest_log', 'questions'] LOOP
+    FOREACH t IN ARRAY ARRAY['ingest_log', 'ingest_turns', 'questions'] LOOP
         EXECUTE format('ALTER TABLE agefacts.%I ENABLE ROW LEVEL SECURITY', t);
         EXECUTE format('DROP POLICY IF EXISTS agefacts_tenant ON agefacts.%I', t);
         EXECUTE format('CREATE POLICY agefacts_tenant ON agefacts.%I USING (agefacts.sees(graph, namespace))', t);

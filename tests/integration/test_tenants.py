@@ -46,6 +46,11 @@ def test_a_tenant_reads_and_writes_only_its_namespace(db, dsn, graph_name):
             )
         }
         assert {"ann", "nina", "jose"} <= everyone  # the owner still sees every namespace
+        for ns in ("ann", "nina"):  # turns a memory appended, kept beside the ingest log
+            db.execute(
+                "INSERT INTO agefacts.ingest_turns (graph, namespace, conversation, ordinal, turn) VALUES (%s, %s, 'x', 9, '{}')",
+                (graph_name, ns),
+            )
         with _as(db, role):
             seen = db.cypher("MATCH (n) RETURN DISTINCT n.namespace", columns=("ns",)).rows
             assert {r[0] for r in seen} == {"ann"}
@@ -58,6 +63,9 @@ def test_a_tenant_reads_and_writes_only_its_namespace(db, dsn, graph_name):
             assert {
                 r[0] for r in db.execute("SELECT namespace FROM agefacts.ingest_log WHERE graph = %s", (graph_name,))
             } == {"ann"}
+            assert db.execute("SELECT namespace FROM agefacts.ingest_turns WHERE graph = %s", (graph_name,)) == [
+                ("ann",)
+            ]
             found = db.execute(
                 "SELECT namespace FROM agefacts.search_messages(%s, NULL, 'Oslo moved Acme', 20)", (graph_name,)
             )

@@ -34,7 +34,7 @@ RANKS: list[set[str]] = [
     {"compile"},
     {"bulk", "inputs", "ledger"},
     {"load"},
-    {"query"},
+    {"query", "append"},
     {"retrieve", "picture", "output"},
     {"memory"},
     {"mcp_server"},
