@@ -231,3 +231,24 @@ def members(draw):
             )
         )
     return out
+
+
+def fresh(db):
+    """``db``'s graph, dropped and made again: empty."""
+    db.drop_graph()
+    db.ensure_graph()
+    return db
+
+
+def fuzz(examples: int):
+    """Hypothesis settings for a generated test on the engine; AGEFACTS_FUZZ_EXAMPLES runs more
+    examples than CI does, for a deeper search."""
+    import os
+
+    from hypothesis import HealthCheck, settings
+
+    return settings(
+        max_examples=int(os.environ.get("AGEFACTS_FUZZ_EXAMPLES", str(examples))),
+        deadline=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    )

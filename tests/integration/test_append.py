@@ -6,9 +6,8 @@ hash equal, so a load of the export is "unchanged")."""
 from __future__ import annotations
 
 import asyncio
-import os
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from agefacts import AsyncMemory, Memory
@@ -17,7 +16,7 @@ from agefacts.load import Loader
 from agefacts.models import Turn
 from agefacts.query import digest
 
-from ..helpers import ONTO, claim, place, user_turn
+from ..helpers import ONTO, claim, fresh, fuzz, place, user_turn
 
 PLACES = ["Oslo", "Lyon", "Bergen", "Porto"]
 VALUES = ["tea", "jazz", "chess", "fado"]
@@ -166,23 +165,12 @@ def chats(draw):
     return adds, set(resend), shared
 
 
-def _fresh(dsn: str, name: str) -> Database:
-    db = Database(dsn, name).connect()
-    db.drop_graph()
-    db.ensure_graph()
-    return db
-
-
-@settings(
-    max_examples=int(os.environ.get("AGEFACTS_FUZZ_EXAMPLES", "8")),
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@fuzz(8)
 @given(chat=chats())
 def test_a_chat_added_message_by_message_is_the_graph_a_load_of_it_gives(dsn, graph_name, chat):
     adds, resend, shared = chat
-    graphs = {via: _fresh(dsn, f"{graph_name}_{via}") for via in ("bulk", "cypher")}
-    mine = _fresh(dsn, graph_name + "_m")
+    graphs = {via: fresh(Database(dsn, f"{graph_name}_{via}").connect()) for via in ("bulk", "cypher")}
+    mine = fresh(Database(dsn, graph_name + "_m").connect())
     try:
         with Memory(dsn, graph_name + "_m", ontology=ONTO) as memory:
             if shared:  # another conversation says some of the same: statements shared, recomputed
@@ -206,9 +194,7 @@ def test_a_chat_added_message_by_message_is_the_graph_a_load_of_it_gives(dsn, gr
                 memory.add(sent if i in resend else batch, namespace="fz", conversation="chat")
                 exported = memory.export("fz")
                 for via, db in graphs.items():
-                    db.drop_graph()
-                    db.ensure_graph()
-                    outcomes = list(Loader(db, ONTO, via=via).load_many((c.id, c) for c in exported))
+                    outcomes = list(Loader(fresh(db), ONTO, via=via).load_many((c.id, c) for c in exported))
                     assert all(o.status == "loaded" for o in outcomes), [o.reason for o in outcomes]
                     assert digest(db) == digest(mine), (via, i)
                 # The content hash is the whole conversation's: loading the export is no change.

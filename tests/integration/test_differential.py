@@ -7,9 +7,8 @@ at every precision, numbers of every JSON shape and names with trailing whitespa
 from __future__ import annotations
 
 import json
-import os
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from agefacts.db import Database
@@ -17,7 +16,7 @@ from agefacts.load import Loader
 from agefacts.models import Conversation
 from agefacts.query import digest, graph_content
 
-from ..helpers import ONTO, claim, user_turn
+from ..helpers import ONTO, claim, fresh, fuzz, user_turn
 
 NAMES = ["Oslo", "Oslo ", "oslo\n", "Lyon", "Bergen", "Acme", "Acme\t", "Tom", "Tom "]
 VALUES = st.one_of(
@@ -98,18 +97,7 @@ def histories(draw):
     return first, steps
 
 
-def fresh(db: Database) -> Database:
-    db.drop_graph()
-    db.ensure_graph()
-    return db
-
-
-# AGEFACTS_FUZZ_EXAMPLES runs more examples than CI does, for a deeper search.
-@settings(
-    max_examples=int(os.environ.get("AGEFACTS_FUZZ_EXAMPLES", "8")),
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@fuzz(8)
 @given(story=histories())
 def test_bulk_and_cypher_paths_and_a_fresh_load_agree_after_every_replacement(dsn, graph_name, story):
     first, steps = story
