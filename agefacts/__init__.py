@@ -12,102 +12,88 @@ or, for an assistant, ``Memory`` (``AsyncMemory``): ``add`` messages, ``ask`` a 
 """
 
 import importlib
+import re
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._version import __version__
-from .errors import (
-    AgeFactsError,
-    AgtypeError,
-    CompileError,
-    ConversationMoved,
-    DatabaseError,
-    EndpointDown,
-    EngineError,
-    ExtractionError,
-    InputError,
-    LoadInterrupted,
-    OntologyError,
-    QueryError,
-    UsageError,
-)
+# The public surface is what this file imports, each name once, as ``name as name``: the
+# errors now (they are small), the rest on first use (below), so that ``import agefacts`` and
+# the CLI, which imports each stage only for the command that needs it, stay fast. The
+# modules behind these names are the implementation: what they hold may change between
+# versions; what is imported here is the library.
+from ._version import __version__ as __version__
+from .errors import AgeFactsError as AgeFactsError
+from .errors import AgtypeError as AgtypeError
+from .errors import CompileError as CompileError
+from .errors import ConversationMoved as ConversationMoved
+from .errors import DatabaseError as DatabaseError
+from .errors import EmbeddingError as EmbeddingError
+from .errors import EndpointDown as EndpointDown
+from .errors import EngineError as EngineError
+from .errors import ExtractionError as ExtractionError
+from .errors import InputError as InputError
+from .errors import LoadInterrupted as LoadInterrupted
+from .errors import OntologyError as OntologyError
+from .errors import QueryError as QueryError
+from .errors import UsageError as UsageError
 
 if TYPE_CHECKING:
-    from .compile import compile_conversation
-    from .consolidate import result_of
-    from .db import DEFAULT_GRAPH, Database, Table, resolve_dsn
-    from .embed import Embedder, EmbeddingError
-    from .engine import Engine
-    from .extract import LLMClient, extract_all, extract_conversation
-    from .inputs import parse_conversation, read_conversations
-    from .keyphrases import StatisticalExtractor
-    from .load import Loader, Outcome, Summary, load_paths
-    from .memory import (
-        Added,
-        AsyncMemory,
-        Citation,
-        HistoryEntry,
-        Known,
-        Memory,
-        MemoryFact,
-        Recall,
-        Remembered,
-        TopicMessage,
-    )
-    from .models import Conversation, ConversationResult
-    from .ontology import Ontology, default_ontology, load_ontology
-    from .query import digest, facts, find_entities, history, run, run_named
-    from .retrieve import Answer, ask
+    from .compile import compile_conversation as compile_conversation
+    from .consolidate import result_of as result_of
+    from .db import DEFAULT_GRAPH as DEFAULT_GRAPH
+    from .db import Database as Database
+    from .db import Table as Table
+    from .db import resolve_dsn as resolve_dsn
+    from .embed import Embedder as Embedder
+    from .engine import Engine as Engine
+    from .extract import LLMClient as LLMClient
+    from .extract import extract_all as extract_all
+    from .extract import extract_conversation as extract_conversation
+    from .inputs import parse_conversation as parse_conversation
+    from .inputs import read_conversations as read_conversations
+    from .keyphrases import StatisticalExtractor as StatisticalExtractor
+    from .load import Loader as Loader
+    from .load import Outcome as Outcome
+    from .load import Summary as Summary
+    from .load import load_paths as load_paths
+    from .memory import Added as Added
+    from .memory import AsyncMemory as AsyncMemory
+    from .memory import Citation as Citation
+    from .memory import HistoryEntry as HistoryEntry
+    from .memory import Known as Known
+    from .memory import Memory as Memory
+    from .memory import MemoryFact as MemoryFact
+    from .memory import Recall as Recall
+    from .memory import Remembered as Remembered
+    from .memory import TopicMessage as TopicMessage
+    from .models import Conversation as Conversation
+    from .models import ConversationResult as ConversationResult
+    from .ontology import Ontology as Ontology
+    from .ontology import default_ontology as default_ontology
+    from .ontology import load_ontology as load_ontology
+    from .query import digest as digest
+    from .query import facts as facts
+    from .query import find_entities as find_entities
+    from .query import history as history
+    from .query import run as run
+    from .query import run_named as run_named
+    from .retrieve import Answer as Answer
+    from .retrieve import ask as ask
 
-# The rest is imported on first use, so that ``import agefacts`` (and the CLI, which imports
-# each stage only for the command that needs it) stays fast.
-_LAZY = {
-    "Added": "memory",
-    "AsyncMemory": "memory",
-    "Citation": "memory",
-    "HistoryEntry": "memory",
-    "Memory": "memory",
-    "MemoryFact": "memory",
-    "Recall": "memory",
-    "TopicMessage": "memory",
-    "Known": "memory",
-    "Remembered": "memory",
-    "Embedder": "embed",
-    "EmbeddingError": "embed",
-    "StatisticalExtractor": "keyphrases",
-    "Answer": "retrieve",
-    "Conversation": "models",
-    "ConversationResult": "models",
-    "DEFAULT_GRAPH": "db",
-    "Database": "db",
-    "Engine": "engine",
-    "LLMClient": "extract",
-    "Loader": "load",
-    "Ontology": "ontology",
-    "Outcome": "load",
-    "Summary": "load",
-    "Table": "db",
-    "ask": "retrieve",
-    "compile_conversation": "compile",
-    "default_ontology": "ontology",
-    "digest": "query",
-    "extract_all": "extract",
-    "extract_conversation": "extract",
-    "facts": "query",
-    "find_entities": "query",
-    "history": "query",
-    "load_ontology": "ontology",
-    "load_paths": "load",
-    "parse_conversation": "inputs",
-    "read_conversations": "inputs",
-    "resolve_dsn": "db",
-    "result_of": "consolidate",
-    "run": "query",
-    "run_named": "query",
-}
+
+def _surface() -> dict[str, str]:
+    """Each public name and the module it comes from, read from this file's imports above
+    (the one list of them)."""
+    source = Path(__file__).read_text(encoding="utf-8")
+    return {m[2]: m[1] for m in re.finditer(r"^\s*from \.(\w+) import (\w+) as \2$", source, re.MULTILINE)}
+
+
+_SURFACE = _surface()
+__all__ = sorted(_SURFACE)
 
 
 def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
+    module = _SURFACE.get(name)
     if module is None:
         raise AttributeError(f"module 'agefacts' has no attribute {name!r}")
     value = getattr(importlib.import_module(f".{module}", __name__), name)
@@ -117,63 +103,3 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(__all__))
-
-
-__all__ = [
-    "DEFAULT_GRAPH",
-    "Added",
-    "AgeFactsError",
-    "AgtypeError",
-    "Answer",
-    "AsyncMemory",
-    "Citation",
-    "CompileError",
-    "Conversation",
-    "ConversationMoved",
-    "ConversationResult",
-    "Database",
-    "DatabaseError",
-    "Embedder",
-    "EmbeddingError",
-    "EndpointDown",
-    "Engine",
-    "EngineError",
-    "ExtractionError",
-    "HistoryEntry",
-    "InputError",
-    "Known",
-    "LLMClient",
-    "LoadInterrupted",
-    "Loader",
-    "Memory",
-    "MemoryFact",
-    "Ontology",
-    "OntologyError",
-    "Outcome",
-    "QueryError",
-    "Recall",
-    "Remembered",
-    "StatisticalExtractor",
-    "Summary",
-    "Table",
-    "TopicMessage",
-    "UsageError",
-    "__version__",
-    "ask",
-    "compile_conversation",
-    "default_ontology",
-    "digest",
-    "extract_all",
-    "extract_conversation",
-    "facts",
-    "find_entities",
-    "history",
-    "load_ontology",
-    "load_paths",
-    "parse_conversation",
-    "read_conversations",
-    "resolve_dsn",
-    "result_of",
-    "run",
-    "run_named",
-]

@@ -28,11 +28,10 @@ from typing import Any
 import httpx
 
 from .db import AsyncDatabase, Database
-from .errors import DatabaseError, EndpointDown, ExtractionError, UsageError
+from .errors import DatabaseError, EmbeddingError, EndpointDown, UsageError
 
 __all__ = [
     "DEFAULT_BATCH",
-    "EmbeddingError",
     "Embedder",
     "embed_missing",
     "embed_missing_async",
@@ -42,11 +41,6 @@ __all__ = [
 ]
 
 DEFAULT_BATCH = 64
-
-
-class EmbeddingError(ExtractionError):
-    """The embeddings endpoint answered with something that is not embeddings, or the
-    database cannot store them."""
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ __all__ = [
     "CompileError",
     "ConversationMoved",
     "DatabaseError",
+    "EmbeddingError",
     "EndpointDown",
     "EngineError",
     "ExtractionError",
@@ -22,6 +23,7 @@ __all__ = [
     "LoadInterrupted",
     "OntologyError",
     "QueryError",
+    "TimeError",
     "UsageError",
     "need_text",
 ]
@@ -120,3 +122,14 @@ class LoadInterrupted(KeyboardInterrupt):
     def __init__(self, summary: Any):
         super().__init__("interrupted")
         self.summary = summary
+
+
+class EmbeddingError(ExtractionError):
+    """The embeddings endpoint answered with something that is not embeddings, or the
+    database cannot store them."""
+
+
+class TimeError(ValueError):
+    """A time that cannot be read (``agefacts.temporal``). It never reaches a caller: each
+    reader turns it into its own error, naming what it read (an :class:`InputError` for a
+    file's turn, a :class:`QueryError` for a query's ``valid_at``)."""

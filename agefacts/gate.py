@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
+from .errors import TimeError
 from .ground import locate
 from .keys import keyphrase_text
 from .models import (
@@ -48,7 +49,7 @@ from .models import (
 )
 from .names import is_identifier
 from .ontology import Ontology
-from .temporal import TimeError, normalise_instant, normalise_rrule, normalise_valid
+from .temporal import normalise_instant, normalise_rrule, normalise_valid
 
 __all__ = [
     "gate_keyphrases",

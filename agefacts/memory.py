@@ -27,14 +27,23 @@ from . import ledger
 from .append import Tail, append, tail_of
 from .db import DEFAULT_GRAPH, AsyncDatabase, Database, resolve_dsn
 from .embed import Embedder
-from .errors import AgeFactsError, ConversationMoved, ExtractionError, InputError, QueryError, UsageError, need_text
+from .errors import (
+    AgeFactsError,
+    ConversationMoved,
+    ExtractionError,
+    InputError,
+    QueryError,
+    TimeError,
+    UsageError,
+    need_text,
+)
 from .extract import DEFAULT_CONTEXT_TURNS, LLMClient, extract_conversation, pending_turns
 from .load import Loader, Outcome
 from .models import Conversation, Turn, describe
 from .ontology import Ontology, default_ontology
 from .query import TimeArg, facts, facts_async, history, history_async, run_named, run_named_async
 from .retrieve import Answer, Linked, ask, ask_async
-from .temporal import TimeError, normalise_instant, to_python
+from .temporal import normalise_instant, to_python
 
 __all__ = [
     "Added",

@@ -281,7 +281,8 @@ class Conversation(Input):
 
     @model_validator(mode="after")
     def _times(self) -> Conversation:
-        from .temporal import TimeError, normalise_instant
+        from .errors import TimeError
+        from .temporal import normalise_instant
 
         for i, turn in enumerate(self.turns):
             if turn.at is not None:

@@ -438,7 +438,8 @@ def time_text(value: TimeArg) -> str | None:
 
 def as_of(valid_at: TimeArg, known_at: TimeArg) -> tuple[str, str]:
     """The valid time and known time a read is made at, normalised (both default to now)."""
-    from .temporal import TimeError, normalise_instant, normalise_valid, now_instant
+    from .errors import TimeError
+    from .temporal import normalise_instant, normalise_valid, now_instant
 
     valid_text, known_text = time_text(valid_at), time_text(known_at)
     try:

@@ -21,18 +21,15 @@ from datetime import UTC, date, datetime
 
 from dateutil import rrule
 
+from .errors import TimeError
+
 __all__ = [
-    "TimeError",
     "normalise_instant",
     "normalise_rrule",
     "normalise_valid",
     "now_instant",
     "to_python",
 ]
-
-
-class TimeError(ValueError):
-    pass
 
 
 _PARTIAL = re.compile(r"(\d{4})(?:-(\d{2}))?(?:-(\d{2}))?")

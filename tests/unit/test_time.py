@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agefacts.temporal import TimeError, normalise_instant, normalise_rrule, normalise_valid
+from agefacts.errors import TimeError
+from agefacts.temporal import normalise_instant, normalise_rrule, normalise_valid
 
 
 @pytest.mark.parametrize(
@@ -52,7 +53,8 @@ def test_every_year_is_four_digits_and_sorts_as_text():
 
 @pytest.mark.parametrize("text", ["0001-01-01T00:00:00+01:00", "9999-12-31T23:30:00-01:00"])
 def test_an_instant_outside_the_years_once_in_utc_is_refused_with_a_sentence(text):
-    from agefacts.temporal import TimeError, normalise_instant, normalise_valid
+    from agefacts.errors import TimeError
+    from agefacts.temporal import normalise_instant, normalise_valid
 
     for norm in (normalise_instant, normalise_valid):
         with pytest.raises(TimeError, match="outside the years 0001 to 9999"):
@@ -73,7 +75,8 @@ def test_an_instant_outside_the_years_once_in_utc_is_refused_with_a_sentence(tex
     ],
 )
 def test_a_recurrence_is_one_rule_with_positive_counts(rule, why):
-    from agefacts.temporal import TimeError, normalise_rrule
+    from agefacts.errors import TimeError
+    from agefacts.temporal import normalise_rrule
 
     with pytest.raises(TimeError, match=why):
         normalise_rrule(rule)
