@@ -68,15 +68,15 @@ if TYPE_CHECKING:
     from .memory import TopicMessage as TopicMessage
     from .models import Conversation as Conversation
     from .models import ConversationResult as ConversationResult
+    from .named import run_named as run_named
     from .ontology import Ontology as Ontology
     from .ontology import default_ontology as default_ontology
     from .ontology import load_ontology as load_ontology
-    from .query import digest as digest
-    from .query import facts as facts
-    from .query import find_entities as find_entities
-    from .query import history as history
     from .query import run as run
-    from .query import run_named as run_named
+    from .reads import digest as digest
+    from .reads import facts as facts
+    from .reads import find_entities as find_entities
+    from .reads import history as history
     from .retrieve import Answer as Answer
     from .retrieve import ask as ask
 

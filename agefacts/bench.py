@@ -39,8 +39,9 @@ from .consolidate import result_of
 from .db import Database
 from .load import Loader
 from .models import Conversation, Turn
+from .named import run_named
 from .ontology import Ontology
-from .query import digest, facts, run_named
+from .reads import digest, facts
 
 __all__ = [
     "AddBench",

@@ -15,9 +15,10 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .db import Database
+    from .db import Database, Table
     from .errors import InputError
     from .extract import ConversationOutcome, LLMClient
+    from .load import Summary
     from .models import Conversation
     from .ontology import Ontology
 
@@ -225,10 +226,10 @@ def _cmd_db(args: argparse.Namespace) -> int:
 
 # -- query ----------------------------------------------------------------------------------------
 def _cmd_query(args: argparse.Namespace) -> int:
-    from . import output, query
+    from . import named, output, query
 
     if args.list:
-        rows = [(q.name, q.kind, q.params_doc, q.description) for q in query.named_queries().values()]
+        rows = [(q.name, q.kind, q.params_doc, q.description) for q in named.named_queries().values()]
         _print(output.render(["name", "kind", "params", "description"], rows, args.format))
         return _EXIT_OK
     if bool(args.cypher) == bool(args.name):
@@ -237,7 +238,7 @@ def _cmd_query(args: argparse.Namespace) -> int:
     columns = [c.strip() for c in args.columns.split(",")] if args.columns else None
     with _open_db(args) as db:
         if args.name:
-            table = query.run_named(db, args.name, params)
+            table = named.run_named(db, args.name, params)
         else:
             table = query.run(db, args.cypher, params, columns)
     _print(output.render(table.columns, table.rows, args.format))
@@ -249,10 +250,10 @@ _FACT_COLUMNS = ("subject", "predicate", "value", "object", "valid_from", "valid
 
 
 def _cmd_facts(args: argparse.Namespace) -> int:
-    from . import output, query
+    from . import output, reads
 
     with _open_db(args) as db:
-        table = query.facts(
+        table = reads.facts(
             db,
             args.entity,
             namespace=args.namespace,
@@ -267,10 +268,10 @@ def _cmd_facts(args: argparse.Namespace) -> int:
 
 
 def _cmd_history(args: argparse.Namespace) -> int:
-    from . import output, query
+    from . import output, reads
 
     with _open_db(args) as db:
-        table = query.history(
+        table = reads.history(
             db,
             args.entity,
             args.predicate,
@@ -411,10 +412,10 @@ def _cmd_bench_add(args: argparse.Namespace) -> int:
 
 
 def _cmd_digest(args: argparse.Namespace) -> int:
-    from . import query
+    from . import reads
 
     with _open_db(args) as db:
-        _print(query.digest(db))
+        _print(reads.digest(db))
     return _EXIT_OK
 
 
@@ -816,14 +817,42 @@ def _need_k(k: int) -> None:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from . import output, query
+    from . import output
 
     with _open_db(args, create=True) as db:
-        summary, table = query.demo(db, _ontology(args))
+        summary, table = _demo(db, _ontology(args))
     _print(summary.text())
     _print("\nSome facts, with the words they were read from:")
     _print(output.render(table.columns, table.rows, "table"))
     return _EXIT_FAILED if summary.failed else _EXIT_OK
+
+
+def _demo(db: Database, ontology: Ontology) -> tuple[Summary, Table]:
+    """Load the shipped example conversations and read some current facts with their quotes
+    (what ``agefacts demo`` prints)."""
+    from importlib import resources
+
+    from .db import Table
+    from .load import load_paths
+    from .reads import current_facts
+
+    with resources.as_file(resources.files("agefacts.examples")) as folder:
+        summary = load_paths(db, [folder], ontology)
+    shown = ("namespace", "subject", "predicate", "object", "quote")
+    rows = sorted(
+        (
+            (
+                r["namespace"],
+                r["subject"],
+                r["predicate"],
+                r["object"] if r["object"] is not None else r["value"],
+                r["quote"],
+            )
+            for r in current_facts(db).dicts()
+        ),
+        key=lambda row: tuple("" if x is None else str(x) for x in row),
+    )
+    return summary, Table(list(shown), rows[:12])
 
 
 # -- the parser -----------------------------------------------------------------------------------

@@ -18,7 +18,8 @@ How the text is written:
   plain MERGE the day it is fixed. A plain, unguarded CREATE never appears.
 - Properties that several conversations contribute to (an entity's name and mentions, a
   statement's known time and confidence, supersession) are recomputed from all the evidence in
-  the graph after the writes, so the graph does not depend on the order of loading.
+  the graph after the writes, so the graph does not depend on the order of loading: by the
+  Cypher spelling of each rule, which :mod:`agefacts.derive` keeps beside its Python.
 - Follow-ups are trailing comments: they are the caller's questions, not facts.
 - Keyphrases live beside the facts: a ``Keyphrase`` vertex per namespace and text, an
   ``APPEARS_IN`` edge to each message that says it (with the span), and ``CO_OCCURS`` edges
@@ -37,9 +38,9 @@ from typing import Any
 
 from . import cypher as cy
 from ._version import __version__
+from .derive import entity_recompute, statement_recompute, supersession
 from .errors import CompileError
 from .keys import (
-    SUPERSEDES_PREFIX,
     conversation_key,
     edge_key,
     entity_key,
@@ -62,11 +63,8 @@ __all__ = [
     "COOCCURRENCE_TOP",
     "cooccurrence",
     "edge_cypher",
-    "entity_recompute",
     "executable",
     "plan",
-    "statement_recompute",
-    "supersession",
     "to_cypher",
     "vertex_cypher",
 ]
@@ -453,88 +451,6 @@ def edge_cypher(e: Edge) -> str:
         f"WITH a, b, e WHERE e IS NULL "
         f"CREATE (a)-[:{cy.label(e.label)} {cy.props_map(e.props)}]->(b)"
     )
-
-
-# The recomputing Cypher below states the rules of :mod:`agefacts.derive` for a graph written
-# by hand. It never relies on the order of a collect(): an ORDER BY before an aggregation that
-# groups is not kept (the engine may sort again by the grouping keys), so "the earliest" and
-# "the latest" are min() and max() of [time, key, value] lists, which AGE orders element by
-# element and in which the unique key decides every tie. (AGE has no reduce().)
-def entity_recompute(label: str, k: str) -> list[str]:
-    """An entity's name, resolution and attributes come from the latest conversation that
-    gave them, its mentions from all; recomputed from every MENTIONED_IN edge."""
-    node = f"(n:{cy.label(label)})"
-    where = f"WHERE n.k = {cy.literal(k)} "
-    return [
-        f"MATCH {node}-[m:MENTIONED_IN]->(:Conversation) {where}"
-        "WITH n, max(CASE WHEN m.name IS NULL THEN null ELSE [coalesce(m.at, ''), m.k, m.name] END) AS named, "
-        "max(CASE WHEN m.attrs IS NULL THEN null ELSE [coalesce(m.at, ''), m.k, m.attrs] END) AS attributed "
-        "SET n.name = named[2], n.attrs = attributed[2], "
-        "n.resolution = CASE WHEN named IS NULL THEN 'nil_placeholder' ELSE 'resolved' END",
-        # No grouping key: the aggregation keeps the sorted order.
-        f"MATCH {node}-[m:MENTIONED_IN]->(:Conversation) {where}UNWIND m.mentions AS x "
-        f"WITH DISTINCT x ORDER BY x WITH collect(x) AS xs WHERE size(xs) > 0 "
-        f"MATCH {node} {where}SET n.mentions = xs",
-    ]
-
-
-def statement_recompute(k: str) -> str:
-    """Known time is the earliest evidence; provenance is that of the earliest evidence that
-    has it; confidence the highest any evidence gave."""
-
-    def first(f: str) -> str:
-        return f"min(CASE WHEN e.{f} IS NULL THEN null ELSE [e.at, e.k, e.{f}] END)"
-
-    return (
-        f"MATCH (s:Statement)-[e:EVIDENCED_BY]->(:Message) WHERE s.k = {cy.literal(k)} "
-        f"WITH s, min(e.at) AS recorded, max(e.confidence) AS conf, {first('model')} AS fm, "
-        f"{first('extractor')} AS fx, {first('schema_ref')} AS fr "
-        "SET s.recorded_at = recorded, s.confidence = conf, s.model = fm[2], "
-        "s.extractor = fx[2], s.schema_ref = fr[2]"
-    )
-
-
-def supersession(label: str, subject: str, predicate: str) -> list[str]:
-    """Recompute one (subject, single-valued predicate) group from scratch, by the rule of
-    :func:`agefacts.derive.supersede` (ordering, successor, closing, and the reading start
-    ``valid_start`` of a statement without ``valid_from`` that has a predecessor)."""
-    pattern = f"MATCH (x:{cy.label(label)})-[:SUBJECT_OF]->(s:Statement)"
-    where = f"WHERE x.k = {cy.literal(subject)} AND s.predicate = {cy.literal(predicate)}"
-    # One ordered list of the group, collected without a grouping key so its order holds.
-    ordered = (
-        f"{pattern} {where} OPTIONAL MATCH (s)-[:ABOUT]->(o) "
-        # ORDER BY names no alias: AGE before 1.7.0 cannot resolve one ("could not find rte").
-        "WITH s, coalesce(o.k, s.value) AS ident "
-        "ORDER BY coalesce(s.valid_from, s.valid_until, s.recorded_at), s.recorded_at, s.k "
-        "WITH collect(s.k) AS ks, collect(ident) AS ids, collect(coalesce(s.ends_fact, false)) AS negs, "
-        "collect(coalesce(s.ends_fact, false) OR (s.valid_from IS NULL AND s.valid_until IS NOT NULL)) AS closing, "
-        "collect(s.valid_from IS NULL AND s.valid_until IS NULL AND s.ends_fact IS NULL) AS open_start, "
-        "collect(coalesce(s.valid_from, s.recorded_at)) AS begins, "
-        "collect(coalesce(s.valid_until, s.valid_from, s.recorded_at)) AS endings, "
-        "collect(s.recorded_at) AS learned "
-    )
-    return [
-        f"MATCH (x:{cy.label(label)})-[:SUBJECT_OF]->(s:Statement)-[r:SUPERSEDES]->(:Statement) {where} DELETE r",
-        f"{pattern} {where} AND s.valid_until_inferred = true SET s.valid_until = null",
-        f"{pattern} {where} SET s.valid_until_inferred = null, s.superseded_at = null, s.valid_start = null",
-        ordered + "UNWIND range(1, size(ks) - 1) AS i "
-        "WITH ks, learned, open_start, i WHERE open_start[i] "
-        "MATCH (s:Statement) WHERE s.k = ks[i] SET s.valid_start = learned[i]",
-        ordered + "UNWIND range(0, size(ks) - 1) AS i "
-        "WITH ks, ids, negs, closing, begins, endings, learned, i, "
-        "[j IN range(i + 1, size(ks) - 1) WHERE (NOT closing[j] AND ids[j] <> ids[i]) OR (closing[j] AND ids[j] = ids[i])] AS later "
-        "WHERE NOT negs[i] AND size(later) > 0 "
-        "WITH ks[i] AS old_k, ks[head(later)] AS new_k, learned[head(later)] AS new_known, "
-        "CASE WHEN ids[head(later)] = ids[i] THEN endings[head(later)] ELSE begins[head(later)] END AS new_start "
-        "MATCH (old:Statement), (new:Statement) WHERE old.k = old_k AND new.k = new_k "
-        "SET old.superseded_at = CASE WHEN new_known > old.recorded_at THEN new_known ELSE old.recorded_at END, "
-        "old.valid_until_inferred = CASE WHEN old.valid_until IS NULL THEN true ELSE null END, "
-        "old.valid_until = coalesce(old.valid_until, new_start) "
-        f"WITH old, new, {cy.literal(SUPERSEDES_PREFIX)} + old_k + '>' + new_k AS ek "
-        "OPTIONAL MATCH (new)-[e:SUPERSEDES {k: ek}]->(old) "
-        "WITH old, new, ek, e WHERE e IS NULL "
-        "CREATE (new)-[:SUPERSEDES {k: ek}]->(old)",
-    ]
 
 
 def to_cypher(p: Plan) -> list[str]:

@@ -17,9 +17,11 @@ from typing import Any
 
 from .errors import CompileError
 from .names import is_identifier, is_label
+from .typography import QUOTES
 
 __all__ = [
     "comment",
+    "fold_quotes",
     "label",
     "literal",
     "prop",
@@ -96,3 +98,11 @@ def comment(text: str) -> str:
 
 
 _COMMENT_NEEDS = re.compile("[\x00-\x1f\x7f$\u2028\u2029\ud800-\udfff]")
+
+
+def fold_quotes(expr: str) -> str:
+    """A Cypher expression that applies :func:`agefacts.typography.fold_quotes` to the string
+    ``expr`` (AGE has no translate())."""
+    for typographic, ascii_ in sorted(QUOTES.items()):
+        expr = f"replace({expr}, {string(typographic)}, {string(ascii_)})"
+    return expr

@@ -3,9 +3,10 @@ wrote becomes an entity's or a statement's properties.
 
 These are pure functions over plain rows (the properties of the edges a vertex has), so the
 result depends only on what the graph holds, never on the order it was loaded in. The bulk
-path applies them to rows it reads from the label tables; the compiled Cypher
-(:mod:`agefacts.compile`) states the same rules in Cypher for a graph written by hand, and a
-differential property test holds the two equal on generated groups.
+path applies them to rows it reads from the label tables; for a graph written by hand (the
+compiled Cypher, the Cypher load path) each rule is spelled in Cypher here too, beside its
+Python, so that a rule changes in one place; a differential property test holds the two
+equal on generated groups.
 
 - An entity's ``name``, ``attrs`` and ``resolution`` come from the latest conversation that gave
   them (by the mention's ``at``, then its key), its ``mentions`` from all of them, distinct, in
@@ -25,7 +26,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .keys import supersedes_key
+from . import cypher as cy
+from .keys import SUPERSEDES_PREFIX, supersedes_key
 from .models import Evidence
 
 __all__ = [
@@ -35,12 +37,16 @@ __all__ = [
     "Member",
     "Order",
     "STATEMENT_DERIVED",
+    "SUPERSESSION_ORDER",
     "Succession",
     "entity_props",
+    "entity_recompute",
     "inputs_of",
     "one_per_place",
     "statement_props",
+    "statement_recompute",
     "supersede",
+    "supersession",
     "supersession_key",
     "value_ident",
 ]
@@ -171,6 +177,12 @@ def supersession_key(m: Member) -> tuple[str, str, str]:
     return (m.valid_from or m.stated_until or m.recorded_at, m.recorded_at, m.k)
 
 
+SUPERSESSION_ORDER = "coalesce(s.valid_from, s.valid_until, s.recorded_at), s.recorded_at, s.k"
+""":func:`supersession_key` in Cypher, over statements bound to ``s``: for the recomputing
+Cypher below, and the order of ``agefacts history`` (``// order: supersession`` in a named
+query)."""
+
+
 @dataclass(frozen=True)
 class Succession:
     """What supersession makes of one group: each member's derived properties (the
@@ -220,3 +232,85 @@ def supersede(members: Iterable[Member]) -> Succession:
                     break
         props[old.k] = target
     return Succession(props, sorted(edges))
+
+
+# -- the same rules in Cypher ------------------------------------------------------------------------
+# For a graph written by hand (the compiled Cypher, the Cypher load path), each rule above again. It never relies on the order of a collect(): an ORDER BY before an aggregation that
+# groups is not kept (the engine may sort again by the grouping keys), so "the earliest" and
+# "the latest" are min() and max() of [time, key, value] lists, which AGE orders element by
+# element and in which the unique key decides every tie. (AGE has no reduce().)
+def entity_recompute(label: str, k: str) -> list[str]:
+    """An entity's name, resolution and attributes come from the latest conversation that
+    gave them, its mentions from all; recomputed from every MENTIONED_IN edge."""
+    node = f"(n:{cy.label(label)})"
+    where = f"WHERE n.k = {cy.literal(k)} "
+    return [
+        f"MATCH {node}-[m:MENTIONED_IN]->(:Conversation) {where}"
+        "WITH n, max(CASE WHEN m.name IS NULL THEN null ELSE [coalesce(m.at, ''), m.k, m.name] END) AS named, "
+        "max(CASE WHEN m.attrs IS NULL THEN null ELSE [coalesce(m.at, ''), m.k, m.attrs] END) AS attributed "
+        "SET n.name = named[2], n.attrs = attributed[2], "
+        "n.resolution = CASE WHEN named IS NULL THEN 'nil_placeholder' ELSE 'resolved' END",
+        # No grouping key: the aggregation keeps the sorted order.
+        f"MATCH {node}-[m:MENTIONED_IN]->(:Conversation) {where}UNWIND m.mentions AS x "
+        f"WITH DISTINCT x ORDER BY x WITH collect(x) AS xs WHERE size(xs) > 0 "
+        f"MATCH {node} {where}SET n.mentions = xs",
+    ]
+
+
+def statement_recompute(k: str) -> str:
+    """Known time is the earliest evidence; provenance is that of the earliest evidence that
+    has it; confidence the highest any evidence gave."""
+
+    def first(f: str) -> str:
+        return f"min(CASE WHEN e.{f} IS NULL THEN null ELSE [e.at, e.k, e.{f}] END)"
+
+    return (
+        f"MATCH (s:Statement)-[e:EVIDENCED_BY]->(:Message) WHERE s.k = {cy.literal(k)} "
+        f"WITH s, min(e.at) AS recorded, max(e.confidence) AS conf, {first('model')} AS fm, "
+        f"{first('extractor')} AS fx, {first('schema_ref')} AS fr "
+        "SET s.recorded_at = recorded, s.confidence = conf, s.model = fm[2], "
+        "s.extractor = fx[2], s.schema_ref = fr[2]"
+    )
+
+
+def supersession(label: str, subject: str, predicate: str) -> list[str]:
+    """Recompute one (subject, single-valued predicate) group from scratch, by the rule of
+    :func:`supersede` (ordering, successor, closing, and the reading start
+    ``valid_start`` of a statement without ``valid_from`` that has a predecessor)."""
+    pattern = f"MATCH (x:{cy.label(label)})-[:SUBJECT_OF]->(s:Statement)"
+    where = f"WHERE x.k = {cy.literal(subject)} AND s.predicate = {cy.literal(predicate)}"
+    # One ordered list of the group, collected without a grouping key so its order holds.
+    ordered = (
+        f"{pattern} {where} OPTIONAL MATCH (s)-[:ABOUT]->(o) "
+        # ORDER BY names no alias: AGE before 1.7.0 cannot resolve one ("could not find rte").
+        "WITH s, coalesce(o.k, s.value) AS ident "
+        f"ORDER BY {SUPERSESSION_ORDER} "
+        "WITH collect(s.k) AS ks, collect(ident) AS ids, collect(coalesce(s.ends_fact, false)) AS negs, "
+        "collect(coalesce(s.ends_fact, false) OR (s.valid_from IS NULL AND s.valid_until IS NOT NULL)) AS closing, "
+        "collect(s.valid_from IS NULL AND s.valid_until IS NULL AND s.ends_fact IS NULL) AS open_start, "
+        "collect(coalesce(s.valid_from, s.recorded_at)) AS begins, "
+        "collect(coalesce(s.valid_until, s.valid_from, s.recorded_at)) AS endings, "
+        "collect(s.recorded_at) AS learned "
+    )
+    return [
+        f"MATCH (x:{cy.label(label)})-[:SUBJECT_OF]->(s:Statement)-[r:SUPERSEDES]->(:Statement) {where} DELETE r",
+        f"{pattern} {where} AND s.valid_until_inferred = true SET s.valid_until = null",
+        f"{pattern} {where} SET s.valid_until_inferred = null, s.superseded_at = null, s.valid_start = null",
+        ordered + "UNWIND range(1, size(ks) - 1) AS i "
+        "WITH ks, learned, open_start, i WHERE open_start[i] "
+        "MATCH (s:Statement) WHERE s.k = ks[i] SET s.valid_start = learned[i]",
+        ordered + "UNWIND range(0, size(ks) - 1) AS i "
+        "WITH ks, ids, negs, closing, begins, endings, learned, i, "
+        "[j IN range(i + 1, size(ks) - 1) WHERE (NOT closing[j] AND ids[j] <> ids[i]) OR (closing[j] AND ids[j] = ids[i])] AS later "
+        "WHERE NOT negs[i] AND size(later) > 0 "
+        "WITH ks[i] AS old_k, ks[head(later)] AS new_k, learned[head(later)] AS new_known, "
+        "CASE WHEN ids[head(later)] = ids[i] THEN endings[head(later)] ELSE begins[head(later)] END AS new_start "
+        "MATCH (old:Statement), (new:Statement) WHERE old.k = old_k AND new.k = new_k "
+        "SET old.superseded_at = CASE WHEN new_known > old.recorded_at THEN new_known ELSE old.recorded_at END, "
+        "old.valid_until_inferred = CASE WHEN old.valid_until IS NULL THEN true ELSE null END, "
+        "old.valid_until = coalesce(old.valid_until, new_start) "
+        f"WITH old, new, {cy.literal(SUPERSEDES_PREFIX)} + old_k + '>' + new_k AS ek "
+        "OPTIONAL MATCH (new)-[e:SUPERSEDES {k: ek}]->(old) "
+        "WITH old, new, ek, e WHERE e IS NULL "
+        "CREATE (new)-[:SUPERSEDES {k: ek}]->(old)",
+    ]

@@ -27,7 +27,8 @@ from typing import Any
 
 import httpx
 
-from .db import AsyncDatabase, Database
+from .asyncdb import AsyncDatabase
+from .db import Database
 from .errors import DatabaseError, EmbeddingError, EndpointDown, UsageError
 
 __all__ = [

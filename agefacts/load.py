@@ -26,9 +26,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 from . import ledger
-from .compile import EXTRACTOR, Plan, entity_recompute, executable, plan, statement_recompute, supersession, to_cypher
+from .compile import EXTRACTOR, Plan, executable, plan, to_cypher
 from .consolidate import result_of
 from .db import Database
+from .derive import entity_recompute, statement_recompute, supersession
 from .errors import (
     AgeFactsError,
     ConversationMoved,

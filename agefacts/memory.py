@@ -25,7 +25,8 @@ from pydantic import ValidationError
 
 from . import ledger
 from .append import Tail, append, tail_of
-from .db import DEFAULT_GRAPH, AsyncDatabase, Database, resolve_dsn
+from .asyncdb import AsyncDatabase
+from .db import DEFAULT_GRAPH, Database, resolve_dsn
 from .embed import Embedder
 from .errors import (
     AgeFactsError,
@@ -40,8 +41,9 @@ from .errors import (
 from .extract import DEFAULT_CONTEXT_TURNS, LLMClient, extract_conversation, pending_turns
 from .load import Loader, Outcome
 from .models import Conversation, Turn, describe
+from .named import run_named, run_named_async
 from .ontology import Ontology, default_ontology
-from .query import TimeArg, facts, facts_async, history, history_async, run_named, run_named_async
+from .reads import TimeArg, facts, facts_async, history, history_async
 from .retrieve import Answer, Linked, ask, ask_async
 from .temporal import normalise_instant, to_python
 
@@ -648,7 +650,8 @@ def correction(
 
     from .keys import entity_key, user_key
     from .models import Entity
-    from .query import as_of, find_entities, run_named
+    from .named import run_named
+    from .reads import as_of, find_entities
 
     for name, text in (("namespace", namespace), ("by", by), ("predicate", predicate), ("said", said)):
         if not isinstance(text, str) or not text.strip():

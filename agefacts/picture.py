@@ -168,14 +168,14 @@ def picture_of(
     html_page: bool = True,
 ) -> Picture:
     """Find one entity by key, name or mention and draw it with its facts as of the two times."""
-    from . import query
+    from . import reads
 
-    found = query.find_entities(db, entity, namespace)
+    found = reads.find_entities(db, entity, namespace)
     if not found:
         raise AgeFactsError(f"no entity {entity!r}: give a key, a name or a mention")
     if len(found) > 1:
         keys = ", ".join(f"{e['key']} ({e['namespace']}, {e['name']})" for e in found)
         raise UsageError(f"{entity!r} names {len(found)} entities; pick one by key or --namespace: {keys}")
-    rows = query.facts(db, found[0]["key"], valid_at=valid_at, known_at=known_at).dicts()
+    rows = reads.facts(db, found[0]["key"], valid_at=valid_at, known_at=known_at).dicts()
     svg = render_svg(dot_source(found[0], rows))
     return Picture(found[0], rows, render_html(found[0], rows, svg) if html_page else svg)

@@ -33,12 +33,14 @@ import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
 
-from .db import AsyncDatabase, Database
+from .asyncdb import AsyncDatabase
+from .db import Database
 from .embed import Embedder, nearest_messages, nearest_messages_async
 from .errors import UsageError, need_text
 from .keys import keyphrase_key, keyphrase_text, message_key
+from .named import run_named, run_named_async
 from .ontology import Ontology
-from .query import TimeArg, as_of, check_scope, facts_of_each, facts_of_each_async, run_named, run_named_async
+from .reads import TimeArg, as_of, check_scope, facts_of_each, facts_of_each_async
 from .temporal import to_python
 
 __all__ = [

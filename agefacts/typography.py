@@ -1,16 +1,14 @@
 """Typographic characters that people and models type interchangeably with ASCII ones: the
 one table of them, used by grounding (to find a retyped quote), by the named-entity key and by
-entity lookup (so "Bloomingdale’s" and "Bloomingdale's" are one entity, found by either)."""
+entity lookup (so "Bloomingdale’s" and "Bloomingdale's" are one entity, found by either;
+:func:`agefacts.cypher.fold_quotes` spells the fold in Cypher)."""
 
 from __future__ import annotations
-
-from . import cypher as cy
 
 __all__ = [
     "DASHES",
     "ELLIPSIS",
     "QUOTES",
-    "cypher_fold_quotes",
     "fold",
     "fold_quotes",
 ]
@@ -48,10 +46,3 @@ def fold_quotes(text: str) -> str:
 def fold(text: str) -> str:
     """Quotes, apostrophes and dashes to ASCII, character for character."""
     return text.translate(_ALL)
-
-
-def cypher_fold_quotes(expr: str) -> str:
-    """A Cypher expression that applies :func:`fold_quotes` to the string ``expr``."""
-    for typographic, ascii_ in sorted(QUOTES.items()):
-        expr = f"replace({expr}, {cy.string(typographic)}, {cy.string(ascii_)})"
-    return expr

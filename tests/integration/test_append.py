@@ -14,7 +14,7 @@ from agefacts import AsyncMemory, Memory
 from agefacts.db import Database
 from agefacts.load import Loader
 from agefacts.models import Turn
-from agefacts.query import digest
+from agefacts.reads import digest
 
 from ..helpers import ONTO, claim, fresh, fuzz, place, user_turn
 

@@ -350,7 +350,7 @@ def test_a_connection_closed_while_idle_is_opened_again_for_the_next_statement(d
 def test_an_async_connection_closed_while_idle_is_opened_again(dsn, db):
     import asyncio
 
-    from agefacts.db import AsyncDatabase
+    from agefacts.asyncdb import AsyncDatabase
 
     db.ensure_labels(vertex=["Person"])
     db.cypher("CREATE (:Person {k: 'p1', name: 'Ada'})")
@@ -376,7 +376,8 @@ def test_named_queries_run_prepared_and_a_closed_client_leaves_none_behind(dsn, 
     graph dropped and made again under them is read again, not through a stale plan."""
     from agefacts.inputs import read_conversations
     from agefacts.load import Loader
-    from agefacts.query import facts, run_named
+    from agefacts.named import run_named
+    from agefacts.reads import facts
 
     from ..helpers import EXAMPLES, ONTO
 

@@ -8,8 +8,7 @@ import json
 from hypothesis import HealthCheck, given, settings
 
 from agefacts import cypher as cy
-from agefacts.compile import supersession
-from agefacts.derive import Member, supersede
+from agefacts.derive import Member, supersede, supersession
 
 from ..helpers import members
 

@@ -9,7 +9,7 @@ import pytest
 
 from agefacts.cli import main
 from agefacts.load import Loader
-from agefacts.query import facts, find_entities
+from agefacts.reads import facts, find_entities
 
 from ..helpers import ONTO, shop
 

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from agefacts.db import Database
 from agefacts.load import Loader
 from agefacts.models import Conversation
-from agefacts.query import digest, graph_content
+from agefacts.reads import digest, graph_content
 
 from ..helpers import ONTO, claim, fresh, fuzz, user_turn
 

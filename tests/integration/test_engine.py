@@ -268,7 +268,7 @@ def test_a_disk_that_fills_during_a_load_ends_the_run_with_its_reason_and_nothin
     from agefacts.bench import generate
     from agefacts.load import Loader, Summary
     from agefacts.models import Conversation
-    from agefacts.query import digest
+    from agefacts.reads import digest
 
     from ..helpers import ONTO
 
@@ -314,7 +314,7 @@ def test_a_disk_that_fills_under_the_write_ahead_log_hangs_the_engine_and_a_rest
     from pathlib import Path
 
     from agefacts.load import load_paths
-    from agefacts.query import digest
+    from agefacts.reads import digest
 
     from ..helpers import EXAMPLES, ONTO
 

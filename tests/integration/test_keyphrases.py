@@ -15,7 +15,7 @@ from agefacts.inputs import read_conversations
 from agefacts.keyphrases import StatisticalExtractor
 from agefacts.load import Loader
 from agefacts.models import Conversation
-from agefacts.query import digest
+from agefacts.reads import digest
 from agefacts.retrieve import ask
 
 from ..helpers import EXAMPLES, ONTO, VIAS, conversation

@@ -14,7 +14,7 @@ from agefacts.compile import compile_conversation, executable
 from agefacts.db import Database
 from agefacts.inputs import read_conversations
 from agefacts.load import Loader, load_paths
-from agefacts.query import digest, graph_content
+from agefacts.reads import digest, graph_content
 
 from ..helpers import EXAMPLES, ONTO, claim, conversation, place, user_turn
 

@@ -10,7 +10,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 from agefacts.load import load_paths
-from agefacts.query import run_named
+from agefacts.named import run_named
 
 from ..helpers import EXAMPLES, ONTO
 from ..llm_server import completion

@@ -14,7 +14,8 @@ from agefacts import AsyncMemory, LLMClient, Memory, MemoryFact, QueryError
 from agefacts.cli import main
 from agefacts.errors import ExtractionError
 from agefacts.load import Loader, load_paths
-from agefacts.query import digest, run_named
+from agefacts.named import run_named
+from agefacts.reads import digest
 from agefacts.retrieve import relevance
 
 from ..helpers import EXAMPLES, LIKES, LIVES, ONTO, VIAS
@@ -354,7 +355,7 @@ def _acme(cid: str, text: str, at: str, **when) -> object:
 @pytest.mark.parametrize("via", VIAS)
 def test_an_undated_statement_of_a_dated_fact_is_its_evidence(db, via):
     from agefacts.load import Loader
-    from agefacts.query import facts
+    from agefacts.reads import facts
 
     dated = _acme("c1", "I start at Acme on November 2.", "2026-11-01T09:00:00Z", valid_from="2026-11-02")
     again = _acme("c2", "I work at Acme.", "2026-11-20T09:00:00Z")

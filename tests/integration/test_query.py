@@ -15,8 +15,9 @@ from agefacts.agtype import Path as AgPath
 from agefacts.cli import main
 from agefacts.keys import keyphrase_key, message_key
 from agefacts.load import Loader, load_paths
-from agefacts.query import facts as query_facts
-from agefacts.query import named_queries, return_columns, run, run_named
+from agefacts.named import named_queries, run_named
+from agefacts.query import return_columns, run
+from agefacts.reads import facts as query_facts
 from agefacts.retrieve import ask, link
 
 from ..helpers import EXAMPLES, ONTO, conversation
@@ -288,7 +289,7 @@ def test_facts_by_key_answer_as_facts_by_name_do(loaded):
     decides an entity with no facts at that time (empty), a key of no entity, and a key of
     another namespace (both refused)."""
     from agefacts.errors import QueryError
-    from agefacts.query import facts
+    from agefacts.reads import facts
 
     db = loaded
     nina = run_named(db, "entities", {"text": "user", "namespace": "nina"}).dicts()[0]["key"]
@@ -353,7 +354,7 @@ def test_a_message_s_statements_are_found_through_its_key_index(loaded):
     conversation and the ordinal), not by a property map, which no index serves: it read every
     message. With sequential scans priced out, the message is looked up by an index condition,
     not read through a whole index with a filter."""
-    from agefacts.query import bind_named
+    from agefacts.named import bind_named
 
     db = loaded
     q, values = bind_named("message_statements", {"conversation": "ann-01", "ordinal": 0, "namespace": "ann"})
@@ -373,7 +374,7 @@ def test_facts_of_many_entities_read_in_one_query_are_each_ones_own_facts(loaded
     """Over every namespace, the facts of "user" were read one query per namespace (14 s for a
     name in 1,251 namespaces where one query takes 0.8 s); read in one, they are the union
     of each namespace's own."""
-    from agefacts.query import facts, facts_of_each
+    from agefacts.reads import facts, facts_of_each
 
     db = loaded
     owners = run_named(db, "entities", {"text": "user", "namespace": None}).dicts()

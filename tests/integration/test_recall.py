@@ -11,7 +11,7 @@ from agefacts.cli import main
 from agefacts.db import Database
 from agefacts.load import Loader
 from agefacts.models import Conversation
-from agefacts.query import run_named
+from agefacts.named import run_named
 from agefacts.recall import BM25, read_questions, score
 from agefacts.retrieve import ask
 

@@ -17,7 +17,7 @@ from agefacts.engine import Engine
 from agefacts.errors import DatabaseError
 from agefacts.load import Loader, load_paths
 from agefacts.models import Conversation
-from agefacts.query import digest, graph_content
+from agefacts.reads import digest, graph_content
 
 from ..helpers import EXAMPLES, ONTO, claim, spelled_times, user_turn
 from .conftest import free_port

@@ -13,7 +13,7 @@ import pytest
 from agefacts.db import Database, age_version_at_least
 from agefacts.errors import DatabaseError, UsageError
 from agefacts.load import Loader, load_paths, setup
-from agefacts.query import facts
+from agefacts.reads import facts
 
 from ..helpers import EXAMPLES, LIVES, ONTO, conversation
 

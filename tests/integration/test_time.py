@@ -12,7 +12,7 @@ from agefacts.db import Database
 from agefacts.errors import QueryError
 from agefacts.inputs import read_conversations
 from agefacts.load import Loader
-from agefacts.query import digest, facts, history
+from agefacts.reads import digest, facts, history
 
 from ..helpers import EXAMPLES, ONTO, VIAS, likes
 

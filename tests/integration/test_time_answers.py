@@ -8,7 +8,7 @@ import pytest
 from agefacts.inputs import read_conversations
 from agefacts.load import Loader
 from agefacts.ontology import Ontology
-from agefacts.query import current_facts, digest, facts, history
+from agefacts.reads import current_facts, digest, facts, history
 
 from ..helpers import EXAMPLES, ONTO, VIAS, claim, conversation, user_turn
 

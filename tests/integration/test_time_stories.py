@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from agefacts.db import Database
 from agefacts.load import Loader
-from agefacts.query import facts, run_named
+from agefacts.named import run_named
+from agefacts.reads import facts
 from agefacts.timeline import fact_rows
 
 from ..helpers import ONTO, claim, conversation, user_turn

@@ -6,10 +6,11 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
+from agefacts.cypher import fold_quotes
 from agefacts.ground import locate
 from agefacts.keys import normalise_name
-from agefacts.query import named_queries
-from agefacts.typography import QUOTES, cypher_fold_quotes
+from agefacts.named import named_queries
+from agefacts.typography import QUOTES
 
 
 # -- 1. typographic apostrophes do not split entities ---------------------------------------------------
@@ -21,7 +22,7 @@ def test_the_named_entity_key_folds_typographic_apostrophes_and_quotes():
 
 def test_the_entities_query_folds_what_typography_folds():
     text = named_queries()["entities"].text
-    assert cypher_fold_quotes("toLower(x)") in text and cypher_fold_quotes("toLower($text)") in text
+    assert fold_quotes("toLower(x)") in text and fold_quotes("toLower($text)") in text
     assert set(QUOTES) <= {ch for ch in text if ord(ch) > 127}
 
 

@@ -1,0 +1,204 @@
+"""The asynchronous connection, for reading (psycopg's ``AsyncConnection``): what
+:class:`AsyncMemory` and the MCP server read through. It shares the synchronous
+:class:`agefacts.db.Database`'s statements, its prepared-statement names and its one place where
+database errors become ours; it sets nothing up."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from .db import (
+    _LABELS,
+    _LOAD_AGE,
+    _LOAD_AGE_BY_CALL,
+    _SEARCH_PATH,
+    DEFAULT_GRAPH,
+    Table,
+    _bad_dsn,
+    _closed_while_idle,
+    _ClosedWhileIdle,
+    _Prepared,
+    check_graph_name,
+    cypher_statement,
+    translate,
+)
+from .errors import DatabaseError
+
+__all__ = ["AsyncDatabase"]
+
+_log = logging.getLogger("agefacts.db")
+
+
+class AsyncDatabase:
+    """An asynchronous connection to one AGE graph, for reading (psycopg's
+    ``AsyncConnection``). It sets nothing up: the graph and agefacts' SQL objects are made by
+    a :class:`Database` that writes (``AsyncMemory`` opens one first)."""
+
+    def __init__(self, dsn: str, graph: str = DEFAULT_GRAPH, *, connect_timeout: float = 30):
+        self.dsn = dsn
+        self.graph = check_graph_name(graph)
+        self.connect_timeout = connect_timeout
+        self._conn: psycopg.AsyncConnection | None = None
+        self.age_version: str | None = None
+        self._one_at_a_time = asyncio.Lock()
+        self._reopening = asyncio.Lock()
+        self._prepared = _Prepared(self.graph)
+
+    async def __aenter__(self) -> AsyncDatabase:
+        return await self.connect()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def connect(self) -> AsyncDatabase:
+        """Open (or reopen) the connection. The new one is made ready before it replaces the
+        old, so that tasks sharing this object never meet a half-made connection."""
+        try:
+            conn = await psycopg.AsyncConnection.connect(
+                self.dsn, autocommit=True, prepare_threshold=None, connect_timeout=int(self.connect_timeout)
+            )
+        except psycopg.ProgrammingError as exc:
+            raise _bad_dsn(exc) from None
+        except psycopg.Error as exc:
+            raise translate(exc, "connecting to the database") from exc
+
+        async def run(stmt: str) -> list[tuple[Any, ...]]:
+            async with conn.transaction():
+                cur = await conn.execute(stmt)
+                return await cur.fetchall() if cur.description else []
+
+        try:
+            rows = await run("SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'age'")
+            try:
+                try:
+                    await run(_LOAD_AGE)
+                except psycopg.errors.InsufficientPrivilege:
+                    await run(_LOAD_AGE_BY_CALL)  # see Database._load_age
+            except psycopg.Error as exc:
+                raise translate(exc, "loading Apache AGE (is the age extension installed?)") from exc
+            await run(_SEARCH_PATH)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await conn.close()
+            raise
+        old, self._conn = self._conn, conn
+        self.age_version = rows[0][0] if rows else None
+        if old is not None:
+            with contextlib.suppress(Exception):
+                await old.close()
+        return self
+
+    async def close(self) -> None:
+        if self._conn is not None:
+            if self._prepared.on is self._conn and not self._conn.closed:
+                for name in sorted(self._prepared.names):
+                    with contextlib.suppress(Exception):
+                        await self._conn.execute(sql.SQL("DEALLOCATE {}").format(sql.Identifier(name)))
+            with contextlib.suppress(Exception):
+                await self._conn.close()
+        self._conn = None
+
+    async def cypher(
+        self,
+        query: str,
+        params: Mapping[str, Any] | None = None,
+        columns: Sequence[str] = ("v",),
+        *,
+        prepared: bool = False,
+    ) -> Table:
+        """Run Cypher and decode every value, as :meth:`Database.cypher` does (``prepared``
+        too)."""
+        from .agtype import decode
+
+        try:
+            if prepared:
+                rows = await self._cypher_prepared(query, params or {}, columns)
+            else:
+                stmt = cypher_statement(self.graph, query, columns, with_params=params is not None)
+                args = (json.dumps(params, ensure_ascii=False),) if params is not None else None
+                rows = await self._run(stmt, args)
+        except psycopg.Error as exc:
+            raise translate(exc, "running Cypher") from exc
+        return Table(list(columns), [tuple(decode(v) for v in row) for row in rows])
+
+    async def _cypher_prepared(
+        self, query: str, params: Mapping[str, Any], columns: Sequence[str]
+    ) -> list[tuple[Any, ...]]:
+        """:meth:`Database._cypher_prepared` on this connection."""
+        if self._conn is None or self._conn.closed:
+            await self.connect()
+        for attempt in (1, 2):
+            name, prepare, execute = self._prepared.statements(query, columns, self._conn)
+            if prepare is not None:
+                try:
+                    await self._run(prepare)
+                except psycopg.errors.DuplicatePreparedStatement:
+                    pass  # this client prepared it before a reconnect, on the same session
+                self._prepared.names.add(name)
+            try:
+                return await self._run(execute(params))
+            except psycopg.errors.InvalidSqlStatementName:
+                # Gone from the session (a reconnect): prepared again, once.
+                self._prepared.names.discard(name)
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def labels(self) -> dict[str, str]:
+        """:meth:`Database.labels` on this connection."""
+        try:
+            return {name: kind for name, kind in await self._run(_LABELS, (self.graph,))}
+        except psycopg.Error as exc:
+            raise translate(exc, "reading the graph's labels") from exc
+
+    async def table(
+        self, query: str | sql.Composable, params: Sequence[Any] | Mapping[str, Any] | None = None
+    ) -> Table:
+        try:
+            names: list[str] = []
+            rows = await self._run(query, params, names)
+        except psycopg.Error as exc:
+            raise translate(exc, "running SQL") from exc
+        return Table(names, [tuple(r) for r in rows])
+
+    async def _run(self, stmt: Any, args: Any = None, names: list[str] | None = None) -> list[tuple[Any, ...]]:
+        # Each statement in a transaction of its own, for the reason Database._run gives, and
+        # one at a time: tasks sharing the connection (an MCP server's concurrent calls) would
+        # otherwise nest their transactions into each other's.
+        if self._conn is None or self._conn.closed:
+            await self.connect()
+        assert self._conn is not None
+        try:
+            return await self._run_once(stmt, args, names)
+        except _ClosedWhileIdle as closed:
+            # As Database._tx: only the BEGIN failed. Outside the lock (connecting runs
+            # statements of its own), and once for tasks that found it closed together.
+            async with self._reopening:
+                if self._conn is closed.conn:
+                    _log.info("the connection to the database was closed while idle (%s); opening it again", closed)
+                    await self.connect()
+            return await self._run_once(stmt, args, names)
+
+    async def _run_once(self, stmt: Any, args: Any, names: list[str] | None) -> list[tuple[Any, ...]]:
+        async with self._one_at_a_time, contextlib.AsyncExitStack() as stack:
+            conn = self._conn  # read under the lock: another task may have opened a new one
+            if conn is None:
+                raise DatabaseError("the connection is closed")
+            try:
+                await stack.enter_async_context(conn.transaction())
+            except psycopg.Error as exc:
+                if _closed_while_idle(conn):
+                    raise _ClosedWhileIdle(exc, conn) from exc
+                raise
+            cur = await conn.execute(stmt, args)
+            if names is not None and cur.description:
+                names.extend(d.name for d in cur.description)
+            return await cur.fetchall() if cur.description else []
