@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from .db import Database, Table
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     from .load import Summary
     from .models import Conversation
     from .ontology import Ontology
+    from .placement import Placement
 
 from ._version import __version__
 from .errors import AgeFactsError, UsageError
@@ -29,6 +31,8 @@ __all__ = [
     "build_parser",
     "main",
 ]
+
+_T = TypeVar("_T")
 
 _EXIT_OK, _EXIT_FAILED, _EXIT_USAGE = 0, 1, 2
 _EXIT_SOFTWARE = 70  # sysexits.h EX_SOFTWARE: an internal error
@@ -55,6 +59,13 @@ def _db_options() -> argparse.ArgumentParser:
         default=None,
         help="port for the embedded engine when this command starts it (default: $AGEFACTS_PORT or 54329)",
     )
+    g.add_argument(
+        "--placement",
+        default=None,
+        help="a placement file (TOML) naming several servers, each namespace living on one; the command goes "
+        "to its namespace's server (default: $AGEFACTS_PLACEMENT; --dsn overrides it)",
+    )
+    g.add_argument("--server", default=None, help="with a placement: the server a command without a namespace uses")
     return p
 
 
@@ -104,12 +115,70 @@ def _format_option(p: argparse.ArgumentParser, choices: Sequence[str] = ("table"
     p.add_argument("--format", choices=list(choices), default="table", help="output format")
 
 
+def _placement(args: argparse.Namespace) -> Placement | None:
+    """The command's placement (--placement, else $AGEFACTS_PLACEMENT), unless --dsn names one
+    database."""
+    from .placement import placement_from
+
+    if args.dsn is not None:
+        return None
+    return placement_from(getattr(args, "placement", None))
+
+
+def _placed_dsn(args: argparse.Namespace, placement: Placement) -> str:
+    """The server of the command's namespace (following the note of a moved one), or --server."""
+    from .placed import close_all, database_router
+
+    if args.server is not None:
+        return placement.server(args.server).dsn
+    namespace = getattr(args, "namespace", None)
+    if namespace is None:
+        raise UsageError(
+            f"with a placement, a command goes to its namespace's server: give --namespace, or --server NAME "
+            f"({', '.join(sorted(placement.servers))})"
+        )
+    router = database_router(placement, args.graph)
+    try:
+        return placement.server(router.server_of(namespace)).dsn
+    finally:
+        close_all(router)
+
+
+def _everywhere(
+    args: argparse.Namespace, read: Callable[[Database], _T]
+) -> list[tuple[_T, dict[str, tuple[str, str]]]] | None:
+    """With a placement and --all-namespaces: ``read`` on every server at once, each with the
+    notes of the namespaces that left it; else None (one database)."""
+    from .placed import close_all, database_router
+
+    placement = _placement(args)
+    if placement is None or not getattr(args, "all_namespaces", False):
+        return None
+    router = database_router(placement, args.graph)
+    try:
+        return router.everywhere(read)
+    finally:
+        close_all(router)
+
+
+def _merged_table(got: list[tuple[Table, dict[str, tuple[str, str]]]], order: Callable[[Any], Any]) -> Table:
+    from .db import Table
+    from .placed import merge_rows
+
+    columns = got[0][0].columns if got else []
+    rows = merge_rows([(t.dicts(), notes) for t, notes in got], order)
+    return Table(columns, [tuple(r[c] for c in columns) for r in rows])
+
+
 def _open_db(args: argparse.Namespace, *, create: bool = False) -> Database:
-    """The database of the command's --dsn and --graph. Only the commands that write make the
-    graph when it does not exist; the others say that it does not."""
+    """The database of the command's --dsn (or its namespace's server in a placement) and
+    --graph. Only the commands that write make the graph when it does not exist; the others
+    say that it does not."""
     from .db import Database, resolve_dsn
 
-    db = Database(resolve_dsn(args.dsn, port=args.port), args.graph, create=create)  # connected by `with`
+    placement = _placement(args)
+    dsn = _placed_dsn(args, placement) if placement is not None else resolve_dsn(args.dsn, port=args.port)
+    db = Database(dsn, args.graph, create=create)  # connected by `with`
     if getattr(args.func, "__name__", "") in _READERS:
         # A read that waits on someone else (a lock, or the embedded engine held by another
         # client) says so, rather than hanging in silence.
@@ -251,9 +320,10 @@ _FACT_COLUMNS = ("subject", "predicate", "value", "object", "valid_from", "valid
 
 def _cmd_facts(args: argparse.Namespace) -> int:
     from . import output, reads
+    from .timeline import fact_order
 
-    with _open_db(args) as db:
-        table = reads.facts(
+    def read(db: Database) -> Table:
+        return reads.facts(
             db,
             args.entity,
             namespace=args.namespace,
@@ -261,6 +331,13 @@ def _cmd_facts(args: argparse.Namespace) -> int:
             valid_at=args.valid_at,
             known_at=args.known_at,
         )
+
+    got = _everywhere(args, read)
+    if got is not None:
+        table = _merged_table(got, fact_order)
+    else:
+        with _open_db(args) as db:
+            table = read(db)
     keep = ["namespace"] if args.namespace is None else []
     keep += [*_FACT_COLUMNS, "recorded_at", "superseded_at", "quote", "conversation"]
     _print(output.render_some(table.columns, table.rows, args.format, keep))
@@ -269,9 +346,10 @@ def _cmd_facts(args: argparse.Namespace) -> int:
 
 def _cmd_history(args: argparse.Namespace) -> int:
     from . import output, reads
+    from .placed import history_order
 
-    with _open_db(args) as db:
-        table = reads.history(
+    def read(db: Database) -> Table:
+        return reads.history(
             db,
             args.entity,
             args.predicate,
@@ -279,6 +357,13 @@ def _cmd_history(args: argparse.Namespace) -> int:
             all_namespaces=args.all_namespaces,
             ontology=_read_ontology(args, db),
         )
+
+    got = _everywhere(args, read)
+    if got is not None:
+        table = _merged_table(got, history_order)
+    else:
+        with _open_db(args) as db:
+            table = read(db)
     keep = ["namespace"] if args.namespace is None else []
     keep += ["subject", "kind", "value", "object", "valid_from", "valid_until", "recorded_at", "superseded_at", "quote"]
     _print(output.render_some(table.columns, table.rows, args.format, keep))
@@ -287,10 +372,13 @@ def _cmd_history(args: argparse.Namespace) -> int:
 
 def _cmd_ask(args: argparse.Namespace) -> int:
     from . import output
-    from .retrieve import about, ask
+    from .placed import merge_answers
+    from .retrieve import Answer, about, ask
 
-    with _open_db(args) as db:
-        answer = ask(
+    embedder = _embedder(args)
+
+    def read(db: Database) -> Answer:
+        return ask(
             db,
             args.question,
             _read_ontology(args, db),
@@ -299,8 +387,15 @@ def _cmd_ask(args: argparse.Namespace) -> int:
             k=args.k,
             valid_at=args.valid_at,
             known_at=args.known_at,
-            embedder=_embedder(args),
+            embedder=embedder,
         )
+
+    got = _everywhere(args, read)
+    if got is not None:
+        answer = merge_answers(args.question, got, _ontology(args), args.k)
+    else:
+        with _open_db(args) as db:
+            answer = read(db)
     if args.format == "json":
         _print(json.dumps(answer.to_json(), ensure_ascii=False, indent=2))
         return _EXIT_OK
@@ -411,11 +506,27 @@ def _cmd_bench_add(args: argparse.Namespace) -> int:
     return _EXIT_OK if result.digest_equal else _EXIT_FAILED
 
 
+def _cmd_move(args: argparse.Namespace) -> int:
+    from .placed import move
+
+    placement = _placement(args)
+    if placement is None:
+        raise UsageError("agefacts move moves a namespace between the servers of a placement: give --placement FILE")
+    move(
+        placement,
+        args.namespace,
+        args.to,
+        args.graph,
+        progress=lambda step: print(f"move: {step}", file=sys.stderr, flush=True),
+    )
+    return _EXIT_OK
+
+
 def _cmd_digest(args: argparse.Namespace) -> int:
     from . import reads
 
     with _open_db(args) as db:
-        _print(reads.digest(db))
+        _print(reads.digest(db, args.namespace))
     return _EXIT_OK
 
 
@@ -567,10 +678,12 @@ def _cmd_mcp(args: argparse.Namespace) -> int:
     from .mcp_server import serve
 
     llm = _llm_client(args) if args.llm_url else None
+    placement = _placement(args)
     # stdout is the protocol's channel: nothing else may be printed there.
     serve(
-        resolve_dsn(args.dsn, port=args.port),
+        None if placement is not None else resolve_dsn(args.dsn, port=args.port),
         args.graph,
+        placement=placement,
         namespace=args.namespace,
         # Without --ontology, the memory reads the graph's own.
         ontology=_ontology(args) if args.ontology else None,
@@ -648,19 +761,29 @@ def _cmd_load(args: argparse.Namespace) -> int:
 
     ontology = _ontology(args)
     progress = terminal_progress() if args.format == "table" else None
+    placement = _placement(args) if args.server is None else None
     try:
-        with _first_interrupt_finishes_the_batch() as asked, _open_db(args, create=True) as db:
-            summary = load_paths(
-                db,
-                args.paths,
-                ontology,
-                force=args.force,
-                via=args.via,
-                progress=progress,
-                stop=asked.is_set,
-                batch_statements=args.batch_statements,
-                tune_interpreter=True,  # this process only loads
-            )
+        with _first_interrupt_finishes_the_batch() as asked:
+
+            def run(load: Callable[..., Summary]) -> Summary:
+                return load(
+                    args.paths,
+                    ontology,
+                    force=args.force,
+                    via=args.via,
+                    progress=progress,
+                    stop=asked.is_set,
+                    batch_statements=args.batch_statements,
+                    tune_interpreter=True,  # this process only loads
+                )
+
+            if placement is not None:
+                from .placed import load_placed
+
+                summary = run(functools.partial(load_placed, placement, args.graph))
+            else:
+                with _open_db(args, create=True) as db:
+                    summary = run(functools.partial(load_paths, db))
     except LoadInterrupted as stop:
         if progress:
             sys.stderr.write("\r\033[K")
@@ -969,7 +1092,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_bench_add)
 
     p = sub.add_parser("digest", parents=[dbo], help="print the hash of the graph's logical content")
+    p.add_argument("--namespace", default=None, help="of this namespace's content only")
     p.set_defaults(func=_cmd_digest)
+
+    p = sub.add_parser(
+        "move", parents=[dbo], help="move a namespace's memory to another server of a placement (safe to run again)"
+    )
+    p.add_argument("--namespace", required=True, help="whose memory to move")
+    p.add_argument("--to", required=True, help="the server (by its name in the placement) to move it to")
+    p.set_defaults(func=_cmd_move)
     p = sub.add_parser("schema", parents=[ont], help="print a JSON Schema: conversation, result, or reply")
     p.add_argument("what", choices=["conversation", "result", "reply"])
     p.set_defaults(func=_cmd_schema)
@@ -1148,7 +1279,8 @@ def _embedded_interrupt(args: argparse.Namespace, interrupted: list[str]) -> Ite
     from .db import chooses_embedded
 
     func = getattr(args.func, "__name__", "")
-    embedded = chooses_embedded(getattr(args, "dsn", None))
+    placed = getattr(args, "placement", None) or os.environ.get("AGEFACTS_PLACEMENT")
+    embedded = chooses_embedded(getattr(args, "dsn", None)) and not (placed and getattr(args, "dsn", None) is None)
     if func not in _READERS or not embedded or threading.current_thread() is not threading.main_thread():
         yield
         return

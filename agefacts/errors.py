@@ -21,6 +21,7 @@ __all__ = [
     "ExtractionError",
     "InputError",
     "LoadInterrupted",
+    "NamespaceMoved",
     "OntologyError",
     "QueryError",
     "TimeError",
@@ -112,6 +113,18 @@ class EndpointDown(ExtractionError):
 class ConversationMoved(AgeFactsError):
     """A conversation loaded ``based_on`` one version found another loaded meanwhile: what
     was built on the version read (an added message) must be built again on the new one."""
+
+
+class NamespaceMoved(AgeFactsError):
+    """A write (or a read) reached a server that a namespace left or is leaving
+    (:mod:`agefacts.placement`): ``server`` is where it went, ``moving`` says the move is still
+    under way (writes are refused until it is done; send them again then)."""
+
+    def __init__(self, message: str, namespace: str, server: str, *, moving: bool):
+        super().__init__(message)
+        self.namespace = namespace
+        self.server = server
+        self.moving = moving
 
 
 class LoadInterrupted(KeyboardInterrupt):

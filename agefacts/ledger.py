@@ -15,23 +15,28 @@ from psycopg import sql
 
 from .compile import Plan
 from .db import Database
-from .errors import DatabaseError
+from .errors import DatabaseError, NamespaceMoved
 from .models import Conversation
 from .ontology import Ontology, parse_ontology
 
 __all__ = [
     "AFTER_TURNS",
     "Loaded",
+    "clear_move",
     "documents",
     "drop",
     "export",
     "graph_ontology",
     "loaded_ids",
     "lock",
+    "lock_namespace",
+    "moves",
+    "note_move",
     "prior_hashes",
     "record",
     "record_appended",
     "record_ontology",
+    "refuse_moved",
     "splice",
     "stored",
 ]
@@ -62,20 +67,84 @@ def prior_hashes(db: Database, idents: Sequence[tuple[str, str]]) -> dict[tuple[
     return {(ns, cid): h for ns, cid, h in rows}
 
 
-def lock(db: Database, idents: Sequence[tuple[str, str]]) -> dict[tuple[str, str], str]:
+def lock(db: Database, idents: Sequence[tuple[str, str]], *, moves: bool = True) -> dict[tuple[str, str], str]:
     """Inside the caller's transaction: take a lock per conversation (held to the end of the
     transaction, in one order for every loader so two cannot deadlock), then read the hashes
     as they are now. The read is a statement of its own, so it sees whatever a loader that
-    held the lock before committed."""
+    held the lock before committed.
+
+    Each conversation's namespace is locked too, shared (a move locks it alone: it waits for
+    the writes under way, and the writes after it see its note): a namespace that is being
+    moved, or was moved, from this server is refused with :class:`NamespaceMoved` (unless
+    ``moves`` is false: the move's own writes)."""
     ordered = sorted(set(idents))
     if not ordered:
         return {}
+    namespaces = sorted({ns for ns, _ in ordered})
+    db.execute(
+        "SELECT count(pg_advisory_xact_lock_shared(hashtextextended(%s || chr(30) || ns, 0))) "
+        "FROM unnest(%s::text[]) AS ns",
+        (db.graph, namespaces),
+    )
     db.execute(
         "SELECT count(pg_advisory_xact_lock(hashtextextended(%s || chr(31) || r.ns || chr(31) || r.id, 0))) "
         "FROM jsonb_to_recordset(%s::jsonb) AS r(ns text, id text)",
         (db.graph, json.dumps([{"ns": ns, "id": cid} for ns, cid in ordered])),
     )
+    if moves:
+        refuse_moved(db, namespaces)
     return prior_hashes(db, ordered)
+
+
+def lock_namespace(db: Database, namespace: str) -> None:
+    """Inside the caller's transaction: the namespace to itself (see :func:`lock`)."""
+    db.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s || chr(30) || %s, 0))", (db.graph, namespace))
+
+
+def moves(db: Database, namespaces: Sequence[str] | None = None) -> dict[str, tuple[str, str]]:
+    """The notes of namespaces that left this server or are leaving it: (server, state) by
+    namespace (of ``namespaces``, or all)."""
+    rows = db.execute(
+        "SELECT namespace, server, state FROM agefacts.moves WHERE graph = %s "
+        "AND (%s::text[] IS NULL OR namespace = ANY(%s::text[]))",
+        (db.graph, namespaces, namespaces),
+    )
+    return {ns: (server, state) for ns, server, state in rows}
+
+
+def refuse_moved(db: Database, namespaces: Sequence[str]) -> None:
+    for ns, (server, state) in sorted(moves(db, namespaces).items()):
+        if state == "moving":
+            raise NamespaceMoved(
+                f"namespace {ns!r} is being moved to server {server!r}: its memory takes no writes until the "
+                "move is done; send this again then",
+                ns,
+                server,
+                moving=True,
+            )
+        raise NamespaceMoved(
+            f"namespace {ns!r} was moved to server {server!r}; the placement that sent this here does not say "
+            "so yet (`agefacts move` pins it in the placement file it is given)",
+            ns,
+            server,
+            moving=False,
+        )
+
+
+def note_move(db: Database, namespace: str, server: str, state: str) -> None:
+    """Note on this server that ``namespace`` is leaving for ``server`` (``moving``) or left
+    (``moved``)."""
+    db.execute(
+        "INSERT INTO agefacts.moves (graph, namespace, server, state) VALUES (%s, %s, %s, %s) "
+        "ON CONFLICT (graph, namespace) DO UPDATE SET server = EXCLUDED.server, state = EXCLUDED.state, "
+        "noted_at = now()",
+        (db.graph, namespace, server, state),
+    )
+
+
+def clear_move(db: Database, namespace: str) -> None:
+    """This server holds the namespace (again): no note of it leaving."""
+    db.execute("DELETE FROM agefacts.moves WHERE graph = %s AND namespace = %s", (db.graph, namespace))
 
 
 def record(db: Database, loaded: Sequence[Loaded]) -> None:

@@ -36,6 +36,7 @@ from .errors import (
     DatabaseError,
     InputError,
     LoadInterrupted,
+    NamespaceMoved,
     QueryError,
     UsageError,
     need_text,
@@ -416,6 +417,7 @@ class Loader:
         batch_conversations: int = 1000,
         retries: int = 5,
         tune_interpreter: bool = False,
+        moving: bool = False,
     ):
         if via not in VIA:
             raise ValueError(f"via must be one of {VIA}, not {via!r}")
@@ -430,6 +432,8 @@ class Loader:
         # Process-wide settings (the thread switch interval, the garbage collector's threshold)
         # changed while loads run: for a process that loads and does little else.
         self.tune_interpreter = tune_interpreter
+        # The loader of a move (agefacts.placement): it writes a namespace that is leaving.
+        self.moving = moving
         self.retries = retries
         self._writer: BulkWriter | None = None
         # Why no more can be loaded in this run, once that is so: the connection is gone for
@@ -668,7 +672,7 @@ class Loader:
         return [o for o in outcomes if o is not None]
 
     def _check(self, entries: list[Prepared]) -> None:
-        now = ledger.lock(self.db, [e.ident for e in entries])
+        now = ledger.lock(self.db, [e.ident for e in entries], moves=not self.moving)
         if any(now.get(e.ident) != e.prior for e in entries):
             raise _PriorMoved()
 
@@ -695,6 +699,10 @@ class Loader:
                 prior = self._prior_hashes([e.ident])
                 current = _prepare_one(self.ontology, self.force, e.source, e.conv, prior)
                 continue
+            except NamespaceMoved as exc:
+                if e.ident in self._based_on:
+                    raise  # a memory's add: it follows the namespace to its server
+                return Outcome(e.source, e.conv.id, e.conv.namespace, "failed", str(exc))
             except AgeFactsError as exc:
                 if self._lost:
                     return self._lost_outcome(e.source, e.conv)
@@ -756,7 +764,7 @@ class Loader:
 
         def work() -> None:
             with self.db.transaction():
-                ledger.lock(self.db, [(namespace, i) for i in ids])
+                ledger.lock(self.db, [(namespace, i) for i in ids], moves=not self.moving)
                 writer = self._writer_for()
                 stale = writer.retract([conversation_key(namespace, i) for i in ids])
                 if self.via == "bulk":

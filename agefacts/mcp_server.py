@@ -28,6 +28,7 @@ from .errors import AgeFactsError, UsageError
 from .extract import LLMClient
 from .memory import AsyncMemory
 from .ontology import Ontology
+from .placement import Placement
 
 __all__ = [
     "arguments_refused",
@@ -153,8 +154,10 @@ def build_server(
     ontology: Ontology | None = None,
     llm: LLMClient | None = None,
     embedder: Embedder | None = None,
+    placement: Placement | None = None,
 ) -> Any:
-    """The MCP server (an ``mcp.server.MCPServer``), opening its memory when it starts."""
+    """The MCP server (an ``mcp.server.MCPServer``), opening its memory when it starts (on the
+    servers of ``placement``, when given, each call on its namespace's)."""
     try:
         from mcp.server import MCPServer
         from mcp.server.mcpserver.exceptions import ToolError
@@ -167,7 +170,9 @@ def build_server(
 
     @contextlib.asynccontextmanager
     async def lifespan(server: Any) -> AsyncIterator[None]:
-        async with AsyncMemory(dsn, graph, ontology=ontology, llm=llm, embedder=embedder) as memory:
+        async with AsyncMemory(
+            dsn, graph, ontology=ontology, llm=llm, embedder=embedder, placement=placement
+        ) as memory:
             held["memory"] = memory
             yield
 
@@ -341,6 +346,9 @@ def serve(
     ontology: Ontology | None = None,
     llm: LLMClient | None = None,
     embedder: Embedder | None = None,
+    placement: Placement | None = None,
 ) -> None:
     """Serve the memory over stdio until the client closes it."""
-    build_server(dsn, graph, namespace=namespace, ontology=ontology, llm=llm, embedder=embedder).run("stdio")
+    build_server(
+        dsn, graph, namespace=namespace, ontology=ontology, llm=llm, embedder=embedder, placement=placement
+    ).run("stdio")

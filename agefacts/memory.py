@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
@@ -43,9 +44,12 @@ from .load import Loader, Outcome
 from .models import Conversation, Turn, describe
 from .named import run_named, run_named_async
 from .ontology import Ontology, default_ontology
+from .placed import AsyncRouter, Router, history_order, merge_answers, merge_rows
+from .placement import Placement, Server, placement_from
 from .reads import TimeArg, facts, facts_async, history, history_async
 from .retrieve import Answer, Linked, ask, ask_async
 from .temporal import normalise_instant, to_python
+from .timeline import fact_order
 
 __all__ = [
     "Added",
@@ -754,6 +758,39 @@ def correction(
     )
 
 
+# -- a memory placed on several servers ------------------------------------------------------------
+_NO_ONE_DATABASE = (
+    "this memory is placed on several servers (a placement), each with a database of its own; "
+    "open one server's memory by its dsn to reach its database"
+)
+
+
+def _placement(dsn: str | None, placement: Placement | str | os.PathLike[str] | None) -> Placement | None:
+    """The placement a memory is opened on: the one given, else ``$AGEFACTS_PLACEMENT`` when no
+    dsn is given; None for one database."""
+    if dsn is not None and placement is not None:
+        raise UsageError("give a memory a dsn (one database) or a placement (several servers), not both")
+    return placement_from(placement) if dsn is None else None
+
+
+def _placed_namespace(namespace: str | None) -> str:
+    if namespace is None:
+        raise UsageError("a memory placed on several servers needs namespace= (whose memory): it says which server")
+    return namespace
+
+
+def _across(namespace: str | None, all_namespaces: bool) -> bool:
+    """Whether a read of a placed memory asks every server (``all_namespaces``) or one."""
+    if all_namespaces:
+        return True
+    if namespace is None:
+        raise UsageError(
+            "a memory placed on several servers reads one namespace (namespace=) or every one "
+            "(all_namespaces=True), which asks every server"
+        )
+    return False
+
+
 class Memory:
     """An assistant's memory in one graph: ``add`` what was said, ``ask``/``facts``/
     ``history`` what is known, ``forget`` and ``export`` a namespace's conversations.
@@ -764,8 +801,11 @@ class Memory:
     ``tune_interpreter`` lets a load change the process's thread switch interval and garbage
     collector threshold while it runs (faster for a process that only loads; off, a memory
     leaves its host's interpreter alone); ``embedder`` adds the messages nearest a question in
-    meaning to what ``ask`` finds (:mod:`agefacts.embed`; without one, words are searched).
-    Use it as a context manager, or call :meth:`close`."""
+    meaning to what ``ask`` finds (:mod:`agefacts.embed`; without one, words are searched);
+    ``placement`` (a :class:`~agefacts.placement.Placement` or its file; without a ``dsn``,
+    ``$AGEFACTS_PLACEMENT`` when set) spreads namespaces over several servers, each call going
+    to its namespace's (:mod:`agefacts.placed`). Use it as a context manager, or call
+    :meth:`close`."""
 
     def __init__(
         self,
@@ -778,16 +818,44 @@ class Memory:
         context_turns: int = DEFAULT_CONTEXT_TURNS,
         tune_interpreter: bool = False,
         embedder: Embedder | None = None,
+        placement: Placement | str | os.PathLike[str] | None = None,
     ):
         self.llm = llm
         self.context_turns = context_turns
         self.via = via
         self.tune_interpreter = tune_interpreter
         self.embedder = embedder
-        self.db = Database(resolve_dsn(dsn), graph).connect()
         self._tails = _Tails()
+        placed = _placement(dsn, placement)
+        self._router: Router[Memory] | None = None
+        self._db: Database | None = None
+        if placed is not None:
+            self.ontology = ontology or default_ontology()
+
+            def member(server: Server) -> Memory:
+                return Memory(
+                    server.dsn,
+                    graph,
+                    ontology=ontology,
+                    llm=llm,
+                    via=via,
+                    context_turns=context_turns,
+                    tune_interpreter=tune_interpreter,
+                    embedder=embedder,
+                )
+
+            self._router = Router(placed, member, lambda m, ns: ledger.moves(m.db, None if ns is None else [ns]))
+            return
+        self._db = Database(resolve_dsn(dsn), graph).connect()
         # Without one given, the ontology the graph was loaded with (or the shipped one).
         self.ontology = ontology or ledger.graph_ontology(self.db) or default_ontology()
+
+    @property
+    def db(self) -> Database:
+        """The database (a memory placed on several servers has one per server)."""
+        if self._db is None:
+            raise UsageError(_NO_ONE_DATABASE)
+        return self._db
 
     def _loader(self) -> Loader:
         return Loader(self.db, self.ontology, via=self.via, tune_interpreter=self.tune_interpreter)
@@ -799,7 +867,11 @@ class Memory:
         self.close()
 
     def close(self) -> None:
-        self.db.close()
+        if self._router is not None:
+            for m in self._router.opened():
+                m.close()
+        if self._db is not None:
+            self._db.close()
 
     def add(
         self,
@@ -815,6 +887,12 @@ class Memory:
         cid = messages.id if isinstance(messages, Conversation) else conversation
         need_text(ns, "namespace= (whose memory)", optional=True)
         need_text(cid, "conversation= (which conversation)", optional=True)
+        if self._router is not None:
+            return self._router.on(
+                _placed_namespace(ns),
+                lambda m: m.add(messages, namespace=namespace, conversation=conversation, title=title),
+                write=True,
+            )
         try:
             asyncio.get_running_loop()
         except RuntimeError:
@@ -867,6 +945,17 @@ class Memory:
     ) -> list[MemoryFact]:
         """The facts about an entity (default: the namespace's owner), valid at ``valid_at``
         as known at ``known_at`` (both default to now)."""
+        if self._router is not None:
+            if not _across(namespace, all_namespaces):
+                return self._router.on(
+                    str(namespace),
+                    lambda m: m.facts(entity, namespace=namespace, valid_at=valid_at, known_at=known_at),
+                    write=False,
+                )
+            got = self._router.everywhere(
+                lambda m: facts(m.db, entity, all_namespaces=True, valid_at=valid_at, known_at=known_at).dicts()
+            )
+            return [MemoryFact.from_row(r) for r in merge_rows(got, fact_order)]
         rows = facts(
             self.db, entity, namespace=namespace, all_namespaces=all_namespaces, valid_at=valid_at, known_at=known_at
         )
@@ -876,6 +965,15 @@ class Memory:
         self, entity: str, predicate: str, *, namespace: str | None = None, all_namespaces: bool = False
     ) -> list[HistoryEntry]:
         """An entity's values for one predicate over time, superseded and ended ones included."""
+        if self._router is not None:
+            if not _across(namespace, all_namespaces):
+                return self._router.on(
+                    str(namespace), lambda m: m.history(entity, predicate, namespace=namespace), write=False
+                )
+            got = self._router.everywhere(
+                lambda m: history(m.db, entity, predicate, all_namespaces=True, ontology=m.ontology).dicts()
+            )
+            return [HistoryEntry.from_row(r) for r in merge_rows(got, history_order)]
         rows = history(
             self.db, entity, predicate, namespace=namespace, all_namespaces=all_namespaces, ontology=self.ontology
         )
@@ -892,6 +990,26 @@ class Memory:
         known_at: TimeArg = None,
     ) -> Recall:
         """The facts a question is about, ranked, with citations (see :mod:`agefacts.retrieve`)."""
+        if self._router is not None:
+            if not _across(namespace, all_namespaces):
+                return self._router.on(
+                    str(namespace),
+                    lambda m: m.ask(question, namespace=namespace, k=k, valid_at=valid_at, known_at=known_at),
+                    write=False,
+                )
+            got = self._router.everywhere(
+                lambda m: ask(
+                    m.db,
+                    question,
+                    m.ontology,
+                    all_namespaces=True,
+                    k=k,
+                    valid_at=valid_at,
+                    known_at=known_at,
+                    embedder=m.embedder,
+                )
+            )
+            return Recall.from_answer(merge_answers(question, got, self.ontology, k))
         answer = ask(
             self.db,
             question,
@@ -920,6 +1038,14 @@ class Memory:
         """Take one fact back (see :func:`correction`): ``memory.correct("user", "allergic_to",
         "peanuts", namespace="mei", by="assistant", instead="tree nuts")``. Forget the
         conversation it returns to undo it."""
+        if self._router is not None:
+            return self._router.on(
+                _placed_namespace(namespace),
+                lambda m: m.correct(
+                    entity, predicate, said, namespace=namespace, by=by, instead=instead, reason=reason, at=at
+                ),
+                write=True,
+            )
         conv = correction(
             self.db, entity, predicate, said, namespace=namespace, by=by, instead=instead, reason=reason, at=at
         )
@@ -928,6 +1054,10 @@ class Memory:
     def forget(self, namespace: str, conversations: Iterable[str] | str | None = None) -> list[str]:
         """Remove what the namespace's conversations (those named, or all) wrote; returns
         the ids forgotten."""
+        if self._router is not None:
+            return self._router.on(
+                _placed_namespace(namespace), lambda m: m.forget(namespace, conversations), write=True
+            )
         loader = self._loader()
         ids = _ids(conversations)
         self._tails.drop(namespace, ids)
@@ -936,18 +1066,26 @@ class Memory:
     def export(self, namespace: str, conversations: Iterable[str] | str | None = None) -> list[Conversation]:
         """The namespace's conversations as loaded, with their recordings: loading them into
         an empty graph gives the same graph."""
+        if self._router is not None:
+            return self._router.on(
+                _placed_namespace(namespace), lambda m: m.export(namespace, conversations), write=False
+            )
         return ledger.export(self.db, namespace, _ids(conversations))
 
     def conversations(self, namespace: str) -> list[Remembered]:
         """The namespace's conversations in memory: each one's id (what ``forget`` takes),
         when it was loaded, and how many statements it gave."""
         need_text(namespace, "namespace= (whose memory)")
+        if self._router is not None:
+            return self._router.on(namespace, lambda m: m.conversations(namespace), write=False)
         return [Remembered.from_row(r) for r in run_named(self.db, "conversations", {"namespace": namespace}).dicts()]
 
     def entities(self, namespace: str) -> list[Known]:
         """Who and what the namespace's memory knows: each entity's name (or role), type and
         the words it was mentioned by; ``facts`` says what is known about one."""
         need_text(namespace, "namespace= (whose memory)")
+        if self._router is not None:
+            return self._router.on(namespace, lambda m: m.entities(namespace), write=False)
         return _known(run_named(self.db, "entities_of", {"namespace": namespace}).dicts())
 
 
@@ -969,6 +1107,7 @@ class AsyncMemory:
         context_turns: int = DEFAULT_CONTEXT_TURNS,
         tune_interpreter: bool = False,
         embedder: Embedder | None = None,
+        placement: Placement | str | os.PathLike[str] | None = None,
     ):
         self._given_ontology = ontology
         self.ontology = ontology or default_ontology()  # until open() reads the graph's own
@@ -983,6 +1122,26 @@ class AsyncMemory:
         self._adb: AsyncDatabase | None = None
         self._writing = asyncio.Lock()
         self._tails = _Tails()
+        placed = _placement(dsn, placement)
+        self._router: AsyncRouter[AsyncMemory] | None = None
+        if placed is not None:
+
+            async def member(server: Server) -> AsyncMemory:
+                return await AsyncMemory(
+                    server.dsn,
+                    graph,
+                    ontology=ontology,
+                    llm=llm,
+                    via=via,
+                    context_turns=context_turns,
+                    tune_interpreter=tune_interpreter,
+                    embedder=embedder,
+                ).open()
+
+            async def notes(m: AsyncMemory, ns: str | None) -> dict[str, tuple[str, str]]:
+                return await asyncio.to_thread(ledger.moves, m._writer()[0], None if ns is None else [ns])
+
+            self._router = AsyncRouter(placed, member, notes)
 
     async def __aenter__(self) -> AsyncMemory:
         return await self.open()
@@ -992,7 +1151,9 @@ class AsyncMemory:
 
     async def open(self) -> AsyncMemory:
         """Connect: the writer's connection sets up the graph if it is missing, then the
-        reader's opens."""
+        reader's opens (on a placement, each server's when first needed)."""
+        if self._router is not None:
+            return self
 
         def writer() -> tuple[str, Database]:
             dsn = resolve_dsn(self._dsn)
@@ -1007,6 +1168,9 @@ class AsyncMemory:
         return self
 
     async def close(self) -> None:
+        if self._router is not None:
+            for m in self._router.opened():
+                await m.close()
         if self._adb is not None:
             await self._adb.close()
         if self._db is not None:
@@ -1034,11 +1198,17 @@ class AsyncMemory:
         title: str | None = None,
     ) -> Added:
         """See :meth:`Memory.add`."""
-        db, _ = self._writer()
         ns = messages.namespace if isinstance(messages, Conversation) else namespace
         cid = messages.id if isinstance(messages, Conversation) else conversation
         need_text(ns, "namespace= (whose memory)", optional=True)
         need_text(cid, "conversation= (which conversation)", optional=True)
+        if self._router is not None:
+            return await self._router.on(
+                _placed_namespace(ns),
+                lambda m: m.add(messages, namespace=namespace, conversation=conversation, title=title),
+                write=True,
+            )
+        db, _ = self._writer()
         paid: dict[str, Turn] = {}
         asked = 0
         raced: int | None = None
@@ -1084,6 +1254,19 @@ class AsyncMemory:
         known_at: TimeArg = None,
     ) -> list[MemoryFact]:
         """See :meth:`Memory.facts`."""
+        if self._router is not None:
+            if not _across(namespace, all_namespaces):
+                return await self._router.on(
+                    str(namespace),
+                    lambda m: m.facts(entity, namespace=namespace, valid_at=valid_at, known_at=known_at),
+                    write=False,
+                )
+
+            async def each(m: AsyncMemory) -> list[dict[str, Any]]:
+                got = await facts_async(m._reader(), entity, all_namespaces=True, valid_at=valid_at, known_at=known_at)
+                return got.dicts()
+
+            return [MemoryFact.from_row(r) for r in merge_rows(await self._router.everywhere(each), fact_order)]
         rows = await facts_async(
             self._reader(),
             entity,
@@ -1098,6 +1281,17 @@ class AsyncMemory:
         self, entity: str, predicate: str, *, namespace: str | None = None, all_namespaces: bool = False
     ) -> list[HistoryEntry]:
         """See :meth:`Memory.history`."""
+        if self._router is not None:
+            if not _across(namespace, all_namespaces):
+                return await self._router.on(
+                    str(namespace), lambda m: m.history(entity, predicate, namespace=namespace), write=False
+                )
+
+            async def each(m: AsyncMemory) -> list[dict[str, Any]]:
+                got = await history_async(m._reader(), entity, predicate, all_namespaces=True, ontology=m.ontology)
+                return got.dicts()
+
+            return [HistoryEntry.from_row(r) for r in merge_rows(await self._router.everywhere(each), history_order)]
         rows = await history_async(
             self._reader(),
             entity,
@@ -1119,6 +1313,27 @@ class AsyncMemory:
         known_at: TimeArg = None,
     ) -> Recall:
         """See :meth:`Memory.ask`."""
+        if self._router is not None:
+            if not _across(namespace, all_namespaces):
+                return await self._router.on(
+                    str(namespace),
+                    lambda m: m.ask(question, namespace=namespace, k=k, valid_at=valid_at, known_at=known_at),
+                    write=False,
+                )
+
+            async def each(m: AsyncMemory) -> Answer:
+                return await ask_async(
+                    m._reader(),
+                    question,
+                    m.ontology,
+                    all_namespaces=True,
+                    k=k,
+                    valid_at=valid_at,
+                    known_at=known_at,
+                    embedder=m.embedder,
+                )
+
+            return Recall.from_answer(merge_answers(question, await self._router.everywhere(each), self.ontology, k))
         answer = await ask_async(
             self._reader(),
             question,
@@ -1145,6 +1360,14 @@ class AsyncMemory:
         at: TimeArg = None,
     ) -> Added:
         """See :meth:`Memory.correct`."""
+        if self._router is not None:
+            return await self._router.on(
+                _placed_namespace(namespace),
+                lambda m: m.correct(
+                    entity, predicate, said, namespace=namespace, by=by, instead=instead, reason=reason, at=at
+                ),
+                write=True,
+            )
         db, loader = self._writer()
 
         def work() -> Added:
@@ -1158,6 +1381,10 @@ class AsyncMemory:
 
     async def forget(self, namespace: str, conversations: Iterable[str] | str | None = None) -> list[str]:
         """See :meth:`Memory.forget`."""
+        if self._router is not None:
+            return await self._router.on(
+                _placed_namespace(namespace), lambda m: m.forget(namespace, conversations), write=True
+            )
         _, loader = self._writer()
         wanted = _ids(conversations)
         self._tails.drop(namespace, wanted)
@@ -1166,6 +1393,10 @@ class AsyncMemory:
 
     async def export(self, namespace: str, conversations: Iterable[str] | str | None = None) -> list[Conversation]:
         """See :meth:`Memory.export`."""
+        if self._router is not None:
+            return await self._router.on(
+                _placed_namespace(namespace), lambda m: m.export(namespace, conversations), write=False
+            )
         db, _ = self._writer()
         wanted = _ids(conversations)
         async with self._writing:
@@ -1174,10 +1405,14 @@ class AsyncMemory:
     async def conversations(self, namespace: str) -> list[Remembered]:
         """See :meth:`Memory.conversations`."""
         need_text(namespace, "namespace= (whose memory)")
+        if self._router is not None:
+            return await self._router.on(namespace, lambda m: m.conversations(namespace), write=False)
         rows = await run_named_async(self._reader(), "conversations", {"namespace": namespace})
         return [Remembered.from_row(r) for r in rows.dicts()]
 
     async def entities(self, namespace: str) -> list[Known]:
         """See :meth:`Memory.entities`."""
         need_text(namespace, "namespace= (whose memory)")
+        if self._router is not None:
+            return await self._router.on(namespace, lambda m: m.entities(namespace), write=False)
         return _known((await run_named_async(self._reader(), "entities_of", {"namespace": namespace})).dicts())

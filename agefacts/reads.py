@@ -343,23 +343,33 @@ def _check_history(predicate: str, ontology: Ontology | None) -> None:
 
 
 # -- the digest ------------------------------------------------------------------------------------
-def graph_content(db: Database) -> list[str]:
+def graph_content(db: Database, namespace: str | None = None) -> list[str]:
     """Every vertex as (label, k, properties) and every edge as (label, start k, end k,
-    properties), each one canonical JSON line, sorted; AGE ids are left out."""
+    properties), each one canonical JSON line, sorted; AGE ids are left out. With
+    ``namespace``, that namespace's only (every vertex carries its namespace, and every edge
+    joins two of one namespace)."""
     lines: list[str] = []
     queries = named_queries()
     # Read as the engine's text, not decoded: the digest hashes exactly what is stored.
     vertices, edges = queries["graph_vertices"], queries["graph_edges"]
+    mine: set[str] = set()
     for label, props in db.cypher_raw(vertices.text, columns=vertices.columns):
         p = json.loads(props or "{}")
+        if namespace is not None:
+            if p.get("namespace") != namespace:
+                continue
+            mine.add(p.get("k"))
         lines.append(_canon(["V", json.loads(label or "null"), p.get("k"), p]))
     for label, sk, ek, props in db.cypher_raw(edges.text, columns=edges.columns):
+        start = json.loads(sk or "null")
+        if namespace is not None and start not in mine:
+            continue
         lines.append(
             _canon(
                 [
                     "E",
                     json.loads(label or "null"),
-                    json.loads(sk or "null"),
+                    start,
                     json.loads(ek or "null"),
                     json.loads(props or "{}"),
                 ]
@@ -373,10 +383,11 @@ def _canon(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
 
 
-def digest(db: Database) -> str:
-    """One hash of the graph's logical content (see :func:`graph_content`)."""
+def digest(db: Database, namespace: str | None = None) -> str:
+    """One hash of the graph's logical content (see :func:`graph_content`), or of one
+    namespace's."""
     h = hashlib.sha256()
-    for line in graph_content(db):
+    for line in graph_content(db, namespace):
         h.update(line.encode("utf-8"))
         h.update(b"\n")
     return h.hexdigest()

@@ -18,7 +18,7 @@ PACKAGE = Path(agefacts.__file__).parent
 # what reads the graph, then the commands that use all of it.
 RANKS: list[set[str]] = [
     {"_version", "errors"},
-    {"names", "agtype", "temporal", "fake_model", "typography"},
+    {"names", "agtype", "temporal", "fake_model", "typography", "placement"},
     {"cypher"},
     {"models"},
     {"keys", "ontology"},
@@ -39,6 +39,7 @@ RANKS: list[set[str]] = [
     {"named"},
     {"reads"},
     {"retrieve", "picture", "output"},
+    {"placed"},
     {"memory"},
     {"mcp_server"},
     {"grade", "bench", "recall"},

@@ -1,0 +1,384 @@
+"""Memory over the servers of a placement (:mod:`agefacts.placement`): each call goes to the
+server of its namespace, following the note a moved namespace left; a read of every
+namespace asks every server at once and merges what they answer, in the order one server
+would give.
+
+A read that meets a namespace being moved reads it where it is (the server it is leaving
+still holds it whole); a read of every namespace leaves out, on each server, the namespaces
+that server notes as leaving or gone, so that a namespace is read once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+from . import ledger
+from .db import Database
+from .errors import AgeFactsError, InputError, LoadInterrupted, NamespaceMoved
+from .inputs import read_conversations
+from .load import Loader, Outcome, Summary
+from .models import Conversation
+from .ontology import Ontology, default_ontology
+from .placement import Placement, Server
+from .reads import digest
+from .retrieve import Answer, rank
+
+__all__ = [
+    "AsyncRouter",
+    "Router",
+    "close_all",
+    "database_router",
+    "history_order",
+    "load_placed",
+    "merge_answers",
+    "merge_rows",
+    "move",
+]
+
+_M = TypeVar("_M")
+_T = TypeVar("_T")
+_Notes = dict[str, tuple[str, str]]  # namespace -> (server it went to, 'moving' or 'moved')
+
+
+def history_order(row: Mapping[str, Any]) -> tuple[Any, ...]:
+    """The order of ``history`` rows of several namespaces, as one server lists them: by
+    namespace (the entities named are taken in that order), then in the order supersession
+    orders a group (:data:`agefacts.derive.SUPERSESSION_ORDER`)."""
+    start = row["valid_from"] or row["valid_until"] or row["recorded_at"]
+    recorded = row["recorded_at"]
+    return (row["namespace"], start is None, start or "", recorded is None, recorded or "", row["statement"])
+
+
+def merge_rows(
+    answers: Sequence[tuple[list[dict[str, Any]], _Notes]], order: Callable[[Mapping[str, Any]], Any]
+) -> list[dict[str, Any]]:
+    """Rows of several servers as one server would list them: each server's rows less those
+    of the namespaces it notes as leaving or gone, in ``order``."""
+    rows = [r for got, notes in answers for r in got if r["namespace"] not in notes]
+    return sorted(rows, key=order)
+
+
+def merge_answers(question: str, answers: Sequence[tuple[Answer, _Notes]], ontology: Any, k: int) -> Answer:
+    """Answers of several servers as one: facts ranked as :func:`agefacts.retrieve.rank`
+    ranks them, messages by their fused score, at most ``k`` of each."""
+    kept = list(answers)
+    facts = rank(question, [f for a, notes in kept for f in a.facts if f["namespace"] not in notes], ontology)[:k]
+    messages = sorted(
+        (m for a, notes in kept for m in a.messages if m["namespace"] not in notes),
+        key=lambda m: (-m["score"], m["namespace"], m["conversation"], m["message"]),
+    )[:k]
+    entities = [e for a, notes in kept for e in a.entities if e.namespace not in notes]
+    rejected = [r for a, notes in kept for r in a.rejected if r["namespace"] not in notes]
+    reason = None if facts or messages else next((a.reason for a, _ in kept if a.reason), None)
+    return Answer(question, entities, facts, rejected, reason, messages)
+
+
+class Router(Generic[_M]):
+    """One member (a memory on one server) per server, opened when first needed; the server
+    of each namespace."""
+
+    def __init__(
+        self, placement: Placement, open_member: Callable[[Server], _M], notes: Callable[[_M, str | None], _Notes]
+    ):
+        self.placement = placement
+        self._open = open_member
+        self._notes = notes
+        self._members: dict[str, _M] = {}
+        self._went: dict[str, str] = {}  # namespaces found moved, and where to
+        self._lock = threading.Lock()
+
+    def member(self, name: str) -> _M:
+        with self._lock:
+            if name not in self._members:
+                self._members[name] = self._open(self.placement.server(name))
+            return self._members[name]
+
+    def members(self) -> list[_M]:
+        return [self.member(name) for name in sorted(self.placement.servers)]
+
+    def opened(self) -> list[_M]:
+        with self._lock:
+            return list(self._members.values())
+
+    def members_by_name(self) -> dict[str, _M]:
+        with self._lock:
+            return dict(self._members)
+
+    def server_of(self, namespace: str) -> str:
+        """The name of the server the namespace is on, following the notes."""
+        got: list[str] = []
+
+        def which(m: _M) -> None:
+            got.append(next(n for n, x in self.members_by_name().items() if x is m))
+
+        self.on(namespace, which, write=False)
+        return got[0]
+
+    def on(self, namespace: str, call: Callable[[_M], _T], *, write: bool) -> _T:
+        """``call`` on the member of the namespace's server. A read first asks that server
+        whether the namespace left it; a write learns it from the write's refusal. Either way
+        the call goes on where it went (a write to a namespace being moved is refused)."""
+        name = self._went.get(namespace) or self.placement.home(namespace).name
+        for _ in range(len(self.placement.servers) + 1):
+            m = self.member(name)
+            if not write:
+                note = self._notes(m, namespace).get(namespace)
+                if note is not None and note[1] == "moved":
+                    name = self._went[namespace] = note[0]
+                    continue
+            try:
+                return call(m)
+            except NamespaceMoved as exc:
+                if exc.moving:
+                    raise
+                name = self._went[namespace] = exc.server
+        raise _circle(namespace)
+
+    def everywhere(self, call: Callable[[_M], _T]) -> list[tuple[_T, _Notes]]:
+        """``call`` on every server at once, each with the notes of the namespaces that left it."""
+        members = self.members()
+
+        def one(m: _M) -> tuple[_T, _Notes]:
+            return call(m), self._notes(m, None)
+
+        with ThreadPoolExecutor(max_workers=len(members)) as pool:
+            return list(pool.map(one, members))
+
+
+class AsyncRouter(Generic[_M]):
+    """:class:`Router` for asyncio."""
+
+    def __init__(
+        self,
+        placement: Placement,
+        open_member: Callable[[Server], Awaitable[_M]],
+        notes: Callable[[_M, str | None], Awaitable[_Notes]],
+    ):
+        self.placement = placement
+        self._open = open_member
+        self._notes = notes
+        self._members: dict[str, _M] = {}
+        self._went: dict[str, str] = {}
+        self._lock = asyncio.Lock()
+
+    async def member(self, name: str) -> _M:
+        async with self._lock:
+            if name not in self._members:
+                self._members[name] = await self._open(self.placement.server(name))
+            return self._members[name]
+
+    def opened(self) -> list[_M]:
+        return list(self._members.values())
+
+    async def on(self, namespace: str, call: Callable[[_M], Awaitable[_T]], *, write: bool) -> _T:
+        name = self._went.get(namespace) or self.placement.home(namespace).name
+        for _ in range(len(self.placement.servers) + 1):
+            m = await self.member(name)
+            if not write:
+                note = (await self._notes(m, namespace)).get(namespace)
+                if note is not None and note[1] == "moved":
+                    name = self._went[namespace] = note[0]
+                    continue
+            try:
+                return await call(m)
+            except NamespaceMoved as exc:
+                if exc.moving:
+                    raise
+                name = self._went[namespace] = exc.server
+        raise _circle(namespace)
+
+    async def everywhere(self, call: Callable[[_M], Awaitable[_T]]) -> list[tuple[_T, _Notes]]:
+        members = [await self.member(name) for name in sorted(self.placement.servers)]
+
+        async def one(m: _M) -> tuple[_T, _Notes]:
+            return await call(m), await self._notes(m, None)
+
+        return list(await asyncio.gather(*(one(m) for m in members)))
+
+
+def _circle(namespace: str) -> AgeFactsError:
+    return AgeFactsError(
+        f"namespace {namespace!r}: the servers' notes of where it moved lead round in a circle; "
+        "`agefacts move` it again to the server that holds it"
+    )
+
+
+# -- databases of a placement, for the command line and a move ---------------------------------------
+def database_router(placement: Placement, graph: str, *, create: bool = False) -> Router[Database]:
+    """A router whose members are the servers' databases (connected when first needed)."""
+
+    def open_db(server: Server) -> Database:
+        return Database(server.dsn, graph, create=create).connect()
+
+    return Router(placement, open_db, lambda db, ns: ledger.moves(db, None if ns is None else [ns]))
+
+
+def close_all(router: Router[Database]) -> None:
+    for db in router.opened():
+        db.close()
+
+
+def load_placed(
+    placement: Placement,
+    graph: str,
+    paths: Iterable[str | Path],
+    ontology: Ontology,
+    *,
+    force: bool = False,
+    via: str = "bulk",
+    progress: Callable[[int, str], None] | None = None,
+    stop: Callable[[], bool] | None = None,
+    batch_statements: int = 5000,
+    tune_interpreter: bool = False,
+) -> Summary:
+    """Load every conversation under ``paths`` into the server of its namespace: the servers
+    are written at once, one thread each; each conversation as :func:`agefacts.load_paths`
+    would (whole or not at all), the outcomes in the order the conversations were read."""
+    router = database_router(placement, graph, create=True)
+    slots: list[Outcome | None] = []
+    by_server: dict[str, list[tuple[int, str, Conversation]]] = {}
+    try:
+        for n, (source, item) in enumerate(read_conversations(list(paths)), start=1):
+            if progress:
+                progress(n, source)
+            if isinstance(item, InputError):
+                slots.append(Outcome(source, None, None, "failed", str(item)))
+                continue
+            name = router.server_of(item.namespace)
+            by_server.setdefault(name, []).append((len(slots), source, item))
+            slots.append(None)
+
+        def one(name: str) -> list[tuple[int, Outcome]]:
+            todo = by_server[name]
+            loader = Loader(
+                router.member(name),
+                ontology,
+                force=force,
+                via=via,
+                batch_statements=batch_statements,
+                tune_interpreter=tune_interpreter,
+            )
+            got: list[tuple[int, Outcome]] = []
+            try:
+                for (i, _, _), outcome in zip(todo, loader.load_many((s, c) for _, s, c in todo), strict=False):
+                    got.append((i, outcome))
+            except KeyboardInterrupt:
+                pass  # what is written is whole; the rest is left for the next run
+            return got
+
+        with ThreadPoolExecutor(max_workers=max(1, len(by_server))) as pool:
+            for got in pool.map(one, sorted(by_server)):
+                for i, outcome in got:
+                    slots[i] = outcome
+        summary = Summary()
+        summary.outcomes = [o for o in slots if o is not None]
+        interrupted = stop is not None and stop() and any(o is None for o in slots)
+        if interrupted:
+            raise LoadInterrupted(summary)
+        return summary
+    finally:
+        close_all(router)
+
+
+def move(
+    placement: Placement,
+    namespace: str,
+    to: str,
+    graph: str,
+    *,
+    progress: Callable[[str], None] = lambda step: None,
+) -> Placement:
+    """Move a namespace's memory to server ``to`` and return the placement that says so
+    (its file rewritten). In steps, each safe to run again, so that a move interrupted
+    anywhere is finished by running it again:
+
+    1. the server it leaves notes the move: from then on it refuses writes to the namespace
+       (waiting for those under way), with a sentence that says to send them again later;
+    2. its conversations are exported and loaded into ``to`` (what ``to`` holds of the
+       namespace and the server does not is forgotten there first);
+    3. the namespace's digests on both servers are compared: a difference stops the move
+       there, the writes still refused (moving it back to where it is cancels the move);
+    4. the placement pins the namespace to ``to``, and the server it left notes that it went
+       (a process whose placement does not say so yet is sent on);
+    5. it is forgotten on the server it left.
+
+    ``progress`` is told each step as it is done."""
+    target = placement.server(to)
+    router = database_router(placement, graph, create=True)
+    try:
+        home = placement.home(namespace).name
+        source = home if home != to else _left_for(router, namespace, to)
+        if source is None:
+            cancelled = _cancel(router, namespace, to)
+            progress(cancelled or f"namespace {namespace!r} is on server {to!r} already")
+            return placement
+        src, dst = router.member(source), router.member(target.name)
+        ontology = ledger.graph_ontology(src) or default_ontology()
+        with src.transaction():
+            ledger.lock_namespace(src, namespace)
+            note = ledger.moves(src, [namespace]).get(namespace)
+            gone = note is not None and note[1] == "moved"
+            if not gone:
+                ledger.note_move(src, namespace, to, "moving")
+        progress(f"server {source!r} takes no writes to namespace {namespace!r} while it moves")
+        if not gone:
+            convs = ledger.export(src, namespace)
+            there = set(ledger.loaded_ids(dst, namespace)) - {c.id for c in convs}
+            if there:
+                Loader(dst, ontology, moving=True).forget(namespace, sorted(there))
+            failed = [
+                o
+                for o in Loader(dst, ontology, moving=True).load_many((f"{source}:{c.id}", c) for c in convs)
+                if o.status == "failed"
+            ]
+            if failed:
+                raise AgeFactsError(
+                    f"moving namespace {namespace!r}: {len(failed)} conversation(s) could not be loaded on server "
+                    f"{to!r} (first: {failed[0].conversation}: {failed[0].reason}); nothing is switched, and writes "
+                    "stay refused: fix that and run the move again"
+                )
+            progress(f"{len(convs)} conversation(s) copied to server {to!r}")
+            a, b = digest(src, namespace), digest(dst, namespace)
+            if a != b:
+                raise AgeFactsError(
+                    f"moving namespace {namespace!r}: its graph on server {to!r} differs from server {source!r}'s "
+                    f"(digests {b[:12]} and {a[:12]}); nothing is switched, and writes stay refused: run the move "
+                    f"again, or move it to {source!r} to cancel"
+                )
+            progress(f"digests equal ({a[:12]})")
+        placement = placement.pin(namespace, to)
+        ledger.clear_move(dst, namespace)
+        ledger.note_move(src, namespace, to, "moved")
+        progress(f"the placement puts namespace {namespace!r} on server {to!r}")
+        gone_ids = Loader(src, ontology, moving=True).forget(namespace)
+        progress(f"{len(gone_ids)} conversation(s) forgotten on server {source!r}")
+        return placement
+    finally:
+        close_all(router)
+
+
+def _left_for(router: Router[Database], namespace: str, to: str) -> str | None:
+    """The server a namespace is leaving (or left) for ``to``, by the notes: a move that got
+    as far as switching the placement, run again."""
+    for name in sorted(router.placement.servers):
+        if name != to and ledger.moves(router.member(name), [namespace]).get(namespace, ("", ""))[0] == to:
+            return name
+    return None
+
+
+def _cancel(router: Router[Database], namespace: str, home: str) -> str | None:
+    """A move of ``namespace`` away from ``home`` that did not switch, cancelled: its note
+    cleared, its copy forgotten where it was going. None when there was none."""
+    db = router.member(home)
+    note = ledger.moves(db, [namespace]).get(namespace)
+    if note is None or note[1] != "moving":
+        return None
+    other = router.member(note[0])
+    Loader(other, ledger.graph_ontology(other) or default_ontology(), moving=True).forget(namespace)
+    ledger.clear_move(db, namespace)
+    return f"the move of namespace {namespace!r} to server {note[0]!r} is cancelled; it stays on {home!r}"

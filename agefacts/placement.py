@@ -1,0 +1,200 @@
+"""Placement: each person's memory (a namespace) lives whole on one of several PostgreSQL +
+AGE servers, named in a placement file.
+
+A placement file (TOML) names the servers and may pin namespaces to one::
+
+    [servers.a]
+    dsn = "host=db-a dbname=agefacts user=app"
+
+    [servers.b]
+    dsn = "host=db-b dbname=agefacts user=app"
+
+    [namespaces]
+    ann = "b"
+
+A namespace that is not pinned lives on the server that a stable hash of the namespace and the
+server names ranks first (rendezvous hashing): the same server in every process, and adding a
+server moves only the namespaces that now rank it first. A conversation never spans servers,
+so every guarantee of one server holds per namespace.
+
+A namespace moved to another server (:func:`agefacts.placement.move`, ``agefacts move``)
+leaves a note on the server it left: writes and reads that a placement not yet told of the
+move routes there follow the note, and while the move runs, writes to it are refused with a
+sentence (they are not lost: the caller sends them again when the move is done).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import tomllib
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import UsageError
+
+__all__ = [
+    "PLACEMENT_ENV",
+    "Placement",
+    "Server",
+    "placement_from",
+    "read_placement",
+]
+
+PLACEMENT_ENV = "AGEFACTS_PLACEMENT"
+
+
+@dataclass(frozen=True)
+class Server:
+    name: str
+    dsn: str
+
+
+@dataclass(frozen=True)
+class Placement:
+    """The servers by name, the namespaces pinned to one, and the file they were read from."""
+
+    servers: dict[str, Server]
+    pinned: dict[str, str] = field(default_factory=dict)
+    path: Path | None = None
+
+    def __post_init__(self) -> None:
+        if not self.servers:
+            raise UsageError(f"{self._where()}: name at least one server ([servers.NAME] with a dsn)")
+        for ns, name in self.pinned.items():
+            if name not in self.servers:
+                raise UsageError(
+                    f"{self._where()}: namespace {ns!r} is pinned to server {name!r}, which is not one of its "
+                    f"servers ({', '.join(sorted(self.servers))})"
+                )
+
+    def _where(self) -> str:
+        return f"placement {self.path}" if self.path else "the placement"
+
+    def server(self, name: str) -> Server:
+        if name not in self.servers:
+            raise UsageError(f"{self._where()} has no server {name!r}; its servers: {', '.join(sorted(self.servers))}")
+        return self.servers[name]
+
+    def home(self, namespace: str) -> Server:
+        """The server a namespace lives on: the one it is pinned to, else the one a stable hash
+        ranks first."""
+        pinned = self.pinned.get(namespace)
+        if pinned is not None:
+            return self.servers[pinned]
+        return max(self.servers.values(), key=lambda s: (_rank(namespace, s.name), s.name))
+
+    def group(self, namespaces: Iterable[str]) -> dict[str, list[str]]:
+        """Namespaces by the name of the server each lives on."""
+        out: dict[str, list[str]] = {}
+        for ns in namespaces:
+            out.setdefault(self.home(ns).name, []).append(ns)
+        return out
+
+    def pin(self, namespace: str, server: str) -> Placement:
+        """This placement with ``namespace`` pinned to ``server``; the file, when there is one,
+        is rewritten with it (atomically: a reader sees the old file or the new)."""
+        self.server(server)
+        moved = Placement(self.servers, {**self.pinned, namespace: server}, self.path)
+        if self.path is not None:
+            _write_pin(self.path, namespace, server)
+        return moved
+
+
+def _rank(namespace: str, server: str) -> bytes:
+    return hashlib.sha256(f"{namespace}\0{server}".encode()).digest()
+
+
+def read_placement(path: str | os.PathLike[str]) -> Placement:
+    """A placement file, checked: a clear error names the file and what to fix."""
+    p = Path(path)
+    try:
+        data = tomllib.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UsageError(f"placement {p}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"placement {p}: cannot be read ({exc})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"placement {p} is not TOML: {exc}") from None
+    unknown = sorted(set(data) - {"servers", "namespaces"})
+    if unknown:
+        raise UsageError(f"placement {p}: unknown table {unknown[0]!r}; it has [servers.NAME] and [namespaces]")
+    servers: dict[str, Server] = {}
+    raw = data.get("servers", {})
+    if not isinstance(raw, dict):
+        raise UsageError(f"placement {p}: servers is a table of servers, [servers.NAME] with a dsn")
+    for name, spec in raw.items():
+        if not isinstance(spec, dict) or not isinstance(spec.get("dsn"), str) or not spec["dsn"].strip():
+            raise UsageError(
+                f'placement {p}: server {name!r} needs a dsn ([servers.{name}] dsn = "host=... dbname=...")'
+            )
+        extra = sorted(set(spec) - {"dsn"})
+        if extra:
+            raise UsageError(f"placement {p}: server {name!r} has {extra[0]!r}; a server has a dsn only")
+        servers[name] = Server(name, spec["dsn"])
+    pinned = data.get("namespaces", {})
+    if not isinstance(pinned, dict) or not all(isinstance(v, str) for v in pinned.values()):
+        raise UsageError(f'placement {p}: [namespaces] pins a namespace to a server by name (ann = "a")')
+    return Placement(servers, dict(pinned), p)
+
+
+def placement_from(given: str | os.PathLike[str] | Placement | None) -> Placement | None:
+    """A placement given as one or a file, else the file ``$AGEFACTS_PLACEMENT`` names, else
+    None (one database)."""
+    if isinstance(given, Placement):
+        return given
+    if given is None:
+        given = os.environ.get(PLACEMENT_ENV) or None
+    return read_placement(given) if given is not None else None
+
+
+_TABLE = re.compile(r"^\s*\[([^\]]+)\]\s*(#.*)?$")
+
+
+def _write_pin(path: Path, namespace: str, server: str) -> None:
+    """The file with ``namespace = "server"`` in its [namespaces] table (replacing a pin of
+    that namespace, or added), the rest of the text as it was."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    line = f"{json.dumps(namespace, ensure_ascii=False)} = {json.dumps(server, ensure_ascii=False)}"
+    table = None
+    out: list[str] = []
+    placed = False
+    for text in lines:
+        m = _TABLE.match(text)
+        if m:
+            if table == "namespaces" and not placed:
+                _insert_before_blank(out, line)
+                placed = True
+            table = m.group(1).strip()
+        elif table == "namespaces" and _pins(text, namespace):
+            if not placed:
+                out.append(line)
+                placed = True
+            continue
+        out.append(text)
+    if not placed:
+        if table == "namespaces":
+            _insert_before_blank(out, line)
+        else:
+            out += ["", "[namespaces]", line]
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text("\n".join(out) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _insert_before_blank(out: list[str], line: str) -> None:
+    at = len(out)
+    while at > 0 and not out[at - 1].strip():
+        at -= 1
+    out.insert(at, line)
+
+
+def _pins(text: str, namespace: str) -> bool:
+    try:
+        got = tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        return False
+    return namespace in got

@@ -1,0 +1,267 @@
+"""Namespaces placed across servers: a second engine beside the session's (a second server with
+``AGEFACTS_TEST_DSN2``), a placement naming both. Each namespace is written to its own server
+only; a read of every namespace asks both and merges as one server would; a move copies a
+namespace, compares digests, switches and forgets, refusing writes meanwhile, and an
+interrupted move is finished by running it again."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+
+import pytest
+
+from agefacts import AsyncMemory, Memory, NamespaceMoved
+from agefacts.cli import main
+from agefacts.db import Database
+from agefacts.engine import Engine
+from agefacts.models import Turn
+from agefacts.placed import move
+from agefacts.placement import read_placement
+from agefacts.reads import digest
+
+from ..helpers import EXAMPLES, ONTO, claim, place, user_turn
+from .conftest import free_port
+
+
+@pytest.fixture(scope="session")
+def second_dsn(tmp_path_factory):
+    if os.environ.get("AGEFACTS_TEST_DSN2"):
+        yield os.environ["AGEFACTS_TEST_DSN2"]
+        return
+    engine = Engine(home=tmp_path_factory.mktemp("agefacts-home-2"))
+    state, _ = engine.start(data="memory", port=free_port())
+    try:
+        yield state.dsn
+    finally:
+        engine.stop()
+
+
+@pytest.fixture
+def servers(dsn, second_dsn, graph_name, tmp_path):
+    """The placement file, and the two servers' databases (the test's graph on each)."""
+    path = tmp_path / "placement.toml"
+    path.write_text(f"[servers.a]\ndsn = {json.dumps(dsn)}\n\n[servers.b]\ndsn = {json.dumps(second_dsn)}\n")
+    dbs = {"a": Database(dsn, graph_name).connect(), "b": Database(second_dsn, graph_name).connect()}
+    try:
+        yield path, dbs
+    finally:
+        for db in dbs.values():
+            db.drop_graph()
+            db.close()
+
+
+def _one_on_each(path) -> dict[str, str]:
+    """A namespace that lives on each server."""
+    p = read_placement(path)
+    found: dict[str, str] = {}
+    for i in range(100):
+        found.setdefault(p.home(f"person{i}").name, f"person{i}")
+    return found
+
+
+def _said(i: int, city: str, at: str = "2024-05-01T10:00:00Z") -> Turn:
+    return Turn.model_validate(
+        user_turn(
+            f"I live in {city} now, and I like tea {i}.",
+            at,
+            [place("e1", city)],
+            [
+                claim("user", "lives_in", f"I live in {city}", obj="e1"),
+                claim("user", "likes", "I like tea", value="tea"),
+            ],
+        )
+    )
+
+
+def _lives(memory: Memory, ns: str) -> str | None:
+    return {f.predicate: f.object for f in memory.facts(namespace=ns)}.get("lives_in")
+
+
+def _namespaces(db: Database) -> set[str]:
+    return {r[0] for r in db.execute("SELECT namespace FROM agefacts.ingest_log WHERE graph = %s", (db.graph,))}
+
+
+def test_a_placed_memory_writes_each_namespace_to_its_server_and_reads_every_server_as_one(
+    servers, dsn, graph_name, other_graph
+):
+    path, dbs = servers
+    who = _one_on_each(path)
+    with (
+        Memory(graph=graph_name, ontology=ONTO, placement=path) as placed,
+        Memory(dsn, graph_name + "_one", ontology=ONTO) as one,
+    ):
+        for n, (_, ns) in enumerate(sorted(who.items())):
+            for m in (placed, one):
+                m.add([_said(n, ["Oslo", "Lyon"][n])], namespace=ns, conversation="c1")
+        assert _namespaces(dbs["a"]) == {who["a"]} and _namespaces(dbs["b"]) == {who["b"]}
+        assert _lives(placed, who["b"]) == "Lyon"
+        assert placed.facts(all_namespaces=True) == one.facts(all_namespaces=True)
+        assert placed.history("user", "lives_in", all_namespaces=True) == one.history(
+            "user", "lives_in", all_namespaces=True
+        )
+        asked, alone = (
+            placed.ask("Where do I live?", all_namespaces=True),
+            one.ask("Where do I live?", all_namespaces=True),
+        )
+        assert {f.object for f in asked.facts} >= {"Oslo", "Lyon"} and asked.facts == alone.facts
+        assert placed.conversations(who["a"])[0].conversation == "c1"
+        with pytest.raises(Exception, match="reads one namespace"):
+            placed.facts()
+        with pytest.raises(Exception, match="several servers"):
+            _ = placed.db
+        other_graph("one").drop_graph()
+
+
+def test_the_command_line_loads_each_conversation_to_its_namespace_s_server(servers, dsn, graph_name, capsys):
+    path, dbs = servers
+    p = read_placement(path)
+    assert main(["load", "--placement", str(path), "--graph", graph_name, str(EXAMPLES)]) == 0
+    wanted: dict[str, set[str]] = {"a": set(), "b": set()}
+    for f in EXAMPLES.glob("*.json"):
+        ns = json.loads(f.read_text())["namespace"]
+        wanted[p.home(ns).name].add(ns)
+    assert wanted["a"] and wanted["b"]
+    assert _namespaces(dbs["a"]) == wanted["a"] and _namespaces(dbs["b"]) == wanted["b"]
+    # Every namespace's graph is the one a load of everything into one server gives it.
+    one = Database(dsn, graph_name + "_all").connect()
+    try:
+        from agefacts import load_paths
+
+        load_paths(one, [EXAMPLES], ONTO)
+        for server, names in wanted.items():
+            for ns in names:
+                assert digest(dbs[server], ns) == digest(one, ns)
+        capsys.readouterr()
+        assert (
+            main(
+                [
+                    "facts",
+                    "--placement",
+                    str(path),
+                    "--graph",
+                    graph_name,
+                    "--all-namespaces",
+                    "user",
+                    "--format",
+                    "json",
+                ]
+            )
+            == 0
+        )
+        merged = json.loads(capsys.readouterr().out)
+        assert (
+            main(
+                ["facts", "--dsn", dsn, "--graph", graph_name + "_all", "--all-namespaces", "user", "--format", "json"]
+            )
+            == 0
+        )
+        assert merged == json.loads(capsys.readouterr().out)
+        ns = sorted(wanted["b"])[0]
+        assert main(["digest", "--placement", str(path), "--graph", graph_name, "--namespace", ns]) == 0
+        assert capsys.readouterr().out.strip() == digest(one, ns)
+        assert main(["query", "--placement", str(path), "--graph", graph_name, "MATCH (n) RETURN count(n)"]) == 2
+        assert "give --namespace, or --server NAME (a, b)" in capsys.readouterr().err
+    finally:
+        one.drop_graph()
+        one.close()
+
+
+def test_a_move_refuses_writes_while_it_runs_and_an_interrupted_move_finishes_when_run_again(servers, graph_name):
+    path, dbs = servers
+    who = _one_on_each(path)
+    ns, there = who["a"], "b"
+    with Memory(graph=graph_name, ontology=ONTO, placement=path) as stale:
+        stale.add([_said(0, "Oslo"), _said(1, "Lyon", "2024-06-01T10:00:00Z")], namespace=ns, conversation="c1")
+        stale.add([_said(2, "Porto", "2024-07-01T10:00:00Z")], namespace=ns, conversation="c2")
+        before = digest(dbs["a"], ns)
+        steps: list[str] = []
+
+        def stop_after_copy(step: str) -> None:
+            steps.append(step)
+            if "copied" in step:
+                raise KeyboardInterrupt
+
+        with pytest.raises(KeyboardInterrupt):
+            move(read_placement(path), ns, there, graph_name, progress=stop_after_copy)
+        assert any("takes no writes" in s for s in steps)  # the interruption came mid-move
+        # Meanwhile a write is refused with a sentence, and nothing of it is written.
+        with pytest.raises(NamespaceMoved, match="is being moved to server 'b'.*send this again"):
+            stale.add([_said(3, "Bergen")], namespace=ns, conversation="c1")
+        assert digest(dbs["a"], ns) == before
+        assert _lives(stale, ns) == "Porto"  # reads go on
+        done = move(read_placement(path), ns, there, graph_name)  # run again: finished
+        assert done.pinned == {ns: there} and read_placement(path).pinned == {ns: there}
+        assert digest(dbs["b"], ns) == before and _namespaces(dbs["a"]) == set()
+        # A memory opened before the move follows the note the namespace left, to read and write.
+        assert _lives(stale, ns) == "Porto"
+        stale.add([_said(4, "Bergen", "2024-08-01T10:00:00Z")], namespace=ns, conversation="c1")
+    with Memory(graph=graph_name, ontology=ONTO, placement=path) as fresh:
+        assert _lives(fresh, ns) == "Bergen"
+        assert len(fresh.export(ns, "c1")[0].turns) == 3
+    assert _namespaces(dbs["a"]) == set() and _namespaces(dbs["b"]) == {ns}
+    # Moving it again where it is changes nothing.
+    assert move(read_placement(path), ns, there, graph_name).pinned == {ns: there}
+
+
+def test_a_move_that_did_not_switch_is_cancelled_by_moving_it_where_it_is(servers, graph_name):
+    path, dbs = servers
+    ns = _one_on_each(path)["a"]
+    with Memory(graph=graph_name, ontology=ONTO, placement=path) as memory:
+        memory.add([_said(0, "Oslo")], namespace=ns, conversation="c1")
+
+        def stop(step: str) -> None:
+            if "digests equal" in step:
+                raise KeyboardInterrupt
+
+        with pytest.raises(KeyboardInterrupt):
+            move(read_placement(path), ns, "b", graph_name, progress=stop)
+        assert _namespaces(dbs["b"]) == {ns}  # copied, not switched
+        said: list[str] = []
+        move(read_placement(path), ns, "a", graph_name, progress=said.append)
+        assert said and "cancelled" in said[0]
+        assert _namespaces(dbs["b"]) == set() and read_placement(path).pinned == {}
+        memory.add([_said(1, "Lyon", "2024-06-01T10:00:00Z")], namespace=ns, conversation="c1")  # writes again
+        assert _lives(memory, ns) == "Lyon"
+
+
+def test_an_async_placed_memory_routes_alike(servers, graph_name):
+    path, dbs = servers
+    who = _one_on_each(path)
+
+    async def run() -> None:
+        async with AsyncMemory(graph=graph_name, ontology=ONTO, placement=path) as memory:
+            for n, ns in enumerate(sorted(who.values())):
+                await memory.add([_said(n, ["Oslo", "Lyon"][n])], namespace=ns, conversation="c1")
+            facts = await memory.facts(all_namespaces=True)
+            assert {f.namespace for f in facts} == set(who.values())
+            assert {f.object for f in await memory.facts(namespace=who["b"])} & {"Oslo", "Lyon"}
+
+    asyncio.run(run())
+    assert _namespaces(dbs["a"]) == {who["a"]} and _namespaces(dbs["b"]) == {who["b"]}
+
+
+def test_the_mcp_server_on_a_placement_answers_each_namespace_from_its_server(servers, graph_name):
+    import sys
+
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    path, dbs = servers
+    who = _one_on_each(path)
+    with Memory(graph=graph_name, ontology=ONTO, placement=path) as memory:
+        for n, ns in enumerate(sorted(who.values())):
+            memory.add([_said(n, ["Oslo", "Lyon"][n])], namespace=ns, conversation=f"c-{ns}")
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "agefacts", "mcp", "--placement", str(path), "--graph", graph_name],
+    )
+
+    async def go() -> list:
+        async with Client(params) as client:
+            return [await client.call_tool("conversations", {"namespace": ns}) for ns in (who["a"], who["b"])]
+
+    on_a, on_b = asyncio.run(go())
+    assert [c["conversation"] for c in on_a.structured_content["result"]] == [f"c-{who['a']}"]
+    assert [c["conversation"] for c in on_b.structured_content["result"]] == [f"c-{who['b']}"]
