@@ -129,8 +129,11 @@ def _placed_dsn(args: argparse.Namespace, placement: Placement) -> str:
     """The server of the command's namespace (following the note of a moved one), or --server."""
     from .placed import close_all, database_router
 
+    # A command that only reads may read a server's replica: it wrote nothing it must see.
+    read = getattr(args.func, "__name__", "") in _REPLICA_READERS
     if args.server is not None:
-        return placement.server(args.server).dsn
+        server = placement.server(args.server)
+        return (server.replica if read else None) or server.dsn
     namespace = getattr(args, "namespace", None)
     if namespace is None:
         raise UsageError(
@@ -139,9 +142,10 @@ def _placed_dsn(args: argparse.Namespace, placement: Placement) -> str:
         )
     router = database_router(placement, args.graph)
     try:
-        return placement.server(router.server_of(namespace)).dsn
+        server = placement.server(router.server_of(namespace))
     finally:
         close_all(router)
+    return (server.replica if read else None) or server.dsn
 
 
 def _everywhere(
@@ -1261,6 +1265,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # The commands that only read: Ctrl-C may end their statement by restarting the embedded engine.
+_REPLICA_READERS = frozenset({"_cmd_facts", "_cmd_history", "_cmd_ask", "_cmd_show", "_cmd_digest"})
 _READERS = frozenset(
     {"_cmd_query", "_cmd_facts", "_cmd_history", "_cmd_ask", "_cmd_show", "_cmd_digest", "_cmd_eval_recall"}
 )

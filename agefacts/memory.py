@@ -20,7 +20,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
@@ -47,6 +47,7 @@ from .ontology import Ontology, default_ontology
 from .placed import AsyncRouter, Router, history_order, merge_answers, merge_rows
 from .placement import Placement, Server, placement_from
 from .reads import TimeArg, facts, facts_async, history, history_async
+from .replica import AsyncReplicaReads, ReplicaReads, wal_position
 from .retrieve import Answer, Linked, ask, ask_async
 from .temporal import normalise_instant, to_python
 from .timeline import fact_order
@@ -76,6 +77,7 @@ default: when it is added). A chat API's other messages (``system``, ``developer
 are not the person's or the assistant's words."""
 
 _log = logging.getLogger("agefacts.memory")
+_R = TypeVar("_R")
 _PASSED_OVER = frozenset({"system", "developer", "tool", "function"})
 
 
@@ -804,8 +806,9 @@ class Memory:
     meaning to what ``ask`` finds (:mod:`agefacts.embed`; without one, words are searched);
     ``placement`` (a :class:`~agefacts.placement.Placement` or its file; without a ``dsn``,
     ``$AGEFACTS_PLACEMENT`` when set) spreads namespaces over several servers, each call going
-    to its namespace's (:mod:`agefacts.placed`). Use it as a context manager, or call
-    :meth:`close`."""
+    to its namespace's (:mod:`agefacts.placed`); ``replica`` is a streaming replica's dsn that
+    reads go to once it holds this memory's own writes (:mod:`agefacts.replica`). Use it as a
+    context manager, or call :meth:`close`."""
 
     def __init__(
         self,
@@ -819,6 +822,7 @@ class Memory:
         tune_interpreter: bool = False,
         embedder: Embedder | None = None,
         placement: Placement | str | os.PathLike[str] | None = None,
+        replica: str | None = None,
     ):
         self.llm = llm
         self.context_turns = context_turns
@@ -829,7 +833,10 @@ class Memory:
         placed = _placement(dsn, placement)
         self._router: Router[Memory] | None = None
         self._db: Database | None = None
+        self._reads: ReplicaReads | None = None
         if placed is not None:
+            if replica is not None:
+                raise UsageError("on a placement, each server names its replica (replica = ... beside its dsn)")
             self.ontology = ontology or default_ontology()
 
             def member(server: Server) -> Memory:
@@ -842,13 +849,25 @@ class Memory:
                     context_turns=context_turns,
                     tune_interpreter=tune_interpreter,
                     embedder=embedder,
+                    replica=server.replica,
                 )
 
             self._router = Router(placed, member, lambda m, ns: ledger.moves(m.db, None if ns is None else [ns]))
             return
         self._db = Database(resolve_dsn(dsn), graph).connect()
+        if replica is not None:
+            self._reads = ReplicaReads(self._db, replica, graph)
         # Without one given, the ontology the graph was loaded with (or the shipped one).
         self.ontology = ontology or ledger.graph_ontology(self.db) or default_ontology()
+
+    def _reading(self) -> Database:
+        """Where a read goes: the replica once it holds this memory's writes, else here."""
+        return self._reads.db() if self._reads is not None else self.db
+
+    def _wrote(self, result: _R) -> _R:
+        if self._reads is not None:
+            self._reads.wrote()
+        return result
 
     @property
     def db(self) -> Database:
@@ -870,6 +889,8 @@ class Memory:
         if self._router is not None:
             for m in self._router.opened():
                 m.close()
+        if self._reads is not None:
+            self._reads.close()
         if self._db is not None:
             self._db.close()
 
@@ -911,7 +932,7 @@ class Memory:
             _remember_paid(conv, paid)
             done = _appended(self._tails, self._loader(), tail, conv, asked, errors)
             if done is not None:
-                return done
+                return self._wrote(done)
             raced = len(tail.conv.turns)
         # Built on the version read; when another writer loads one first, built again on that.
         for _ in range(_ADD_TRIES):
@@ -926,7 +947,7 @@ class Memory:
             except ConversationMoved:
                 continue
             self._tails.keep((conv.namespace, conv.id), conv)
-            return added
+            return self._wrote(added)
         raise _kept_changing(ns, cid)
 
     def _extract(self, conv: Conversation) -> tuple[Conversation, int, list[str]]:
@@ -953,11 +974,16 @@ class Memory:
                     write=False,
                 )
             got = self._router.everywhere(
-                lambda m: facts(m.db, entity, all_namespaces=True, valid_at=valid_at, known_at=known_at).dicts()
+                lambda m: facts(m._reading(), entity, all_namespaces=True, valid_at=valid_at, known_at=known_at).dicts()
             )
             return [MemoryFact.from_row(r) for r in merge_rows(got, fact_order)]
         rows = facts(
-            self.db, entity, namespace=namespace, all_namespaces=all_namespaces, valid_at=valid_at, known_at=known_at
+            self._reading(),
+            entity,
+            namespace=namespace,
+            all_namespaces=all_namespaces,
+            valid_at=valid_at,
+            known_at=known_at,
         )
         return [MemoryFact.from_row(r) for r in rows.dicts()]
 
@@ -971,11 +997,16 @@ class Memory:
                     str(namespace), lambda m: m.history(entity, predicate, namespace=namespace), write=False
                 )
             got = self._router.everywhere(
-                lambda m: history(m.db, entity, predicate, all_namespaces=True, ontology=m.ontology).dicts()
+                lambda m: history(m._reading(), entity, predicate, all_namespaces=True, ontology=m.ontology).dicts()
             )
             return [HistoryEntry.from_row(r) for r in merge_rows(got, history_order)]
         rows = history(
-            self.db, entity, predicate, namespace=namespace, all_namespaces=all_namespaces, ontology=self.ontology
+            self._reading(),
+            entity,
+            predicate,
+            namespace=namespace,
+            all_namespaces=all_namespaces,
+            ontology=self.ontology,
         )
         return [HistoryEntry.from_row(r) for r in rows.dicts()]
 
@@ -999,7 +1030,7 @@ class Memory:
                 )
             got = self._router.everywhere(
                 lambda m: ask(
-                    m.db,
+                    m._reading(),
                     question,
                     m.ontology,
                     all_namespaces=True,
@@ -1011,7 +1042,7 @@ class Memory:
             )
             return Recall.from_answer(merge_answers(question, got, self.ontology, k))
         answer = ask(
-            self.db,
+            self._reading(),
             question,
             self.ontology,
             namespace=namespace,
@@ -1049,7 +1080,7 @@ class Memory:
         conv = correction(
             self.db, entity, predicate, said, namespace=namespace, by=by, instead=instead, reason=reason, at=at
         )
-        return _load(self._loader(), conv, 0, [], None)
+        return self._wrote(_load(self._loader(), conv, 0, [], None))
 
     def forget(self, namespace: str, conversations: Iterable[str] | str | None = None) -> list[str]:
         """Remove what the namespace's conversations (those named, or all) wrote; returns
@@ -1061,7 +1092,7 @@ class Memory:
         loader = self._loader()
         ids = _ids(conversations)
         self._tails.drop(namespace, ids)
-        return loader.forget(namespace, ids)
+        return self._wrote(loader.forget(namespace, ids))
 
     def export(self, namespace: str, conversations: Iterable[str] | str | None = None) -> list[Conversation]:
         """The namespace's conversations as loaded, with their recordings: loading them into
@@ -1078,7 +1109,10 @@ class Memory:
         need_text(namespace, "namespace= (whose memory)")
         if self._router is not None:
             return self._router.on(namespace, lambda m: m.conversations(namespace), write=False)
-        return [Remembered.from_row(r) for r in run_named(self.db, "conversations", {"namespace": namespace}).dicts()]
+        return [
+            Remembered.from_row(r)
+            for r in run_named(self._reading(), "conversations", {"namespace": namespace}).dicts()
+        ]
 
     def entities(self, namespace: str) -> list[Known]:
         """Who and what the namespace's memory knows: each entity's name (or role), type and
@@ -1086,7 +1120,7 @@ class Memory:
         need_text(namespace, "namespace= (whose memory)")
         if self._router is not None:
             return self._router.on(namespace, lambda m: m.entities(namespace), write=False)
-        return _known(run_named(self.db, "entities_of", {"namespace": namespace}).dicts())
+        return _known(run_named(self._reading(), "entities_of", {"namespace": namespace}).dicts())
 
 
 class AsyncMemory:
@@ -1108,6 +1142,7 @@ class AsyncMemory:
         tune_interpreter: bool = False,
         embedder: Embedder | None = None,
         placement: Placement | str | os.PathLike[str] | None = None,
+        replica: str | None = None,
     ):
         self._given_ontology = ontology
         self.ontology = ontology or default_ontology()  # until open() reads the graph's own
@@ -1124,7 +1159,11 @@ class AsyncMemory:
         self._tails = _Tails()
         placed = _placement(dsn, placement)
         self._router: AsyncRouter[AsyncMemory] | None = None
+        self._replica = replica
+        self._reads: AsyncReplicaReads | None = None
         if placed is not None:
+            if replica is not None:
+                raise UsageError("on a placement, each server names its replica (replica = ... beside its dsn)")
 
             async def member(server: Server) -> AsyncMemory:
                 return await AsyncMemory(
@@ -1136,6 +1175,7 @@ class AsyncMemory:
                     context_turns=context_turns,
                     tune_interpreter=tune_interpreter,
                     embedder=embedder,
+                    replica=server.replica,
                 ).open()
 
             async def notes(m: AsyncMemory, ns: str | None) -> dict[str, tuple[str, str]]:
@@ -1165,12 +1205,17 @@ class AsyncMemory:
             stored: Ontology | None = await asyncio.to_thread(ledger.graph_ontology, db)
             self.ontology = stored or default_ontology()
         self._adb = await AsyncDatabase(dsn, self._graph).connect()
+        if self._replica is not None:
+            self._reads = AsyncReplicaReads(self._adb, self._replica, self._graph)
         return self
 
     async def close(self) -> None:
         if self._router is not None:
             for m in self._router.opened():
                 await m.close()
+        if self._reads is not None:
+            await self._reads.close()
+            self._reads = None
         if self._adb is not None:
             await self._adb.close()
         if self._db is not None:
@@ -1181,6 +1226,15 @@ class AsyncMemory:
         if self._adb is None:
             raise UsageError("the memory is not open: use `async with AsyncMemory(...) as memory`")
         return self._adb
+
+    async def _reading(self) -> AsyncDatabase:
+        """Where a read goes: the replica once it holds this memory's writes, else the primary."""
+        return await self._reads.db() if self._reads is not None else self._reader()
+
+    async def _wrote(self, result: _R) -> _R:
+        if self._reads is not None and self._db is not None:
+            self._reads.wrote(await asyncio.to_thread(wal_position, self._db))
+        return result
 
     def _writer(self) -> tuple[Database, Loader]:
         # A loader per write: a loader refuses one conversation met twice with other content,
@@ -1222,7 +1276,7 @@ class AsyncMemory:
                 async with self._writing:
                     done = await asyncio.to_thread(_appended, self._tails, self._writer()[1], tail, conv, asked, errors)
                 if done is not None:
-                    return done
+                    return await self._wrote(done)
                 raced = len(tail.conv.turns)
         for _ in range(_ADD_TRIES):
             # The writer's one connection serves one add at a time; the model is asked outside
@@ -1241,7 +1295,7 @@ class AsyncMemory:
             except ConversationMoved:
                 continue
             self._tails.keep((conv.namespace, conv.id), conv)
-            return added
+            return await self._wrote(added)
         raise _kept_changing(ns, cid)
 
     async def facts(
@@ -1263,12 +1317,14 @@ class AsyncMemory:
                 )
 
             async def each(m: AsyncMemory) -> list[dict[str, Any]]:
-                got = await facts_async(m._reader(), entity, all_namespaces=True, valid_at=valid_at, known_at=known_at)
+                got = await facts_async(
+                    await m._reading(), entity, all_namespaces=True, valid_at=valid_at, known_at=known_at
+                )
                 return got.dicts()
 
             return [MemoryFact.from_row(r) for r in merge_rows(await self._router.everywhere(each), fact_order)]
         rows = await facts_async(
-            self._reader(),
+            await self._reading(),
             entity,
             namespace=namespace,
             all_namespaces=all_namespaces,
@@ -1288,12 +1344,14 @@ class AsyncMemory:
                 )
 
             async def each(m: AsyncMemory) -> list[dict[str, Any]]:
-                got = await history_async(m._reader(), entity, predicate, all_namespaces=True, ontology=m.ontology)
+                got = await history_async(
+                    await m._reading(), entity, predicate, all_namespaces=True, ontology=m.ontology
+                )
                 return got.dicts()
 
             return [HistoryEntry.from_row(r) for r in merge_rows(await self._router.everywhere(each), history_order)]
         rows = await history_async(
-            self._reader(),
+            await self._reading(),
             entity,
             predicate,
             namespace=namespace,
@@ -1323,7 +1381,7 @@ class AsyncMemory:
 
             async def each(m: AsyncMemory) -> Answer:
                 return await ask_async(
-                    m._reader(),
+                    await m._reading(),
                     question,
                     m.ontology,
                     all_namespaces=True,
@@ -1335,7 +1393,7 @@ class AsyncMemory:
 
             return Recall.from_answer(merge_answers(question, await self._router.everywhere(each), self.ontology, k))
         answer = await ask_async(
-            self._reader(),
+            await self._reading(),
             question,
             self.ontology,
             namespace=namespace,
@@ -1377,7 +1435,7 @@ class AsyncMemory:
             return _load(loader, conv, 0, [], None)
 
         async with self._writing:
-            return await asyncio.to_thread(work)
+            return await self._wrote(await asyncio.to_thread(work))
 
     async def forget(self, namespace: str, conversations: Iterable[str] | str | None = None) -> list[str]:
         """See :meth:`Memory.forget`."""
@@ -1389,7 +1447,7 @@ class AsyncMemory:
         wanted = _ids(conversations)
         self._tails.drop(namespace, wanted)
         async with self._writing:
-            return await asyncio.to_thread(loader.forget, namespace, wanted)
+            return await self._wrote(await asyncio.to_thread(loader.forget, namespace, wanted))
 
     async def export(self, namespace: str, conversations: Iterable[str] | str | None = None) -> list[Conversation]:
         """See :meth:`Memory.export`."""
@@ -1407,7 +1465,7 @@ class AsyncMemory:
         need_text(namespace, "namespace= (whose memory)")
         if self._router is not None:
             return await self._router.on(namespace, lambda m: m.conversations(namespace), write=False)
-        rows = await run_named_async(self._reader(), "conversations", {"namespace": namespace})
+        rows = await run_named_async(await self._reading(), "conversations", {"namespace": namespace})
         return [Remembered.from_row(r) for r in rows.dicts()]
 
     async def entities(self, namespace: str) -> list[Known]:
@@ -1415,4 +1473,4 @@ class AsyncMemory:
         need_text(namespace, "namespace= (whose memory)")
         if self._router is not None:
             return await self._router.on(namespace, lambda m: m.entities(namespace), write=False)
-        return _known((await run_named_async(self._reader(), "entities_of", {"namespace": namespace})).dicts())
+        return _known((await run_named_async(await self._reading(), "entities_of", {"namespace": namespace})).dicts())

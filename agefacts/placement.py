@@ -8,6 +8,7 @@ A placement file (TOML) names the servers and may pin namespaces to one::
 
     [servers.b]
     dsn = "host=db-b dbname=agefacts user=app"
+    replica = "host=db-b-replica dbname=agefacts user=app"   # reads may go there
 
     [namespaces]
     ann = "b"
@@ -49,8 +50,12 @@ PLACEMENT_ENV = "AGEFACTS_PLACEMENT"
 
 @dataclass(frozen=True)
 class Server:
+    """A server of a placement: its primary's dsn, and a streaming replica's that reads may
+    use (:mod:`agefacts.replica`)."""
+
     name: str
     dsn: str
+    replica: str | None = None
 
 
 @dataclass(frozen=True)
@@ -131,10 +136,13 @@ def read_placement(path: str | os.PathLike[str]) -> Placement:
             raise UsageError(
                 f'placement {p}: server {name!r} needs a dsn ([servers.{name}] dsn = "host=... dbname=...")'
             )
-        extra = sorted(set(spec) - {"dsn"})
+        extra = sorted(set(spec) - {"dsn", "replica"})
         if extra:
-            raise UsageError(f"placement {p}: server {name!r} has {extra[0]!r}; a server has a dsn only")
-        servers[name] = Server(name, spec["dsn"])
+            raise UsageError(f"placement {p}: server {name!r} has {extra[0]!r}; a server has a dsn and a replica")
+        replica = spec.get("replica")
+        if replica is not None and (not isinstance(replica, str) or not replica.strip()):
+            raise UsageError(f"placement {p}: server {name!r}: replica is the dsn of a streaming replica of it")
+        servers[name] = Server(name, spec["dsn"], replica)
     pinned = data.get("namespaces", {})
     if not isinstance(pinned, dict) or not all(isinstance(v, str) for v in pinned.values()):
         raise UsageError(f'placement {p}: [namespaces] pins a namespace to a server by name (ann = "a")')

@@ -27,6 +27,7 @@ RANKS: list[set[str]] = [
     {"engine"},
     {"db"},
     {"asyncdb"},
+    {"replica"},
     {"extract", "embed"},
     {"ground"},
     {"keyphrases"},
