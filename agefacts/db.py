@@ -425,8 +425,8 @@ class Database:
             self._run(_SEARCH_PATH)
             if not self._run("SELECT rolsuper FROM pg_catalog.pg_roles WHERE rolname = current_user")[0][0]:
                 # Said once, whole, at connect: rather than one refusal now and the next later.
-                if grants := self.missing_privileges(write=self.create):
-                    raise DatabaseError(self._lacking_text(grants), "42501")
+                if self.missing_privileges(write=self.create):
+                    raise self._lacking(DatabaseError("permission denied", "42501"))
             self._apply_sql()
         except psycopg.errors.InsufficientPrivilege as exc:
             raise self._lacking(exc) from exc
@@ -438,13 +438,16 @@ class Database:
         A superuser does it with ``LOAD 'age'``; PostgreSQL refuses LOAD to other roles
         (even when a preload setting has loaded it already), but any call into the library
         loads it the same way, so for them the input function of AGE's type does it."""
-        try:
-            self._run(_LOAD_AGE)
-            return
-        except psycopg.errors.InsufficientPrivilege:
-            pass
-        except psycopg.Error as exc:
-            raise translate(exc, "loading Apache AGE (is the age extension installed?)") from exc
+        # The server reports at connection whether the role is a superuser; asking another role
+        # to LOAD would only be refused, and logged as an error in the server's log each time.
+        if self.conn.info.parameter_status("is_superuser") != "off":
+            try:
+                self._run(_LOAD_AGE)
+                return
+            except psycopg.errors.InsufficientPrivilege:
+                pass
+            except psycopg.Error as exc:
+                raise translate(exc, "loading Apache AGE (is the age extension installed?)") from exc
         try:
             self._run(_LOAD_AGE_BY_CALL)
         except psycopg.errors.InsufficientPrivilege as exc:
@@ -452,19 +455,44 @@ class Database:
         except psycopg.Error as exc:
             raise translate(exc, "loading Apache AGE (is the age extension installed?)") from exc
 
-    def _lacking(self, exc: psycopg.Error) -> DatabaseError:
+    def _lacking(self, exc: psycopg.Error | DatabaseError, *, write: bool | None = None) -> DatabaseError:
         """A refusal for want of a privilege, as the grants that would allow what this
-        connection is for (loading, or reading)."""
+        connection is for (loading, or reading; ``write``: changing the graph, whatever the
+        connection was opened for)."""
+        write = self.create if write is None else write
         try:
-            grants = self.missing_privileges(write=self.create)
+            grants = self.missing_privileges(write=write)
         except psycopg.Error:
             grants = []
+        try:
+            set_up = self._run("SELECT to_regnamespace('agefacts') IS NOT NULL")[0][0] and self.graph_exists()
+        except psycopg.Error:
+            set_up = True  # cannot tell: the grants say the rest
+        if write and not set_up:
+            # Not a grant to ask for: the graph is the owner's to make, once.
+            return DatabaseError(
+                f"graph {self.graph!r} is not set up in this database, and this role may not create it: the "
+                f"database's owner (or a role with CREATE on it) runs `agefacts setup --graph {self.graph} "
+                "--app ROLE` once, which makes it and grants ROLE what loading needs",
+                exc.sqlstate,
+            )
         if not grants:
-            return translate(exc, f"preparing to {'load into' if self.create else 'read'} graph {self.graph!r}")
-        return DatabaseError(self._lacking_text(grants), exc.sqlstate)
+            if isinstance(exc, DatabaseError):
+                return exc
+            return translate(exc, f"preparing to {'change' if write else 'read'} graph {self.graph!r}")
+        return DatabaseError(self._lacking_text(grants, write=write), exc.sqlstate)
 
-    def _lacking_text(self, grants: list[str]) -> str:
-        doing = "load into" if self.create else "read"
+    def refused(self, exc: DatabaseError) -> DatabaseError:
+        """A write that the server refused for want of a privilege (``exc``, already ours), as
+        the grants that would allow it; any other error as it is."""
+        if exc.sqlstate != "42501" or self._conn is None:
+            return exc
+        return self._lacking(exc, write=True)
+
+    def _lacking_text(self, grants: list[str], *, write: bool | None = None) -> str:
+        doing = "change" if (self.create if write is None else write) else "read"
+        if doing == "change" and self.create:
+            doing = "load into"
         return (
             f"this role may not {doing} graph {self.graph!r}; a role that owns the objects (or a superuser) "
             f"can grant what it lacks: {'; '.join(grants)}"

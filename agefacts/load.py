@@ -752,6 +752,13 @@ class Loader:
         each with nothing would: their messages, evidence and mentions go, statements and
         entities left with none go, and what they touched is recomputed from what remains.
         Their ingest-log and question rows go too. One transaction; returns the ids forgotten."""
+        try:
+            return self._forget(namespace, conversations)
+        except DatabaseError as exc:
+            # A role that may only read is told what forgetting needs, not which table refused.
+            raise self.db.refused(exc) from exc
+
+    def _forget(self, namespace: str, conversations: Sequence[str] | None) -> list[str]:
         wanted = sorted(set(conversations)) if conversations is not None else None
         ids = self._attempt(lambda: ledger.loaded_ids(self.db, namespace, wanted))
         if wanted is not None and (unknown := sorted(set(wanted) - set(ids))):

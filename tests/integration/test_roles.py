@@ -9,6 +9,7 @@ import uuid
 import psycopg
 
 from agefacts.cli import main
+from agefacts.db import Database
 
 from ..helpers import EXAMPLES
 
@@ -51,6 +52,11 @@ def test_three_roles_each_with_only_its_grants(dsn, capsys):
             )
         at = {role: _as(dsn, dbname=database, user=role, password="pw") for role in (owner, app, reader, nobody)}
         graph = ["--graph", "roles_graph"]
+        # Before the owner set the graph up, the app is told that, and who does it.
+        assert main(["load", str(EXAMPLES), "--dsn", at[app], *graph]) == 1
+        err = capsys.readouterr().err
+        assert "graph 'roles_graph' is not set up in this database" in err and "agefacts setup" in err
+        assert "GRANT CREATE ON DATABASE" not in err
         # The owner sets up and grants; the app loads; the reader reads.
         assert main(["setup", "--dsn", at[owner], *graph, "--app", app, "--reader", reader]) == 0
         assert "granted: GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA" in capsys.readouterr().out
@@ -58,6 +64,29 @@ def test_three_roles_each_with_only_its_grants(dsn, capsys):
         assert capsys.readouterr().out.startswith("conversations: 25 loaded")
         assert main(["facts", "user", "--namespace", "nina", "--dsn", at[reader], *graph, "--format", "json"]) == 0
         assert '"Bergen"' in capsys.readouterr().out
+        # The reader's forget names what forgetting needs, not the table that refused it.
+        assert main(["forget", "--namespace", "nina", "--dsn", at[reader], *graph]) == 1
+        err = capsys.readouterr().err
+        assert "this role may not change graph 'roles_graph'" in err and "permission denied for table" not in err
+        assert f'GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "roles_graph" TO "{reader}"' in err
+        # A role that is no superuser is not asked to LOAD the library (refused, and logged
+        # as an error by the server at every connection): no statement of its connect fails.
+        refused: list[str] = []
+        real_run = Database._run
+
+        def run(self, stmt, args=None, names=None):
+            try:
+                return real_run(self, stmt, args, names)
+            except psycopg.Error as exc:
+                refused.append(str(exc))
+                raise
+
+        Database._run = run  # type: ignore[method-assign]
+        try:
+            Database(at[reader], "roles_graph", create=False).connect().close()
+        finally:
+            Database._run = real_run  # type: ignore[method-assign]
+        assert refused == []
         # An index that only speeds reading up (an edge end, an entity label's namespace), gone
         # from a graph (one AGE 1.6.0 made, before agefacts made them): the app, which may not
         # make one, still loads, and the owner's set-up makes them again.
