@@ -17,10 +17,7 @@ written. Mention words are ordered by the engine, as AGE's own text comparison (
 orders them.
 
 Retraction (what a changed conversation's old version wrote) is set-wise too, and serves both
-load paths: :meth:`BulkWriter.retract` removes the old messages, evidence and mentions of a
-batch of conversations in one statement, and after the new versions are written
-:meth:`BulkWriter.settle` removes the statements left without evidence and the entities left
-without edges, and returns what is left to recompute.
+load paths: :mod:`agefacts.retract`.
 """
 
 from __future__ import annotations
@@ -28,129 +25,28 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from psycopg import sql
 
 from . import derive
 from .compile import Plan
-from .db import Database
 from .derive import Member
-from .names import CORE_EDGE_LABELS, CORE_VERTEX_LABELS
+from .names import CORE_VERTEX_LABELS
+from .retract import Retraction, Stale
+from .tables import _AG, _ENTRY, _KEY, _KEY_INDEXED, _as_agtype_key, _key, _props, dumps
 
 __all__ = [
     "Batch",
     "BulkWriter",
-    "Stale",
     "assemble",
-    "dumps",
 ]
 
-# Lateral subqueries end in OFFSET 0 so the planner cannot flatten them into hash joins over
-# whole label tables (it has no statistics to know the key lists are short).
-_KEY = "ag_catalog.agtype_access_operator({t}.properties, '\"k\"'::ag_catalog.agtype)"
-# The unique index's own expression, which ON CONFLICT must name exactly.
-_KEY_INDEXED = "ag_catalog.agtype_access_operator(properties, '\"k\"'::ag_catalog.agtype)"
-_AG = "ag_catalog.agtype"
-_ENTRY = (1 << 48) - 1  # a graphid is the label id in the top 16 bits, the entry in the rest
 
-
-def _key(alias: str) -> sql.SQL:
-    return sql.SQL(_KEY.format(t=alias))
-
-
-def _as_agtype_key(expr: str) -> str:
-    # A text key as the agtype string the key index holds.
-    return f"(to_jsonb({expr})::text)::{_AG}"
-
-
-def dumps(rows: Any) -> str:
-    """Compact JSON for rows that travel through ``jsonb`` into agtype. jsonb keeps a number's
-    digits but not an exponent form, so a whole float that AGE writes ``1e+16`` would come back
-    an integer: the gate stores such floats as the integers they equal
-    (:func:`agefacts.gate.normalise_value`), so every number here survives the trip, including
-    the merges of existing properties."""
-    return _ENCODE(rows)
-
-
-# One encoder made once: json.dumps with options builds a new one per call (a tenth of the
-# loader's time went to encoding edge properties).
-_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
-
-
-def _props(text: str | None) -> dict[str, Any]:
-    """An agtype map read back as text (AGE writes maps as JSON)."""
-    return json.loads(text) if text else {}
-
-
-@dataclass
-class Stale:
-    """What the old versions of replaced conversations touched: the statements they evidenced,
-    the (subject label, subject key, predicate) groups of those statements, and the entities
-    they mentioned. After the new versions are written these are settled and recomputed:
-    :meth:`BulkWriter.settle` returns what is left, with ``gone`` the statements it removed."""
-
-    statements: set[str] = field(default_factory=set)
-    groups: set[tuple[str, str, str]] = field(default_factory=set)
-    entities: set[tuple[str, str]] = field(default_factory=set)
-    member_of: dict[str, tuple[str, str, str]] = field(default_factory=dict)  # statement -> its group
-    gone: set[str] = field(default_factory=set)
-    keyphrases: set[int] = field(default_factory=set)  # ids of keyphrases that lost an APPEARS_IN edge
-    # Per statement or entity key, what its removed evidence or mention edges gave its rule
-    # (:func:`agefacts.derive.inputs_of`).
-    removed: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
-
-    def __bool__(self) -> bool:
-        return bool(self.statements or self.groups or self.entities or self.keyphrases)
-
-
-class BulkWriter:
-    """Writes plans into ``db``'s graph. The caller owns the transaction."""
-
-    def __init__(self, db: Database):
-        self.db = db
-        self._info: dict[str, tuple[int, str]] = {}
-
-    # -- labels ------------------------------------------------------------------------------
-    def _label(self, name: str) -> tuple[int, str]:
-        # The loader creates labels before it opens a batch's transaction, so a label id read
-        # here is never one that a rollback takes away again.
-        if name not in self._info:
-            self._read_labels()
-        return self._info[name]
-
-    def _read_labels(self) -> None:
-        rows = self.db.execute(
-            "SELECT l.name, l.id, l.seq_name FROM ag_catalog.ag_label l "
-            "JOIN ag_catalog.ag_graph g ON g.graphid = l.graph WHERE g.name = %s",
-            (self.db.graph,),
-        )
-        for n, lid, seq in rows:
-            self._info[n] = (lid, seq)
-
-    def _label_name(self, label_id: int) -> str:
-        for name, (lid, _) in self._info.items():
-            if lid == label_id:
-                return name
-        self._read_labels()
-        return next(name for name, (lid, _) in self._info.items() if lid == label_id)
-
-    def _table(self, label: str) -> sql.Composed:
-        return sql.SQL("{}.{}").format(sql.Identifier(self.db.graph), sql.Identifier(label))
-
-    def _seq(self, label: str) -> str:
-        return sql.Identifier(self.db.graph, self._label(label)[1]).as_string(self.db.conn)
-
-    def _lookup(self, label: str, param: str = "%s") -> sql.Composed:
-        """``(id, properties)`` of the ``label`` vertices whose keys are in the text array
-        ``param``, each found through the key index."""
-        return sql.SQL(
-            "SELECT u.k, v.id, v.properties FROM unnest(" + param + "::text[]) AS u(k) "
-            "CROSS JOIN LATERAL (SELECT v.id, v.properties FROM {t} v WHERE {kv} = "
-            + _as_agtype_key("u.k")
-            + " OFFSET 0) v"
-        ).format(t=self._table(label), kv=_key("v"))
+class BulkWriter(Retraction):
+    """Writes plans into ``db``'s graph (and retracts what conversations wrote:
+    :class:`agefacts.retract.Retraction`). The caller owns the transaction."""
 
     # -- writing -----------------------------------------------------------------------------
     def write(self, plans: Sequence[Plan]) -> None:
@@ -289,216 +185,6 @@ class BulkWriter:
             (list(keys),),
         )
         return int(rows[0][0])
-
-    # -- retraction ----------------------------------------------------------------------------
-    def retract(self, conversation_keys: Sequence[str]) -> Stale:
-        """Remove what the conversations with these keys wrote of their own (the conversation
-        vertex, its messages, the evidence read from them, and its mentions) and return what
-        that touched. Edges go explicitly: the embedded engine's DETACH DELETE leaves a
-        vertex's edges behind."""
-        stale = Stale()
-        if not conversation_keys:
-            return stale
-        self.db.ensure_labels(vertex=sorted(CORE_VERTEX_LABELS), edge=sorted(CORE_EDGE_LABELS))
-        fmt = self._fmt()
-        scope = (
-            "WITH c AS (SELECT id FROM ({conv}) c), "
-            "m AS (SELECT p.start_id AS id FROM c CROSS JOIN LATERAL "
-            "  (SELECT p.start_id FROM {po} p WHERE p.end_id = c.id OFFSET 0) p) "
-        )
-        rows = self.db.execute(
-            sql.SQL(
-                scope + ", s AS (SELECT DISTINCT e.start_id AS id FROM m CROSS JOIN LATERAL "
-                "  (SELECT e.start_id FROM {eb} e WHERE e.end_id = m.id OFFSET 0) e) "
-                # Ends are read as ids here and resolved to keys below, once per distinct id
-                # and in their own label's table (the user is the subject of many statements).
-                "SELECT 's', " + _KEY.format(t="v") + "::text, so.start_id::text, "
-                "  ag_catalog.agtype_access_operator(v.properties, '\"predicate\"'::"
-                + _AG
-                + ")::text, s.id::text FROM s "
-                "CROSS JOIN LATERAL (SELECT v.properties FROM {st} v WHERE v.id = s.id OFFSET 0) v "
-                "CROSS JOIN LATERAL (SELECT so.start_id FROM {so} so WHERE so.end_id = s.id OFFSET 0) so "
-                "UNION ALL "
-                "SELECT 'e', NULL, mi.start_id::text, NULL, NULL FROM c "
-                "CROSS JOIN LATERAL (SELECT mi.start_id FROM {mi} mi WHERE mi.end_id = c.id OFFSET 0) mi"
-            ).format(**fmt),
-            (list(conversation_keys),),
-        )
-        keys = self._keys_of({int(xid) for _, _, xid, _, _ in rows})
-        key_of: dict[int, str] = {}
-        for kind, sk, xid, pred, sid in rows:
-            n = int(xid)
-            label, xk = self._label_name(n >> 48), keys[n]
-            if kind == "s":
-                stale.statements.add(sk)
-                stale.groups.add((label, xk, pred))
-                stale.member_of[sk] = (label, xk, pred)
-                key_of[int(sid)] = sk
-            else:
-                stale.entities.add((label, xk))
-                key_of[n] = xk
-        # The deleted evidence and mentions come back, so that a vertex whose edges the new
-        # version writes again alike can be left as it is.
-        for kind, vid, props in self.db.execute(
-            sql.SQL(
-                scope + ", "
-                "d1 AS (DELETE FROM {eb} e WHERE e.end_id = ANY(ARRAY(SELECT id FROM m)) RETURNING e.start_id, e.properties), "
-                "d2 AS (DELETE FROM {mi} e WHERE e.end_id = ANY(ARRAY(SELECT id FROM c)) RETURNING e.start_id, e.properties), "
-                "d3 AS (DELETE FROM {po} e WHERE e.end_id = ANY(ARRAY(SELECT id FROM c)) RETURNING 1), "
-                "d4 AS (DELETE FROM {msg} v WHERE v.id = ANY(ARRAY(SELECT id FROM m)) RETURNING 1), "
-                # The conversation vertex too: its title is the version's, not its key's.
-                "d5 AS (DELETE FROM {cv} v WHERE v.id = ANY(ARRAY(SELECT id FROM c)) RETURNING 1), "
-                # Keyphrases: where they appear, and the co-occurrences these conversations
-                # counted (each CO_OCCURS edge names the conversation that counted it).
-                "d6 AS (DELETE FROM {ap} e WHERE e.end_id = ANY(ARRAY(SELECT id FROM m)) RETURNING e.start_id), "
-                "d7 AS (DELETE FROM {co} e WHERE e.start_id = ANY(ARRAY(SELECT start_id FROM d6)) "
-                "  AND ag_catalog.agtype_access_operator(e.properties, '\"conversation_k\"'::" + _AG + ") "
-                "  = ANY(ARRAY(SELECT " + _as_agtype_key("u.k") + " FROM unnest(%s::text[]) AS u(k))) RETURNING 1) "
-                "SELECT 'e', start_id::text, properties::text FROM d1 UNION ALL "
-                "SELECT 'm', start_id::text, properties::text FROM d2 UNION ALL "
-                "SELECT DISTINCT 'k', start_id::text, NULL FROM d6 UNION ALL "
-                "SELECT 'n', NULL, ((SELECT count(*) FROM d3) + (SELECT count(*) FROM d4) + (SELECT count(*) FROM d5) "
-                "  + (SELECT count(*) FROM d7))::text"
-            ).format(**fmt),
-            (list(conversation_keys), list(conversation_keys)),
-        ):
-            if kind == "k":
-                stale.keyphrases.add(int(vid))
-            elif kind != "n" and int(vid) in key_of:
-                fields = derive.EVIDENCE_INPUTS if kind == "e" else derive.MENTION_INPUTS
-                stale.removed[key_of[int(vid)]].append(derive.inputs_of(_props(props), fields))
-        return stale
-
-    def drop_if_bare(self, label: str, key: str) -> bool:
-        """Delete the ``label`` vertex with this key if no edge of any label starts or ends at
-        it; returns whether it was deleted. Each edge label's start_id and end_id indexes answer
-        (sql/002_indexes.sql): the Cypher it replaces, ``OPTIONAL MATCH (u)-[e]-()``, joined
-        every edge with every vertex (forgetting a namespace at 50k statements: 3 s)."""
-        if label not in self._info:
-            self._read_labels()
-            if label not in self._info:
-                return False
-        rows = self.db.execute(
-            sql.SQL(
-                "WITH u AS ({lookup}), "
-                "d AS (DELETE FROM {t} v USING u WHERE v.id = u.id AND NOT EXISTS "
-                "  (SELECT 1 FROM {edges} e WHERE e.start_id = u.id) AND NOT EXISTS "
-                "  (SELECT 1 FROM {edges} e WHERE e.end_id = u.id) RETURNING 1) "
-                "SELECT count(*) FROM d"
-            ).format(
-                lookup=self._lookup(label),
-                t=self._table(label),
-                edges=sql.Identifier(self.db.graph, "_ag_label_edge"),
-            ),
-            ([key],),
-        )
-        return bool(rows[0][0])
-
-    def _keys_of(self, ids: set[int]) -> dict[int, str]:
-        """The keys of vertices given by id, looked up in each one's own label table."""
-        by_label: dict[int, list[dict[str, int]]] = defaultdict(list)
-        for n in sorted(ids):
-            by_label[n >> 48].append({"a": n >> 48, "b": n & _ENTRY})
-        if not by_label:
-            return {}
-        parts, params = [], []
-        for lid, pairs in sorted(by_label.items()):
-            parts.append(
-                sql.SQL(
-                    "SELECT v.id::text, "
-                    + _KEY.format(t="v")
-                    + "::text FROM jsonb_to_recordset(%s::jsonb) AS u(a int, b bigint) "
-                    "CROSS JOIN LATERAL (SELECT v.id, v.properties FROM {t} v WHERE v.id = ag_catalog._graphid(u.a, u.b) OFFSET 0) v"
-                ).format(t=self._table(self._label_name(lid)))
-            )
-            params.append(dumps(pairs))
-        return {int(i): k for i, k in self.db.execute(sql.SQL(" UNION ALL ").join(parts), params)}
-
-    def settle(self, stale: Stale) -> Stale:
-        """After the new versions are written: remove the stale statements that no evidence
-        is left for (with their edges) and then the stale entities that no edge is left on;
-        return what remains to recompute."""
-        fmt = self._fmt()
-        gone: set[str] = set()
-        if stale.statements:
-            gone = {
-                k
-                for (k,) in self.db.execute(
-                    sql.SQL(
-                        "WITH o AS (SELECT u.k, u.id FROM ({lookup}) u WHERE NOT EXISTS "
-                        "  (SELECT 1 FROM {eb} e WHERE e.start_id = u.id)), "
-                        "d1 AS (DELETE FROM {so} e WHERE e.end_id = ANY(ARRAY(SELECT id FROM o)) RETURNING 1), "
-                        "d2 AS (DELETE FROM {ab} e WHERE e.start_id = ANY(ARRAY(SELECT id FROM o)) RETURNING 1), "
-                        "d3 AS (DELETE FROM {sup} e WHERE e.start_id = ANY(ARRAY(SELECT id FROM o)) RETURNING 1), "
-                        "d4 AS (DELETE FROM {sup} e WHERE e.end_id = ANY(ARRAY(SELECT id FROM o)) RETURNING 1), "
-                        "d5 AS (DELETE FROM {st} v WHERE v.id = ANY(ARRAY(SELECT id FROM o)) RETURNING 1) "
-                        "SELECT o.k FROM o, (SELECT (SELECT count(*) FROM d1) + (SELECT count(*) FROM d2) "
-                        "  + (SELECT count(*) FROM d3) + (SELECT count(*) FROM d4) + (SELECT count(*) FROM d5)) n"
-                    ).format(lookup=self._lookup("Statement"), **fmt),
-                    (sorted(stale.statements),),
-                )
-            }
-        dropped: set[tuple[str, str]] = set()
-        by_label: dict[str, list[str]] = defaultdict(list)
-        for label, k in sorted(stale.entities):
-            by_label[label].append(k)
-        for label, keys in by_label.items():
-            for (k,) in self.db.execute(
-                sql.SQL(
-                    "WITH o AS (SELECT u.k, u.id FROM ({lookup}) u WHERE NOT EXISTS "
-                    "  (SELECT 1 FROM {mi} e WHERE e.start_id = u.id) AND NOT EXISTS "
-                    "  (SELECT 1 FROM {so} e WHERE e.start_id = u.id) AND NOT EXISTS "
-                    "  (SELECT 1 FROM {ab} e WHERE e.end_id = u.id)), "
-                    "d AS (DELETE FROM {t} v WHERE v.id = ANY(ARRAY(SELECT id FROM o)) RETURNING 1) "
-                    "SELECT o.k FROM o, (SELECT count(*) FROM d) n"
-                ).format(lookup=self._lookup(label), t=self._table(label), **fmt),
-                (keys,),
-            ):
-                dropped.add((label, k))
-        if stale.keyphrases:
-            # A keyphrase no message says any more goes (its co-occurrences went with the
-            # conversations that counted them).
-            self.db.execute(
-                sql.SQL(
-                    "WITH o AS (SELECT v.id FROM {kp} v WHERE v.id = ANY(ARRAY(SELECT ag_catalog._graphid(u.a, u.b) "
-                    "  FROM jsonb_to_recordset(%s::jsonb) AS u(a int, b bigint))) "
-                    "  AND NOT EXISTS (SELECT 1 FROM {ap} e WHERE e.start_id = v.id)), "
-                    "d1 AS (DELETE FROM {co} e WHERE e.start_id = ANY(ARRAY(SELECT id FROM o)) "
-                    "  OR e.end_id = ANY(ARRAY(SELECT id FROM o)) RETURNING 1) "
-                    "DELETE FROM {kp} v WHERE v.id = ANY(ARRAY(SELECT id FROM o))"
-                ).format(**fmt),
-                (dumps([{"a": n >> 48, "b": n & _ENTRY} for n in sorted(stale.keyphrases)]),),
-            )
-        return Stale(
-            statements=stale.statements - gone,
-            groups={g for g in stale.groups if (g[0], g[1]) not in dropped},
-            entities=stale.entities - dropped,
-            member_of={k: g for k, g in stale.member_of.items() if (g[0], g[1]) not in dropped},
-            gone=gone,
-            removed=stale.removed,
-        )
-
-    def _fmt(self) -> dict[str, Any]:
-        conv = sql.SQL(
-            "SELECT v.id FROM unnest(%s::text[]) AS u(k) CROSS JOIN LATERAL (SELECT v.id FROM {t} v WHERE {kv} = "
-            + _as_agtype_key("u.k")
-            + " OFFSET 0) v"
-        ).format(t=self._table("Conversation"), kv=_key("v"))
-        return {
-            "conv": conv,
-            "msg": self._table("Message"),
-            "cv": self._table("Conversation"),
-            "st": self._table("Statement"),
-            "po": self._table("PART_OF"),
-            "eb": self._table("EVIDENCED_BY"),
-            "mi": self._table("MENTIONED_IN"),
-            "so": self._table("SUBJECT_OF"),
-            "ab": self._table("ABOUT"),
-            "sup": self._table("SUPERSEDES"),
-            "kp": self._table("Keyphrase"),
-            "ap": self._table("APPEARS_IN"),
-            "co": self._table("CO_OCCURS"),
-        }
 
     # -- recomputing what several conversations contribute to ---------------------------------
     def recompute(

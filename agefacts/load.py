@@ -50,7 +50,8 @@ from .ontology import Ontology
 if TYPE_CHECKING:
     from concurrent.futures import Future, ThreadPoolExecutor
 
-    from .bulk import Batch, BulkWriter, Stale
+    from .bulk import Batch, BulkWriter
+    from .retract import Stale
 
 __all__ = [
     "Loader",

@@ -34,6 +34,8 @@ RANKS: list[set[str]] = [
     {"gate"},
     {"consolidate"},
     {"compile"},
+    {"tables"},
+    {"retract"},
     {"bulk", "inputs", "ledger"},
     {"load"},
     {"query", "append"},

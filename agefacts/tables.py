@@ -1,0 +1,139 @@
+"""AGE's label tables as the bulk path reads and writes them: each label's id and sequence, its
+table, a key's lookup through the key index (sql/002_indexes.sql), and rows as JSON."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from typing import Any
+
+from psycopg import sql
+
+from .db import Database
+
+__all__ = ["LabelTables", "dumps"]
+
+# Lateral subqueries end in OFFSET 0 so the planner cannot flatten them into hash joins over
+# whole label tables (it has no statistics to know the key lists are short).
+_KEY = "ag_catalog.agtype_access_operator({t}.properties, '\"k\"'::ag_catalog.agtype)"
+# The unique index's own expression, which ON CONFLICT must name exactly.
+_KEY_INDEXED = "ag_catalog.agtype_access_operator(properties, '\"k\"'::ag_catalog.agtype)"
+_AG = "ag_catalog.agtype"
+_ENTRY = (1 << 48) - 1  # a graphid is the label id in the top 16 bits, the entry in the rest
+
+
+def _key(alias: str) -> sql.SQL:
+    return sql.SQL(_KEY.format(t=alias))
+
+
+def _as_agtype_key(expr: str) -> str:
+    # A text key as the agtype string the key index holds.
+    return f"(to_jsonb({expr})::text)::{_AG}"
+
+
+def dumps(rows: Any) -> str:
+    """Compact JSON for rows that travel through ``jsonb`` into agtype. jsonb keeps a number's
+    digits but not an exponent form, so a whole float that AGE writes ``1e+16`` would come back
+    an integer: the gate stores such floats as the integers they equal
+    (:func:`agefacts.gate.normalise_value`), so every number here survives the trip, including
+    the merges of existing properties."""
+    return _ENCODE(rows)
+
+
+# One encoder made once: json.dumps with options builds a new one per call (a tenth of the
+# loader's time went to encoding edge properties).
+_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
+def _props(text: str | None) -> dict[str, Any]:
+    """An agtype map read back as text (AGE writes maps as JSON)."""
+    return json.loads(text) if text else {}
+
+
+class LabelTables:
+    """The label tables of ``db``'s graph."""
+
+    def __init__(self, db: Database):
+        self.db = db
+        self._info: dict[str, tuple[int, str]] = {}
+
+    def _label(self, name: str) -> tuple[int, str]:
+        # The loader creates labels before it opens a batch's transaction, so a label id read
+        # here is never one that a rollback takes away again.
+        if name not in self._info:
+            self._read_labels()
+        return self._info[name]
+
+    def _read_labels(self) -> None:
+        rows = self.db.execute(
+            "SELECT l.name, l.id, l.seq_name FROM ag_catalog.ag_label l "
+            "JOIN ag_catalog.ag_graph g ON g.graphid = l.graph WHERE g.name = %s",
+            (self.db.graph,),
+        )
+        for n, lid, seq in rows:
+            self._info[n] = (lid, seq)
+
+    def _label_name(self, label_id: int) -> str:
+        for name, (lid, _) in self._info.items():
+            if lid == label_id:
+                return name
+        self._read_labels()
+        return next(name for name, (lid, _) in self._info.items() if lid == label_id)
+
+    def _table(self, label: str) -> sql.Composed:
+        return sql.SQL("{}.{}").format(sql.Identifier(self.db.graph), sql.Identifier(label))
+
+    def _seq(self, label: str) -> str:
+        return sql.Identifier(self.db.graph, self._label(label)[1]).as_string(self.db.conn)
+
+    def _lookup(self, label: str, param: str = "%s") -> sql.Composed:
+        """``(id, properties)`` of the ``label`` vertices whose keys are in the text array
+        ``param``, each found through the key index."""
+        return sql.SQL(
+            "SELECT u.k, v.id, v.properties FROM unnest(" + param + "::text[]) AS u(k) "
+            "CROSS JOIN LATERAL (SELECT v.id, v.properties FROM {t} v WHERE {kv} = "
+            + _as_agtype_key("u.k")
+            + " OFFSET 0) v"
+        ).format(t=self._table(label), kv=_key("v"))
+
+    def _keys_of(self, ids: set[int]) -> dict[int, str]:
+        """The keys of vertices given by id, looked up in each one's own label table."""
+        by_label: dict[int, list[dict[str, int]]] = defaultdict(list)
+        for n in sorted(ids):
+            by_label[n >> 48].append({"a": n >> 48, "b": n & _ENTRY})
+        if not by_label:
+            return {}
+        parts, params = [], []
+        for lid, pairs in sorted(by_label.items()):
+            parts.append(
+                sql.SQL(
+                    "SELECT v.id::text, "
+                    + _KEY.format(t="v")
+                    + "::text FROM jsonb_to_recordset(%s::jsonb) AS u(a int, b bigint) "
+                    "CROSS JOIN LATERAL (SELECT v.id, v.properties FROM {t} v WHERE v.id = ag_catalog._graphid(u.a, u.b) OFFSET 0) v"
+                ).format(t=self._table(self._label_name(lid)))
+            )
+            params.append(dumps(pairs))
+        return {int(i): k for i, k in self.db.execute(sql.SQL(" UNION ALL ").join(parts), params)}
+
+    def _fmt(self) -> dict[str, Any]:
+        conv = sql.SQL(
+            "SELECT v.id FROM unnest(%s::text[]) AS u(k) CROSS JOIN LATERAL (SELECT v.id FROM {t} v WHERE {kv} = "
+            + _as_agtype_key("u.k")
+            + " OFFSET 0) v"
+        ).format(t=self._table("Conversation"), kv=_key("v"))
+        return {
+            "conv": conv,
+            "msg": self._table("Message"),
+            "cv": self._table("Conversation"),
+            "st": self._table("Statement"),
+            "po": self._table("PART_OF"),
+            "eb": self._table("EVIDENCED_BY"),
+            "mi": self._table("MENTIONED_IN"),
+            "so": self._table("SUBJECT_OF"),
+            "ab": self._table("ABOUT"),
+            "sup": self._table("SUPERSEDES"),
+            "kp": self._table("Keyphrase"),
+            "ap": self._table("APPEARS_IN"),
+            "co": self._table("CO_OCCURS"),
+        }
