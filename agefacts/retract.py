@@ -24,7 +24,7 @@ class Stale:
     """What the old versions of replaced conversations touched: the statements they evidenced,
     the (subject label, subject key, predicate) groups of those statements, and the entities
     they mentioned. After the new versions are written these are settled and recomputed:
-    :meth:`BulkWriter.settle` returns what is left, with ``gone`` the statements it removed."""
+    :meth:`Retraction.settle` returns what is left, with ``gone`` the statements it removed."""
 
     statements: set[str] = field(default_factory=set)
     groups: set[tuple[str, str, str]] = field(default_factory=set)
