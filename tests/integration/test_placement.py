@@ -265,3 +265,19 @@ def test_the_mcp_server_on_a_placement_answers_each_namespace_from_its_server(se
     on_a, on_b = asyncio.run(go())
     assert [c["conversation"] for c in on_a.structured_content["result"]] == [f"c-{who['a']}"]
     assert [c["conversation"] for c in on_b.structured_content["result"]] == [f"c-{who['b']}"]
+
+
+def test_agefacts_move_on_the_command_line_says_each_step(servers, graph_name, capsys, monkeypatch):
+    path, dbs = servers
+    ns = _one_on_each(path)["a"]
+    with Memory(graph=graph_name, ontology=ONTO, placement=path) as memory:
+        memory.add([_said(0, "Oslo")], namespace=ns, conversation="c1")
+    assert main(["move", "--placement", str(path), "--graph", graph_name, "--namespace", ns, "--to", "b"]) == 0
+    err = capsys.readouterr().err
+    assert "move: server 'a' takes no writes" in err and "digests equal" in err and "forgotten on server 'a'" in err
+    assert read_placement(path).pinned == {ns: "b"} and _namespaces(dbs["b"]) == {ns} and _namespaces(dbs["a"]) == set()
+    assert main(["move", "--placement", str(path), "--graph", graph_name, "--namespace", ns, "--to", "c"]) == 2
+    assert "has no server 'c'" in capsys.readouterr().err
+    monkeypatch.delenv("AGEFACTS_PLACEMENT", raising=False)
+    assert main(["move", "--dsn", "host=nowhere", "--graph", graph_name, "--namespace", ns, "--to", "b"]) == 2
+    assert "give --placement FILE" in capsys.readouterr().err
