@@ -1,7 +1,8 @@
-"""Memory over the servers of a placement (:mod:`agefacts.placement`): each call goes to the
+"""Working over the servers of a placement (:mod:`agefacts.placement`): each call goes to the
 server of its namespace, following the note a moved namespace left; a read of every
 namespace asks every server at once and merges what they answer, in the order one server
-would give.
+would give; :func:`load_placed` loads each conversation into its namespace's server, all
+servers at once; :func:`move` moves a namespace from one server to another.
 
 A read that meets a namespace being moved reads it where it is (the server it is leaving
 still holds it whole); a read of every namespace leaves out, on each server, the namespaces
