@@ -73,7 +73,7 @@ class BulkWriter(Retraction):
         self.db.ensure_labels(vertex=batch.vertex_labels, edge=batch.edge_labels)
         ids: dict[str, tuple[int, int]] = {}
         existed: set[str] = set()
-        for label, rows in batch.vertices:
+        for label, rows, keys in batch.vertices:
             # An existing entity or statement keeps its derived properties until they are
             # recomputed from the whole graph below (so that a change of a statement's
             # recorded_at can be seen), or for good when its edges are written again alike.
@@ -84,7 +84,7 @@ class BulkWriter(Retraction):
                 if label in CORE_VERTEX_LABELS
                 else derive.ENTITY_DERIVED
             )
-            got, old = self._upsert_vertices(label, rows, keep)
+            got, old = self._upsert_vertices(label, rows, keys, keep)
             ids.update(got)
             existed |= old
         for label, erows in batch.edges:
@@ -126,7 +126,7 @@ class BulkWriter(Retraction):
         self.recompute({label: keys - alike for label, keys in entities.items()}, statements - alike, groups, member_of)
 
     def _upsert_vertices(
-        self, label: str, rows: str, keep: Sequence[str] = ()
+        self, label: str, rows: str, keys: Sequence[str], keep: Sequence[str] = ()
     ) -> tuple[dict[str, tuple[int, int]], set[str]]:
         """Insert or merge (leaving the properties named in ``keep`` of an existing vertex as
         they are); return each key's id as (label id, entry), and the keys that existed
@@ -134,22 +134,34 @@ class BulkWriter(Retraction):
         embedded engine (32-bit), while ``_graphid(label, entry)`` builds one correctly."""
         lid, _ = self._label(label)
         table = self._table(label)
+        merged = "((v.properties::text)::jsonb || ((EXCLUDED.properties::text)::jsonb - %(keep)s::text[]))::text"
         q = sql.SQL(
             "INSERT INTO {t} AS v (id, properties) "
-            "SELECT ag_catalog._graphid(%s, nextval(%s::regclass)), (r.p::text)::" + _AG + " "
-            "FROM jsonb_array_elements(%s::jsonb) AS r(p) "
+            "SELECT ag_catalog._graphid(%(lid)s, nextval(%(seq)s::regclass)), (r.p::text)::" + _AG + " "
+            "FROM jsonb_array_elements(%(rows)s::jsonb) AS r(p) "
             "ON CONFLICT (" + _KEY_INDEXED + ") "
-            "DO UPDATE SET properties = (((v.properties::text)::jsonb || ((EXCLUDED.properties::text)::jsonb - %s::text[]))::text)::"
-            + _AG
-            + " "
+            "DO UPDATE SET properties = (" + merged + ")::" + _AG + " "
+            # A row the merge would leave as it is is not written again (a new row version, its
+            # index entries and WAL for nothing); the statement does not return it, so its id
+            # is looked up below.
+            "WHERE v.properties::text IS DISTINCT FROM ((" + merged + ")::" + _AG + ")::text "
             # xmax is 0 on a freshly inserted row and set on one that ON CONFLICT updated.
             "RETURNING v.id::text, " + _KEY.format(t="v") + "::text, v.xmax::text <> '0'"
         ).format(t=table)
         out, existed = {}, set()
-        for gid, key, old in self.db.execute(q, (lid, self._seq(label), rows, list(keep))):
+        params = {"lid": lid, "seq": self._seq(label), "rows": rows, "keep": list(keep)}
+        for gid, key, old in self.db.execute(q, params):
             n = int(gid)
             out[key] = (n >> 48, n & _ENTRY)  # an agtype string cast to text is the bare string
             if old:
+                existed.add(key)
+        left = [k for k in keys if k not in out]
+        if left:
+            for key, gid in self.db.execute(
+                sql.SQL("SELECT u.k, u.id::text FROM ({lookup}) u").format(lookup=self._lookup(label)), (left,)
+            ):
+                n = int(gid)
+                out[key] = (n >> 48, n & _ENTRY)
                 existed.add(key)
         return out, existed
 
@@ -451,7 +463,7 @@ class Batch:
     as when the conversations' Cypher runs in order) with their derived properties filled in
     from the batch, as JSON text per label; edges per label with their properties as JSON."""
 
-    vertices: list[tuple[str, str]]
+    vertices: list[tuple[str, str, list[str]]]  # label, its rows as JSON, their keys
     edges: list[tuple[str, list[tuple[str, str, str]]]]
     vertex_labels: list[str]
     edge_labels: list[str]
@@ -480,7 +492,7 @@ def assemble(plans: Sequence[Plan]) -> Batch:
             if e.k not in edges[e.label]:
                 edges[e.label][e.k] = (e.start, e.end, dumps(e.props))
     return Batch(
-        vertices=[(label, dumps(list(rows.values()))) for label, rows in sorted(vertices.items())],
+        vertices=[(label, dumps(list(rows.values())), list(rows)) for label, rows in sorted(vertices.items())],
         edges=[(label, list(rows.values())) for label, rows in sorted(edges.items())],
         vertex_labels=sorted({label for p in plans for label in p.vertex_labels}),
         edge_labels=sorted({label for p in plans for label in p.edge_labels}),
