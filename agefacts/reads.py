@@ -352,24 +352,17 @@ def graph_content(db: Database, namespace: str | None = None) -> list[str]:
     queries = named_queries()
     # Read as the engine's text, not decoded: the digest hashes exactly what is stored.
     vertices, edges = queries["graph_vertices"], queries["graph_edges"]
-    mine: set[str] = set()
-    for label, props in db.cypher_raw(vertices.text, columns=vertices.columns):
+    params = {"namespace": namespace}
+    for label, props in db.cypher_raw(vertices.text, params, vertices.columns):
         p = json.loads(props or "{}")
-        if namespace is not None:
-            if p.get("namespace") != namespace:
-                continue
-            mine.add(p.get("k"))
         lines.append(_canon(["V", json.loads(label or "null"), p.get("k"), p]))
-    for label, sk, ek, props in db.cypher_raw(edges.text, columns=edges.columns):
-        start = json.loads(sk or "null")
-        if namespace is not None and start not in mine:
-            continue
+    for label, sk, ek, props in db.cypher_raw(edges.text, params, edges.columns):
         lines.append(
             _canon(
                 [
                     "E",
                     json.loads(label or "null"),
-                    start,
+                    json.loads(sk or "null"),
                     json.loads(ek or "null"),
                     json.loads(props or "{}"),
                 ]

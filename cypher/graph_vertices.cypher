@@ -1,4 +1,4 @@
 // Every vertex's label and properties: the vertex half of the graph's logical content (agefacts digest).
-// params: none
+// params: namespace (a namespace, or null for all)
 // columns: label, properties
-MATCH (n) RETURN label(n) AS label, properties(n) AS properties
+MATCH (n) WHERE $namespace IS NULL OR n.namespace = $namespace RETURN label(n) AS label, properties(n) AS properties
