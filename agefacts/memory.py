@@ -530,7 +530,6 @@ def _new_turns(stored: Conversation, messages: Sequence[Message]) -> list[Turn] 
 
 def _appendable(
     tails: _Tails,
-    db: Database,
     ontology: Ontology,
     messages: Conversation | Sequence[Message],
     ns: str | None,
@@ -538,17 +537,15 @@ def _appendable(
     title: str | None,
 ) -> tuple[Tail, Conversation] | None:
     """The tail to append to and the conversation with the new messages after it, when the
-    add only appends to a conversation this memory wrote and nobody changed since."""
+    add only appends to a conversation this memory wrote. Whether nobody changed it since is
+    checked where it is written, under the conversation's lock (:meth:`Loader.append`): asked
+    here too, it would cost every add a round trip for what is rare."""
     if isinstance(messages, Conversation) or title is not None or ns is None or cid is None:
         return None
     kept = tails.get((ns, cid))
     if kept is None:
         return None
-    now = ledger.prior_hashes(db, [(ns, cid)]).get((ns, cid))
     tail = kept if isinstance(kept, Tail) else tail_of(kept, ontology)
-    if tail.content_hash != now:
-        tails.drop(ns, [cid])
-        return None
     tails.keep((ns, cid), tail)
     new = _new_turns(tail.conv, messages)
     if not new:
@@ -923,9 +920,7 @@ class Memory:
         paid: dict[str, Turn] = {}
         asked = 0
         raced: int | None = None
-        start = (
-            _appendable(self._tails, self.db, self.ontology, messages, ns, cid, title) if self.via == "bulk" else None
-        )
+        start = _appendable(self._tails, self.ontology, messages, ns, cid, title) if self.via == "bulk" else None
         if start is not None:
             tail, conv = start
             conv, asked, errors = self._extract(conv)
@@ -1267,8 +1262,8 @@ class AsyncMemory:
         asked = 0
         raced: int | None = None
         if self._via == "bulk":
-            async with self._writing:
-                start = await asyncio.to_thread(_appendable, self._tails, db, self.ontology, messages, ns, cid, title)
+            # No connection is used: the tail is made (once, for a chat first met) off the loop.
+            start = await asyncio.to_thread(_appendable, self._tails, self.ontology, messages, ns, cid, title)
             if start is not None:
                 tail, conv = start
                 conv, asked, errors = await _extract(self.llm, conv, self.ontology, self.context_turns)

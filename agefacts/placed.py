@@ -12,6 +12,7 @@ that server notes as leaving or gone, so that a namespace is read once.
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -106,34 +107,28 @@ class Router(Generic[_M]):
         with self._lock:
             return list(self._members.values())
 
-    def members_by_name(self) -> dict[str, _M]:
-        with self._lock:
-            return dict(self._members)
+    def _placed(self, namespace: str) -> str:
+        return self._went.get(namespace) or self.placement.home(namespace).name
 
     def server_of(self, namespace: str) -> str:
-        """The name of the server the namespace is on, following the notes."""
-        got: list[str] = []
-
-        def which(m: _M) -> None:
-            got.append(next(n for n, x in self.members_by_name().items() if x is m))
-
-        self.on(namespace, which, write=False)
-        return got[0]
+        """The name of the server the namespace is on: where the placement puts it, or where
+        the note it left there (and on the next) sends it."""
+        name = self._placed(namespace)
+        for _ in range(len(self.placement.servers) + 1):
+            note = self._notes(self.member(name), namespace).get(namespace)
+            if note is None or note[1] != "moved":
+                return name
+            name = self._went[namespace] = note[0]
+        raise _circle(namespace)
 
     def on(self, namespace: str, call: Callable[[_M], _T], *, write: bool) -> _T:
         """``call`` on the member of the namespace's server. A read first asks that server
         whether the namespace left it; a write learns it from the write's refusal. Either way
         the call goes on where it went (a write to a namespace being moved is refused)."""
-        name = self._went.get(namespace) or self.placement.home(namespace).name
+        name = self._placed(namespace) if write else self.server_of(namespace)
         for _ in range(len(self.placement.servers) + 1):
-            m = self.member(name)
-            if not write:
-                note = self._notes(m, namespace).get(namespace)
-                if note is not None and note[1] == "moved":
-                    name = self._went[namespace] = note[0]
-                    continue
             try:
-                return call(m)
+                return call(self.member(name))
             except NamespaceMoved as exc:
                 if exc.moving:
                     raise
@@ -176,17 +171,22 @@ class AsyncRouter(Generic[_M]):
     def opened(self) -> list[_M]:
         return list(self._members.values())
 
-    async def on(self, namespace: str, call: Callable[[_M], Awaitable[_T]], *, write: bool) -> _T:
+    async def server_of(self, namespace: str) -> str:
         name = self._went.get(namespace) or self.placement.home(namespace).name
         for _ in range(len(self.placement.servers) + 1):
-            m = await self.member(name)
-            if not write:
-                note = (await self._notes(m, namespace)).get(namespace)
-                if note is not None and note[1] == "moved":
-                    name = self._went[namespace] = note[0]
-                    continue
+            note = (await self._notes(await self.member(name), namespace)).get(namespace)
+            if note is None or note[1] != "moved":
+                return name
+            name = self._went[namespace] = note[0]
+        raise _circle(namespace)
+
+    async def on(self, namespace: str, call: Callable[[_M], Awaitable[_T]], *, write: bool) -> _T:
+        name = self._went.get(namespace) or self.placement.home(namespace).name
+        if not write:
+            name = await self.server_of(namespace)
+        for _ in range(len(self.placement.servers) + 1):
             try:
-                return await call(m)
+                return await call(await self.member(name))
             except NamespaceMoved as exc:
                 if exc.moving:
                     raise
@@ -243,6 +243,7 @@ def load_placed(
     router = database_router(placement, graph, create=True)
     slots: list[Outcome | None] = []
     by_server: dict[str, list[tuple[int, str, Conversation]]] = {}
+    server_of = functools.cache(router.server_of)  # asked of its server once per namespace
     try:
         for n, (source, item) in enumerate(read_conversations(list(paths)), start=1):
             if progress:
@@ -250,7 +251,7 @@ def load_placed(
             if isinstance(item, InputError):
                 slots.append(Outcome(source, None, None, "failed", str(item)))
                 continue
-            name = router.server_of(item.namespace)
+            name = server_of(item.namespace)
             by_server.setdefault(name, []).append((len(slots), source, item))
             slots.append(None)
 
@@ -266,7 +267,7 @@ def load_placed(
             )
             got: list[tuple[int, Outcome]] = []
             try:
-                for (i, _, _), outcome in zip(todo, loader.load_many((s, c) for _, s, c in todo), strict=False):
+                for (i, _, _), outcome in zip(todo, loader.load_many(((s, c) for _, s, c in todo), stop), strict=False):
                     got.append((i, outcome))
             except KeyboardInterrupt:
                 pass  # what is written is whole; the rest is left for the next run
