@@ -36,7 +36,6 @@ __all__ = [
     "record",
     "record_appended",
     "record_ontology",
-    "refuse_moved",
     "splice",
     "stored",
 ]
@@ -81,19 +80,28 @@ def lock(db: Database, idents: Sequence[tuple[str, str]], *, moves: bool = True)
     if not ordered:
         return {}
     namespaces = sorted({ns for ns, _ in ordered})
+    payload = json.dumps([{"ns": ns, "id": cid} for ns, cid in ordered])
+    # One statement for both kinds: the namespaces' locks are shared among writers and the
+    # move's holds no conversation's, so their order cannot make a deadlock.
     db.execute(
-        "SELECT count(pg_advisory_xact_lock_shared(hashtextextended(%s || chr(30) || ns, 0))) "
-        "FROM unnest(%s::text[]) AS ns",
-        (db.graph, namespaces),
+        "SELECT (SELECT count(pg_advisory_xact_lock_shared(hashtextextended(%(g)s || chr(30) || ns, 0))) "
+        "  FROM unnest(%(ns)s::text[]) AS ns) "
+        "+ (SELECT count(pg_advisory_xact_lock(hashtextextended(%(g)s || chr(31) || r.ns || chr(31) || r.id, 0))) "
+        "  FROM jsonb_to_recordset(%(idents)s::jsonb) AS r(ns text, id text))",
+        {"g": db.graph, "ns": namespaces, "idents": payload},
     )
-    db.execute(
-        "SELECT count(pg_advisory_xact_lock(hashtextextended(%s || chr(31) || r.ns || chr(31) || r.id, 0))) "
-        "FROM jsonb_to_recordset(%s::jsonb) AS r(ns text, id text)",
-        (db.graph, json.dumps([{"ns": ns, "id": cid} for ns, cid in ordered])),
+    # What was committed before the locks were had, in one read: the hashes, and the notes
+    # of namespaces leaving this server.
+    rows = db.execute(
+        "SELECT 'h', l.namespace, l.conversation, l.content_hash FROM agefacts.ingest_log l "
+        "JOIN jsonb_to_recordset(%(idents)s::jsonb) AS r(ns text, id text) "
+        "ON l.namespace = r.ns AND l.conversation = r.id WHERE l.graph = %(g)s "
+        "UNION ALL SELECT 'm', m.namespace, m.server, m.state FROM agefacts.moves m "
+        "WHERE %(moves)s AND m.graph = %(g)s AND m.namespace = ANY(%(ns)s::text[])",
+        {"g": db.graph, "ns": namespaces, "idents": payload, "moves": moves},
     )
-    if moves:
-        refuse_moved(db, namespaces)
-    return prior_hashes(db, ordered)
+    _refuse({ns: (server, state) for kind, ns, server, state in rows if kind == "m"})
+    return {(ns, cid): h for kind, ns, cid, h in rows if kind == "h"}
 
 
 def lock_namespace(db: Database, namespace: str) -> None:
@@ -112,8 +120,9 @@ def moves(db: Database, namespaces: Sequence[str] | None = None) -> dict[str, tu
     return {ns: (server, state) for ns, server, state in rows}
 
 
-def refuse_moved(db: Database, namespaces: Sequence[str]) -> None:
-    for ns, (server, state) in sorted(moves(db, namespaces).items()):
+def _refuse(notes: dict[str, tuple[str, str]]) -> None:
+    """A write to a namespace that is leaving this server, or left it, refused."""
+    for ns, (server, state) in sorted(notes.items()):
         if state == "moving":
             raise NamespaceMoved(
                 f"namespace {ns!r} is being moved to server {server!r}: its memory takes no writes until the "

@@ -487,11 +487,10 @@ class Loader:
         ck = conversation_key(conv.namespace, conv.id)
         batch = assemble([part])
 
+        self._keep_ontology()
+
         def work() -> None:
             self.db.ensure_labels(vertex=batch.vertex_labels, edge=batch.edge_labels)
-            if not self._ontology_kept:
-                ledger.record_ontology(self.db, self.ontology)
-                self._ontology_kept = True
             with self.db.transaction():
                 self._check([e])
                 writer = self._writer_for()
@@ -508,6 +507,13 @@ class Loader:
             ) from None
         self.db.refresh_statistics()
         return e.outcome()
+
+    def _keep_ontology(self) -> None:
+        """Reads judge facts by the ontology the graph was loaded with (ledger): kept once a
+        loader."""
+        if not self._ontology_kept:
+            self._attempt(lambda: ledger.record_ontology(self.db, self.ontology))
+            self._ontology_kept = True
 
     def load_many(
         self, items: Iterable[tuple[str, Conversation | InputError]], stop: Callable[[], bool] | None = None
@@ -531,10 +537,8 @@ class Loader:
                     yield from self._finish(*previous)
                     previous = None
                 run_seen |= idents
-                if batch and not self._ontology_kept:
-                    # Reads judge facts by the ontology the graph was loaded with (ledger).
-                    self._attempt(lambda: ledger.record_ontology(self.db, self.ontology))
-                    self._ontology_kept = True
+                if batch:
+                    self._keep_ontology()
                 earlier = {i: self._seen[i] for i in idents if i in self._seen}
                 prior = self._prior_hashes(sorted(idents)) if batch else {}
                 for ident in idents & self._based_on.keys():
