@@ -62,6 +62,7 @@ __all__ = [
     "VIA",
     "content_hash",
     "load_paths",
+    "read_told",
     "setup",
     "terminal_progress",
 ]
@@ -887,19 +888,23 @@ def load_paths(
         db, ontology, force=force, via=via, batch_statements=batch_statements, tune_interpreter=tune_interpreter
     )
     summary = Summary()
-
-    def items() -> Iterator[tuple[str, Conversation | InputError]]:
-        for n, (source, item) in enumerate(read_conversations(paths), start=1):
-            if progress:
-                progress(n, source)
-            yield source, item
-
     try:
-        for outcome in loader.load_many(items(), stop):
+        for outcome in loader.load_many(read_told(paths, progress), stop):
             summary.outcomes.append(outcome)
     except KeyboardInterrupt:
         raise LoadInterrupted(summary) from None
     return summary
+
+
+def read_told(
+    paths: Sequence[str | Path], progress: Callable[[int, str], None] | None
+) -> Iterator[tuple[str, Conversation | InputError]]:
+    """The conversations under ``paths`` (or why one could not be read), each told to
+    ``progress`` as it is read."""
+    for n, (source, item) in enumerate(read_conversations(paths), start=1):
+        if progress:
+            progress(n, source)
+        yield source, item
 
 
 def terminal_progress(stream: TextIO | None = None) -> Callable[[int, str], None] | None:

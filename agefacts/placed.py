@@ -22,8 +22,7 @@ from typing import Any, Generic, TypeVar
 from . import ledger
 from .db import Database
 from .errors import AgeFactsError, InputError, LoadInterrupted, NamespaceMoved
-from .inputs import read_conversations
-from .load import Loader, Outcome, Summary
+from .load import Loader, Outcome, Summary, read_told
 from .models import Conversation
 from .ontology import Ontology, default_ontology
 from .placement import Placement, Server
@@ -245,9 +244,7 @@ def load_placed(
     by_server: dict[str, list[tuple[int, str, Conversation]]] = {}
     server_of = functools.cache(router.server_of)  # asked of its server once per namespace
     try:
-        for n, (source, item) in enumerate(read_conversations(list(paths)), start=1):
-            if progress:
-                progress(n, source)
+        for source, item in read_told(list(paths), progress):
             if isinstance(item, InputError):
                 slots.append(Outcome(source, None, None, "failed", str(item)))
                 continue
