@@ -31,7 +31,6 @@ import json
 import os
 import re
 import tomllib
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -91,13 +90,6 @@ class Placement:
         if pinned is not None:
             return self.servers[pinned]
         return max(self.servers.values(), key=lambda s: (_rank(namespace, s.name), s.name))
-
-    def group(self, namespaces: Iterable[str]) -> dict[str, list[str]]:
-        """Namespaces by the name of the server each lives on."""
-        out: dict[str, list[str]] = {}
-        for ns in namespaces:
-            out.setdefault(self.home(ns).name, []).append(ns)
-        return out
 
     def pin(self, namespace: str, server: str) -> Placement:
         """This placement with ``namespace`` pinned to ``server``; the file, when there is one,
