@@ -1,11 +1,15 @@
 """The bulk path: a batch of compiled plans written set-wise into AGE's label tables.
 
 AGE's MERGE scans its label for every row, so loading through Cypher slows quadratically.
-Here every vertex and edge of a batch of conversations goes in with one SQL statement per
-label: ``INSERT ... SELECT FROM jsonb_array_elements(<one JSON parameter>)`` with ids from
-``_graphid(label id, nextval(label sequence))`` and ``ON CONFLICT`` on the unique key index
-(sql/002_indexes.sql). Rows travel as one JSON array parameter rather than by COPY because
-``COPY FROM STDIN`` kills the embedded engine's connection (pinned by a test).
+Here every vertex and edge of a batch of conversations goes in set-wise, per label. On a
+server, the keys that exist are looked up through the key index (sql/002_indexes.sql), those
+rows are upserted, and the rest go in by ``COPY`` with ids taken from the label's sequence; an
+edge with an end new to the graph is new too. A copied key that exists after all (a racing
+writer committed it between the look-up and the copy) undoes the copy to a savepoint and the
+batch is upserted instead. The upsert is ``INSERT ... SELECT FROM jsonb_array_elements(<one
+JSON parameter>)`` with ids from ``_graphid(label id, nextval(label sequence))`` and ``ON
+CONFLICT`` on the key index, which is all the embedded engine takes: ``COPY FROM STDIN``
+kills its connection (pinned by a test).
 
 The graph written is the one executing the compiled Cypher writes (``agefacts digest`` is
 equal; tests check it on the examples and on generated corpora): a vertex upsert merges the new
@@ -23,6 +27,7 @@ load paths: :mod:`agefacts.retract`.
 from __future__ import annotations
 
 import json
+import logging
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -32,10 +37,15 @@ from psycopg import sql
 
 from . import derive
 from .compile import Plan
+from .db import Database
 from .derive import Member
+from .errors import DatabaseError
 from .names import CORE_VERTEX_LABELS
 from .retract import Retraction, Stale
 from .tables import _AG, _ENTRY, _KEY, _KEY_INDEXED, _as_agtype_key, _key, _props, dumps
+
+_log = logging.getLogger("agefacts.load")
+_UNIQUE_VIOLATION = "23505"
 
 __all__ = [
     "Batch",
@@ -46,7 +56,16 @@ __all__ = [
 
 class BulkWriter(Retraction):
     """Writes plans into ``db``'s graph (and retracts what conversations wrote:
-    :class:`agefacts.retract.Retraction`). The caller owns the transaction."""
+    :class:`agefacts.retract.Retraction`). The caller owns the transaction.
+
+    ``copy_new``: on a server, rows whose keys are new go in by ``COPY`` (False: every row by
+    the upsert, as on the embedded engine); ``copy_conflicts`` counts the batches whose copy
+    met an existing key and were upserted instead."""
+
+    def __init__(self, db: Database, *, copy_new: bool = True):
+        super().__init__(db)
+        self.copy_new = copy_new
+        self.copy_conflicts = 0
 
     # -- writing -----------------------------------------------------------------------------
     def write(self, plans: Sequence[Plan]) -> None:
@@ -71,35 +90,7 @@ class BulkWriter(Retraction):
         key). ``regroup`` recomputes every group the batch touches instead, which also repairs
         a graph that some other writer left wrong (``load --force``)."""
         self.db.ensure_labels(vertex=batch.vertex_labels, edge=batch.edge_labels)
-        ids: dict[str, tuple[int, int]] = {}
-        existed: set[str] = set()
-        for label, rows, keys in batch.vertices:
-            # An existing entity or statement keeps its derived properties until they are
-            # recomputed from the whole graph below (so that a change of a statement's
-            # recorded_at can be seen), or for good when its edges are written again alike.
-            keep = (
-                derive.STATEMENT_DERIVED
-                if label == "Statement"
-                else ()
-                if label in CORE_VERTEX_LABELS
-                else derive.ENTITY_DERIVED
-            )
-            got, old = self._upsert_vertices(label, rows, keys, keep)
-            ids.update(got)
-            existed |= old
-        for label, erows in batch.edges:
-            # Every edge's ends are vertices of the same batch, so their ids are known; the
-            # properties are already JSON, so the rows are put together as text (by % on the
-            # hot path: the fastest way Python has to put ints and text together).
-            payload = (
-                "["
-                + ",".join(
-                    '{"a":%d,"b":%d,"c":%d,"d":%d,"p":%s}' % (*ids[s_], *ids[e_], pj)  # noqa: UP031
-                    for s_, e_, pj in erows
-                )
-                + "]"
-            )
-            self._insert_edges_json(label, payload)
+        ids, existed = self._write_rows(batch)
         entities: dict[str, set[str]] = defaultdict(set)
         for k, label in batch.entity_labels.items():
             if k in existed or k in batch.unsure:
@@ -124,6 +115,91 @@ class BulkWriter(Retraction):
                 groups |= {g for k, g in member_of.items() if k in left.gone}
         member_of.update(batch.member_of)
         self.recompute({label: keys - alike for label, keys in entities.items()}, statements - alike, groups, member_of)
+
+    def _write_rows(self, batch: Batch) -> tuple[dict[str, tuple[int, int]], set[str]]:
+        """Write the batch's vertices and edges; return each vertex key's id and the keys
+        that existed before. On a server, rows whose keys are new go in by ``COPY``; should
+        one turn out to exist after all (a writer racing this one committed it first, or an
+        edge some other writer left behind), the batch's rows are written again by the
+        upsert, which takes any row, so the write stays idempotent."""
+        if self.copy_new and self.db.copies:
+            try:
+                with self.db.transaction():  # a savepoint: a conflict undoes the copy alone
+                    return self._copy_rows(batch)
+            except DatabaseError as exc:
+                if exc.sqlstate != _UNIQUE_VIOLATION:
+                    raise
+                self.copy_conflicts += 1
+                _log.info("a copied row existed already (%s); the batch is upserted instead", str(exc).splitlines()[0])
+        return self._upsert_rows(batch)
+
+    def _upsert_rows(self, batch: Batch) -> tuple[dict[str, tuple[int, int]], set[str]]:
+        ids: dict[str, tuple[int, int]] = {}
+        existed: set[str] = set()
+        for label, rows, keys in batch.vertices:
+            got, old = self._upsert_vertices(label, _array(rows), keys, _keep(label))
+            ids.update(got)
+            existed |= old
+        for label, erows in batch.edges:
+            self._insert_edges_json(label, _edge_payload(erows, ids))
+        return ids, existed
+
+    def _copy_rows(self, batch: Batch) -> tuple[dict[str, tuple[int, int]], set[str]]:
+        """Vertices found by key are upserted (few: entities and statements other
+        conversations share), the others copied with ids taken from their label's sequence;
+        an edge with an end written here is new too, and copied."""
+        ids: dict[str, tuple[int, int]] = {}
+        existed: set[str] = set()
+        for label, rows, keys in batch.vertices:
+            found = self._ids_of(label, keys)
+            if found:
+                old = [i for i, k in enumerate(keys) if k in found]
+                got, was = self._upsert_vertices(
+                    label, _array([rows[i] for i in old]), [keys[i] for i in old], _keep(label)
+                )
+                ids.update(got)
+                existed |= was
+            new = [i for i, k in enumerate(keys) if k not in found]
+            if new:
+                lid, entries = self._entries(label, len(new))
+                for i, n in zip(new, entries, strict=True):
+                    ids[keys[i]] = (lid, n)
+                self.db.copy(
+                    self._table(label),
+                    ("id", "properties"),
+                    ((lid << 48 | n, rows[i]) for i, n in zip(new, entries, strict=True)),
+                )
+        for label, erows in batch.edges:
+            old_edges = [r for r in erows if r[0] in existed and r[1] in existed]
+            if old_edges:
+                self._insert_edges_json(label, _edge_payload(old_edges, ids))
+            new_edges = [r for r in erows if r[0] not in existed or r[1] not in existed]
+            if new_edges:
+                lid, entries = self._entries(label, len(new_edges))
+                self.db.copy(
+                    self._table(label),
+                    ("id", "start_id", "end_id", "properties"),
+                    (
+                        (lid << 48 | n, _gid(ids[s_]), _gid(ids[e_]), pj)
+                        for (s_, e_, pj), n in zip(new_edges, entries, strict=True)
+                    ),
+                )
+        return ids, existed
+
+    def _ids_of(self, label: str, keys: Sequence[str]) -> dict[str, int]:
+        """The ids of the ``label`` vertices that have these keys, found through the key index."""
+        return {
+            k: int(gid)
+            for k, gid in self.db.execute(
+                sql.SQL("SELECT u.k, u.id::text FROM ({lookup}) u").format(lookup=self._lookup(label)), (list(keys),)
+            )
+        }
+
+    def _entries(self, label: str, n: int) -> tuple[int, list[int]]:
+        """``n`` new entries of ``label``'s sequence (the ids' lower 48 bits), and its label id."""
+        lid, _ = self._label(label)
+        rows = self.db.execute("SELECT nextval(%s::regclass) FROM generate_series(1, %s)", (self._seq(label), n))
+        return lid, [int(r[0]) for r in rows]
 
     def _upsert_vertices(
         self, label: str, rows: str, keys: Sequence[str], keep: Sequence[str] = ()
@@ -389,6 +465,37 @@ class BulkWriter(Retraction):
             self._insert_edges("SUPERSEDES", edges)
 
 
+def _keep(label: str) -> Sequence[str]:
+    """What an existing vertex of ``label`` keeps when merged: its derived properties, until
+    they are recomputed from the whole graph (so that a change of a statement's recorded_at
+    can be seen), or for good when its edges are written again alike."""
+    if label == "Statement":
+        return derive.STATEMENT_DERIVED
+    return () if label in CORE_VERTEX_LABELS else derive.ENTITY_DERIVED
+
+
+def _array(rows: Sequence[str]) -> str:
+    return "[" + ",".join(rows) + "]"
+
+
+def _gid(pair: tuple[int, int]) -> int:
+    return pair[0] << 48 | pair[1]
+
+
+def _edge_payload(erows: Sequence[tuple[str, str, str]], ids: Mapping[str, tuple[int, int]]) -> str:
+    # Every edge's ends are vertices of the same batch, so their ids are known; the
+    # properties are already JSON, so the rows are put together as text (by % on the hot
+    # path: the fastest way Python has to put ints and text together).
+    return (
+        "["
+        + ",".join(
+            '{"a":%d,"b":%d,"c":%d,"d":%d,"p":%s}' % (*ids[s_], *ids[e_], pj)  # noqa: UP031
+            for s_, e_, pj in erows
+        )
+        + "]"
+    )
+
+
 def _rewritten_alike(batch: Batch, stale: Stale) -> set[str]:
     """The vertices whose removed mention or evidence edges the batch writes again with the
     same inputs to their rule: their derived properties stand as they are."""
@@ -463,7 +570,7 @@ class Batch:
     as when the conversations' Cypher runs in order) with their derived properties filled in
     from the batch, as JSON text per label; edges per label with their properties as JSON."""
 
-    vertices: list[tuple[str, str, list[str]]]  # label, its rows as JSON, their keys
+    vertices: list[tuple[str, list[str], list[str]]]  # label, its rows (each as JSON), their keys
     edges: list[tuple[str, list[tuple[str, str, str]]]]
     vertex_labels: list[str]
     edge_labels: list[str]
@@ -492,7 +599,7 @@ def assemble(plans: Sequence[Plan]) -> Batch:
             if e.k not in edges[e.label]:
                 edges[e.label][e.k] = (e.start, e.end, dumps(e.props))
     return Batch(
-        vertices=[(label, dumps(list(rows.values())), list(rows)) for label, rows in sorted(vertices.items())],
+        vertices=[(label, [dumps(r) for r in rows.values()], list(rows)) for label, rows in sorted(vertices.items())],
         edges=[(label, list(rows.values())) for label, rows in sorted(edges.items())],
         vertex_labels=sorted({label for p in plans for label in p.vertex_labels}),
         edge_labels=sorted({label for p in plans for label in p.edge_labels}),

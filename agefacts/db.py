@@ -23,7 +23,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -275,6 +275,7 @@ class Database:
         ``wait_notice`` seconds, with what it is waiting for (a lock and who holds it, on a
         server), as the command line tells its user. None: nothing is watched."""
         self.wait_notice = 5.0
+        self._copies: bool | None = None
 
     # -- lifecycle -----------------------------------------------------------------------
     def __enter__(self) -> Database:
@@ -377,6 +378,7 @@ class Database:
                 )
             raise err from last
         self._labels.clear()
+        self._copies = None
         self._prepare_session()
         if self.create:
             self.ensure_graph()
@@ -854,6 +856,25 @@ class Database:
             return self._run(query, params)
         except psycopg.Error as exc:
             raise translate(exc, "running SQL") from exc
+
+    @property
+    def copies(self) -> bool:
+        """Whether rows may be sent by ``COPY FROM STDIN``: on a server, not on the embedded
+        engine, whose connection it breaks (pinned by a test)."""
+        if self._copies is None:
+            self._copies = "pglite" not in str(self.execute("SELECT version()")[0][0]).lower()
+        return self._copies
+
+    def copy(self, table: sql.Composable, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+        """``COPY table (columns) FROM STDIN`` of ``rows`` (text format: psycopg escapes each
+        value), inside the caller's transaction. Only where :attr:`copies`."""
+        stmt = sql.SQL("COPY {} ({}) FROM STDIN").format(table, sql.SQL(", ").join(map(sql.Identifier, columns)))
+        try:
+            with self._lock, self._watched(), self.conn.cursor() as cur, cur.copy(stmt) as cp:
+                for row in rows:
+                    cp.write_row(row)
+        except psycopg.Error as exc:
+            raise translate(exc, "copying rows") from exc
 
     def table(self, query: str | sql.Composable, params: Sequence[Any] | Mapping[str, Any] | None = None) -> Table:
         """Run plain SQL and return its rows with the column names the server reports."""

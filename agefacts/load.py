@@ -444,6 +444,9 @@ class Loader:
         self._seen: dict[tuple[str, str], Seen] = {}
         self._based_on: dict[tuple[str, str], str | None] = {}
         self.fallbacks: list[str] = []  # why a batch was written one conversation at a time
+        # On a server, rows whose keys are new go in by COPY (agefacts.bulk); False writes
+        # every row by the upsert, as on the embedded engine (the tests compare the two).
+        self.copy_new = True
         self._ontology_kept = False
 
     # -- the public calls ---------------------------------------------------------------------
@@ -804,8 +807,14 @@ class Loader:
         from .bulk import BulkWriter
 
         if self._writer is None:
-            self._writer = BulkWriter(self.db)
+            self._writer = BulkWriter(self.db, copy_new=self.copy_new)
         return self._writer
+
+    @property
+    def copy_conflicts(self) -> int:
+        """Batches whose copied rows met a key that existed (a racing writer's) and were
+        upserted instead, on this loader's connection."""
+        return self._writer.copy_conflicts if self._writer is not None else 0
 
 
 def setup(
