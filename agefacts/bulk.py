@@ -37,7 +37,7 @@ from psycopg import sql
 
 from . import derive
 from .compile import Plan
-from .db import Database
+from .db import Database, copy_value
 from .derive import Member
 from .errors import DatabaseError
 from .names import CORE_VERTEX_LABELS
@@ -164,11 +164,13 @@ class BulkWriter(Retraction):
                 lid, entries = self._entries(label, len(new))
                 for i, n in zip(new, entries, strict=True):
                     ids[keys[i]] = (lid, n)
+                high = lid << 48
                 self.db.copy(
                     self._table(label),
                     ("id", "properties"),
-                    ((lid << 48 | n, rows[i]) for i, n in zip(new, entries, strict=True)),
+                    (f"{high | n}\t{copy_value(rows[i])}\n" for i, n in zip(new, entries, strict=True)),
                 )
+        gid = {k: a << 48 | b for k, (a, b) in ids.items()}
         for label, erows in batch.edges:
             old_edges = [r for r in erows if r[0] in existed and r[1] in existed]
             if old_edges:
@@ -176,11 +178,12 @@ class BulkWriter(Retraction):
             new_edges = [r for r in erows if r[0] not in existed or r[1] not in existed]
             if new_edges:
                 lid, entries = self._entries(label, len(new_edges))
+                high = lid << 48
                 self.db.copy(
                     self._table(label),
                     ("id", "start_id", "end_id", "properties"),
                     (
-                        (lid << 48 | n, _gid(ids[s_]), _gid(ids[e_]), pj)
+                        f"{high | n}\t{gid[s_]}\t{gid[e_]}\t{copy_value(pj)}\n"
                         for (s_, e_, pj), n in zip(new_edges, entries, strict=True)
                     ),
                 )
@@ -476,10 +479,6 @@ def _keep(label: str) -> Sequence[str]:
 
 def _array(rows: Sequence[str]) -> str:
     return "[" + ",".join(rows) + "]"
-
-
-def _gid(pair: tuple[int, int]) -> int:
-    return pair[0] << 48 | pair[1]
 
 
 def _edge_payload(erows: Sequence[tuple[str, str, str]], ids: Mapping[str, tuple[int, int]]) -> str:

@@ -43,6 +43,7 @@ __all__ = [
     "age_version_at_least",
     "age_version_supported",
     "chooses_embedded",
+    "copy_value",
     "check_column",
     "check_graph_name",
     "check_label",
@@ -133,6 +134,19 @@ def translate(exc: BaseException, doing: str) -> DatabaseError:
     if isinstance(exc, psycopg.OperationalError) and (sqlstate is None or sqlstate.startswith("08")):
         return DatabaseError(f"{doing}: the database connection failed: {msg}", sqlstate, connection_lost=True)
     return DatabaseError(f"{doing}: {msg}" + (f" (SQLSTATE {sqlstate})" if sqlstate else ""), sqlstate)
+
+
+_COPY_CHUNK = 1 << 20  # characters sent to COPY at once
+
+
+def copy_value(text: str) -> str:
+    """A text value as COPY's text format takes it: backslash, newline, carriage return and
+    tab escaped (the format's only special characters; ``\\N`` would be NULL)."""
+    if "\\" in text:
+        text = text.replace("\\", "\\\\")
+    if "\n" in text or "\r" in text or "\t" in text:
+        text = text.replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
+    return text
 
 
 def chooses_embedded(dsn: str | None = None) -> bool:
@@ -865,14 +879,25 @@ class Database:
             self._copies = "pglite" not in str(self.execute("SELECT version()")[0][0]).lower()
         return self._copies
 
-    def copy(self, table: sql.Composable, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
-        """``COPY table (columns) FROM STDIN`` of ``rows`` (text format: psycopg escapes each
-        value), inside the caller's transaction. Only where :attr:`copies`."""
+    def copy(self, table: sql.Composable, columns: Sequence[str], lines: Iterable[str]) -> None:
+        """``COPY table (columns) FROM STDIN`` in the text format, inside the caller's
+        transaction, of ``lines``: each a row, its values made by :func:`copy_value` and
+        joined by tabs, ending in a newline (put together by the caller: psycopg's own
+        row-by-row writing took a tenth of a server load's client time). Only where
+        :attr:`copies`."""
         stmt = sql.SQL("COPY {} ({}) FROM STDIN").format(table, sql.SQL(", ").join(map(sql.Identifier, columns)))
         try:
             with self._lock, self._watched(), self.conn.cursor() as cur, cur.copy(stmt) as cp:
-                for row in rows:
-                    cp.write_row(row)
+                chunk: list[str] = []
+                size = 0
+                for line in lines:
+                    chunk.append(line)
+                    size += len(line)
+                    if size >= _COPY_CHUNK:
+                        cp.write("".join(chunk))
+                        chunk, size = [], 0
+                if chunk:
+                    cp.write("".join(chunk))
         except psycopg.Error as exc:
             raise translate(exc, "copying rows") from exc
 
