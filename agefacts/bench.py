@@ -24,6 +24,8 @@ Absolute times depend on the machine; the ratios are what to compare.
 from __future__ import annotations
 
 import asyncio
+import functools
+import hashlib
 import json
 import os
 import random
@@ -51,6 +53,8 @@ __all__ = [
     "edit",
     "engine_pid_for",
     "generate",
+    "prepare_all",
+    "prepared_digest",
     "run_add_bench",
     "run_bench",
     "run_extract_bench",
@@ -266,6 +270,9 @@ class BenchResult:
                 f"({st['messages']} messages, {st['keyphrases']} keyphrases)"
             )
         lines.append(f"bulk and reference digests equal: {'yes' if d['digest_equal'] else 'NO'}")
+        if "prepared_equal" in d:
+            lines.append(f"prepared in one and two processes, the same: {'yes' if d['prepared_equal'] else 'NO'}")
+            lines.append(f"loads prepared by {d['workers']} process(es) from their second batch on")
         lines.append(
             f"after replace, digest equals a fresh load of the final versions: {'yes' if d['replace_digest_equal'] else 'NO'}"
         )
@@ -350,7 +357,14 @@ def run_bench(
     graph_prefix: str = "bench",
     keep: bool = False,
     log: Callable[[str], None] = lambda s: None,
+    workers: int | None = None,
 ) -> BenchResult:
+    """``workers``: the preparing processes of the loads (default: as ``agefacts load``,
+    :func:`agefacts.workers.default_workers`); preparing alone is also timed in one process
+    and in two."""
+    from .workers import default_workers
+
+    workers = default_workers() if workers is None else workers
     raw = generate(statements, per_conversation)
     convs = [Conversation.model_validate(c) for c in raw]
     notes: list[str] = []
@@ -363,6 +377,7 @@ def run_bench(
 
     def load(db: Database, items: list[Conversation], **kw: Any) -> None:
         # As `agefacts load` does: the process only loads, so the interpreter is tuned for it.
+        kw.setdefault("workers", workers)
         outs = list(Loader(db, ontology, tune_interpreter=True, **kw).load_many((c.id, c) for c in items))
         bad = [o for o in outs if o.status == "failed"]
         if bad:
@@ -375,6 +390,14 @@ def run_bench(
 
     rss_before, _ = _rss_mb(engine_pid)
     paths: dict[str, dict[str, Any]] = {}
+
+    log("preparing alone (no database), in one process and in two")
+    prepared: dict[int, str] = {}
+    for n in (1, 2):
+        secs, made = _timed(functools.partial(prepare_all, convs, ontology, n))
+        prepared[n] = prepared_digest(made)
+        del made
+        paths[f"prepare_{n}_process{'es' if n > 1 else ''}"] = {"statements": statements, "seconds": secs}
 
     log(f"load: {statements} statements")
     db = fresh("load")
@@ -483,6 +506,7 @@ def run_bench(
         p_.setdefault("peak_rss_mb", None)
     rss_after, peak = _rss_mb(engine_pid)
     ratios = {
+        "prepare_2_vs_1_process": paths["prepare_1_process"]["seconds"] / paths["prepare_2_processes"]["seconds"],
         "load_vs_reference": same_size_load["statements_per_s"] / paths["reference"]["statements_per_s"],
         "copy_vs_load": paths["load"]["seconds"] / paths["copy"]["seconds"],
         "first_load_vs_replay": paths["load"]["seconds"] / paths["replay"]["seconds"],
@@ -510,8 +534,53 @@ def run_bench(
         "statistical": statistical,
         "digest_equal": digests_equal,
         "replace_digest_equal": replace_digest_equal,
+        "workers": workers,
+        "prepared_equal": prepared[1] == prepared[2],
     }
     return BenchResult(data)
+
+
+def prepare_all(convs: list[Conversation], ontology: Ontology, workers: int, batch_statements: int = 5000) -> list[Any]:
+    """Prepare ``convs`` as a load does, with no database (hash, ground, gate, consolidate,
+    compile, assemble the rows), in batches, by the loader's own preparing: a thread of this
+    process for ``workers`` 1, else that many worker processes from the second batch on."""
+    from .load import _Preparing
+
+    batches, batch, size = [], [], 0
+    for c in convs:
+        batch.append((c.id, c))
+        size += sum(len(t.recorded.statements) for t in c.turns if t.recorded)
+        if size >= batch_statements:
+            batches.append(batch)
+            batch, size = [], 0
+    if batch:
+        batches.append(batch)
+    out: list[Any] = []
+    inflight: list[Callable[[], Any]] = []
+    with _Preparing(ontology, workers, tuned=True).running() as preparing:
+        for b in batches:
+            inflight.append(preparing.submit(False, b, {}, "bulk", {}))
+            while len(inflight) > preparing.ahead:
+                out.append(inflight.pop(0)())
+        out += [ready() for ready in inflight]
+    return out
+
+
+def prepared_digest(prepared: list[Any]) -> str:
+    """A digest of what :func:`prepare_all` made, to compare two runs of it."""
+    h = hashlib.sha256()
+    for out, assembled, hashes in prepared:
+        for e in out:
+            if hasattr(e, "written"):
+                h.update(
+                    repr((e.source, e.content_hash, e.prior, e.document, e.written.counts, e.written.outcome)).encode()
+                )
+            else:
+                h.update(repr(e).encode())
+        if assembled is not None:
+            h.update(repr((assembled.vertices, assembled.edges, sorted(assembled.statement_keys))).encode())
+        h.update(repr(sorted(hashes.items())).encode())
+    return h.hexdigest()
 
 
 def _server_process(db: Database, engine_pid: int | None) -> int | None:

@@ -583,11 +583,30 @@ def _cmd_schema(args: argparse.Namespace) -> int:
 
 def _cmd_compile(args: argparse.Namespace) -> int:
     from .compile import compile_conversation
+    from .errors import InputError
+    from .inputs import parse_text, read_texts
 
     ontology = _ontology(args)
-    good, bad = _one_or_more_conversations(args.conversation)
-    for _, conv in good:
-        sys.stdout.write(compile_conversation(conv, ontology))
+    bad: list[tuple[str, InputError]] = []
+
+    def compiled() -> Iterator[tuple[str, str | InputError]]:
+        if args.workers > 1:
+            from . import workers
+
+            with workers.start(args.workers, ontology) as pool:
+                yield from workers.ordered(
+                    pool, workers.compile_chunk, read_texts(args.conversation), ahead=2 * args.workers
+                )
+        else:
+            for raw in read_texts(args.conversation):
+                for source, item in parse_text(raw):
+                    yield source, item if isinstance(item, InputError) else compile_conversation(item, ontology)
+
+    for source, out in compiled():
+        if isinstance(out, InputError):
+            bad.append((source, out))
+        else:
+            sys.stdout.write(out)
     for _, exc in bad:
         print(f"agefacts: error: {exc}", file=sys.stderr)
     return _EXIT_FAILED if bad else _EXIT_OK
@@ -762,6 +781,10 @@ def _port(text: str) -> int:
 def _cmd_load(args: argparse.Namespace) -> int:
     from .errors import LoadInterrupted
     from .load import load_paths, terminal_progress
+    from .workers import default_workers
+
+    if args.workers is None:
+        args.workers = default_workers()
 
     ontology = _ontology(args)
     progress = terminal_progress() if args.format == "table" else None
@@ -779,6 +802,7 @@ def _cmd_load(args: argparse.Namespace) -> int:
                     stop=asked.is_set,
                     batch_statements=args.batch_statements,
                     tune_interpreter=True,  # this process only loads
+                    workers=args.workers,
                 )
 
             if placement is not None:
@@ -1111,6 +1135,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("compile", parents=[ont], help="print the Cypher a conversation compiles to")
     p.add_argument("conversation", nargs="+", help="conversation file(s) (JSON or JSONL)")
+    p.add_argument(
+        "--workers",
+        type=_positive_int,
+        default=1,
+        metavar="N",
+        help="compile in N worker processes (default 1: in this one); the output is the same",
+    )
     p.set_defaults(func=_cmd_compile)
 
     p = sub.add_parser("load", parents=[dbo, ont], help="load conversations into the graph")
@@ -1135,6 +1166,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="statements written per transaction (default %(default)s, measured fastest); a conversation is "
         "never split, and an interrupted load keeps every batch it finished",
+    )
+    p.add_argument(
+        "--workers",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="processes that prepare batches (ground, gate, compile) from the second batch on (default: one "
+        "per core this process may use, at most 4; 1: a thread of this process); the graph is the same",
     )
     _format_option(p)
     p.set_defaults(func=_cmd_load)

@@ -15,9 +15,12 @@ from .errors import InputError
 from .models import Conversation, describe
 
 __all__ = [
+    "Raw",
     "input_size",
     "parse_conversation",
+    "parse_text",
     "read_conversations",
+    "read_texts",
 ]
 
 
@@ -78,23 +81,35 @@ def input_size(paths: Iterable[str | Path]) -> int:
     return sum(f.stat().st_size for f, _ in _files(paths) if f.is_file())
 
 
+Raw = tuple[str, "str | InputError", bool]
+"""A conversation file's text, or a JSONL file's line, as read: its source (file, or file and
+line), the text (or why it could not be read), and whether it is a JSONL line."""
+
+
 def read_conversations(paths: Iterable[str | Path]) -> Iterator[tuple[str, Conversation | InputError]]:
     """Conversations from files, folders (``*.json``, ``*.jsonl``, ``*.ndjson``, any case,
     recursively, in name order) and JSONL files, one at a time so memory stays flat. A bad file
     or line, or a folder without such files, is yielded as an :class:`InputError` in its place,
     and the rest are still read."""
+    for raw in read_texts(paths):
+        yield from parse_text(raw)
+
+
+def read_texts(paths: Iterable[str | Path]) -> Iterator[Raw]:
+    """What :func:`read_conversations` parses, unparsed: each JSON file's text and each JSONL
+    file's line (parsed elsewhere by :func:`parse_text`, a worker process for one)."""
     for path, error in _files(paths):
         if error is not None:
-            yield str(path), error
+            yield str(path), error, False
             continue
         if not path.exists():
-            yield str(path), InputError(f"{path}: no such file or folder")
+            yield str(path), InputError(f"{path}: no such file or folder"), False
             continue
         if _is_jsonl(path):
             try:
                 fh = path.open(encoding="utf-8", errors="strict")
             except OSError as exc:
-                yield str(path), InputError(f"{path}: cannot read it: {exc.strerror}")
+                yield str(path), InputError(f"{path}: cannot read it: {exc.strerror}"), True
                 continue
             with fh:
                 lineno = 0
@@ -103,38 +118,51 @@ def read_conversations(paths: Iterable[str | Path]) -> Iterator[tuple[str, Conve
                     try:
                         line = fh.readline()
                     except UnicodeDecodeError as exc:
-                        yield src, InputError(f"{src}: not UTF-8 text ({exc.reason}); save the file as UTF-8")
+                        yield src, InputError(f"{src}: not UTF-8 text ({exc.reason}); save the file as UTF-8"), True
                         break
                     if not line:
                         break
                     lineno += 1
                     if not line.strip():
                         continue
-                    yield src, _parse_text(line, src)
+                    yield src, line, True
             continue
         try:
             text = path.read_text(encoding="utf-8")
         except UnicodeDecodeError as exc:
-            yield str(path), InputError(f"{path}: not UTF-8 text ({exc.reason}); save the file as UTF-8")
+            yield str(path), InputError(f"{path}: not UTF-8 text ({exc.reason}); save the file as UTF-8"), False
             continue
         except OSError as exc:
-            yield str(path), InputError(f"{path}: cannot read it: {exc.strerror}")
+            yield str(path), InputError(f"{path}: cannot read it: {exc.strerror}"), False
             continue
+        yield str(path), text, False
+
+
+def parse_text(raw: Raw) -> Iterator[tuple[str, Conversation | InputError]]:
+    """The conversations of one text :func:`read_texts` read (a JSON file may hold a list of
+    them), each with its source, or why one is not a conversation."""
+    source, text, line = raw
+    if isinstance(text, InputError):
+        yield source, text
+        return
+    if line:
+        yield source, _parse_text(text, source)
+        return
+    try:
+        data = json.loads(text)
+    except RecursionError:
+        yield source, InputError(f"{source}: {_TOO_DEEP}")
+        return
+    except ValueError as exc:
+        yield source, InputError(f"{source}: not valid JSON ({exc}); a conversation file holds one JSON object")
+        return
+    items = data if isinstance(data, list) else [data]
+    for i, item in enumerate(items):
+        src = f"{source}[{i}]" if isinstance(data, list) else source
         try:
-            data = json.loads(text)
-        except RecursionError:
-            yield str(path), InputError(f"{path}: {_TOO_DEEP}")
-            continue
-        except ValueError as exc:
-            yield str(path), InputError(f"{path}: not valid JSON ({exc}); a conversation file holds one JSON object")
-            continue
-        items = data if isinstance(data, list) else [data]
-        for i, item in enumerate(items):
-            src = f"{path}[{i}]" if isinstance(data, list) else str(path)
-            try:
-                yield src, parse_conversation(item, src)
-            except InputError as exc:
-                yield src, exc
+            yield src, parse_conversation(item, src)
+        except InputError as exc:
+            yield src, exc
 
 
 def _parse_text(line: str, source: str) -> Conversation | InputError:

@@ -10,10 +10,11 @@ import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from psycopg import sql
 
-from .compile import Plan
+from .compile import FollowupRow
 from .db import Database
 from .errors import DatabaseError, NamespaceMoved
 from .models import Conversation
@@ -47,7 +48,8 @@ class Loaded:
 
     conv: Conversation
     content_hash: str
-    plan: Plan
+    counts: dict[str, Any]  # its plan's (agefacts.compile.Plan)
+    followups: Sequence[FollowupRow]
     source: str
     document: str  # its JSON as hashed, kept for export and Memory.add
 
@@ -181,7 +183,7 @@ def record(db: Database, loaded: Sequence[Loaded]) -> None:
                         "ns": x.conv.namespace,
                         "id": x.conv.id,
                         "h": x.content_hash,
-                        "counts": x.plan.counts,
+                        "counts": x.counts,
                         "src": x.source,
                         "doc": x.document,
                     }
@@ -201,7 +203,7 @@ def record_appended(db: Database, loaded: Loaded, first: int, turns: Sequence[st
     db.execute(
         "UPDATE agefacts.ingest_log SET content_hash = %s, counts = %s::jsonb, source = %s, loaded_at = now() "
         "WHERE graph = %s AND namespace = %s AND conversation = %s",
-        (x.content_hash, json.dumps(x.plan.counts), x.source, db.graph, x.conv.namespace, x.conv.id),
+        (x.content_hash, json.dumps(x.counts), x.source, db.graph, x.conv.namespace, x.conv.id),
     )
     db.execute(
         "INSERT INTO agefacts.ingest_turns (graph, namespace, conversation, ordinal, turn) "
@@ -246,7 +248,7 @@ def _questions(db: Database, loaded: Sequence[Loaded]) -> None:
             "at": f.asked_at,
         }
         for x in loaded
-        for f in x.plan.followups
+        for f in x.followups
     ]
     if rows:
         db.execute(

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 from . import ledger
-from .compile import EXTRACTOR, Plan, executable, plan, to_cypher
+from .compile import EXTRACTOR, FollowupRow, Plan, executable, plan, to_cypher
 from .consolidate import result_of
 from .db import Database
 from .derive import entity_recompute, statement_recompute, supersession
@@ -48,7 +48,7 @@ from .names import CORE_VERTEX_LABELS
 from .ontology import Ontology
 
 if TYPE_CHECKING:
-    from concurrent.futures import Future, ThreadPoolExecutor
+    from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 
     from .bulk import Batch, BulkWriter
     from .retract import Stale
@@ -60,6 +60,7 @@ __all__ = [
     "Seen",
     "Summary",
     "VIA",
+    "Written",
     "content_hash",
     "load_paths",
     "read_told",
@@ -197,16 +198,51 @@ _log = logging.getLogger("agefacts.load")
 
 
 @dataclass(frozen=True)
+class Written:
+    """What a prepared conversation's ledger row and outcome need of its plan: all that comes
+    back from a worker process, where the plan itself would cost more to send than to make."""
+
+    counts: dict[str, Any]
+    followups: list[FollowupRow]
+    outcome: Outcome
+
+    @classmethod
+    def of(cls, source: str, conv: Conversation, p: Plan) -> Written:
+        written = {
+            "entities": frozenset(v.k for v in p.vertices if v.label not in CORE_VERTEX_LABELS),
+            "statements": frozenset(p.statements),
+            "evidence": frozenset(e.k for e in p.edges if e.label == "EVIDENCED_BY"),
+        }
+        outcome = Outcome(
+            source,
+            conv.id,
+            conv.namespace,
+            "loaded",
+            counts=dict(p.counts),
+            written=written,
+            rejections=list(p.rejections),
+        )
+        return cls(p.counts, p.followups, outcome)
+
+
+@dataclass(frozen=True)
 class Prepared:
     """A conversation ready to write: its content hash, the hash it was last loaded with
-    (``prior``, None when never), its plan, and its JSON (hashed, and kept in the ledger)."""
+    (``prior``, None when never), its plan (None when it was prepared in a worker process:
+    it is made again here only if the conversation must be written on its own), its JSON
+    (hashed, and kept in the ledger), and what its ledger row and outcome need."""
 
     source: str
     conv: Conversation
     content_hash: str
     prior: str | None
-    plan: Plan
+    plan: Plan | None
     document: str
+    written: Written
+
+    @classmethod
+    def of(cls, source: str, conv: Conversation, h: str, prior: str | None, p: Plan, document: str) -> Prepared:
+        return cls(source, conv, h, prior, p, document, Written.of(source, conv, p))
 
     @property
     def ident(self) -> tuple[str, str]:
@@ -218,21 +254,11 @@ class Prepared:
         return self.prior is not None and self.prior != self.content_hash
 
     def outcome(self) -> Outcome:
-        p = self.plan
-        written = {
-            "entities": frozenset(v.k for v in p.vertices if v.label not in CORE_VERTEX_LABELS),
-            "statements": frozenset(p.statements),
-            "evidence": frozenset(e.k for e in p.edges if e.label == "EVIDENCED_BY"),
-        }
-        return Outcome(
-            self.source,
-            self.conv.id,
-            self.conv.namespace,
-            "loaded",
-            counts=dict(p.counts),
-            written=written,
-            rejections=list(p.rejections),
-        )
+        return self.written.outcome
+
+    def loaded(self) -> ledger.Loaded:
+        w = self.written
+        return ledger.Loaded(self.conv, self.content_hash, w.counts, w.followups, self.source, self.document)
 
 
 @dataclass(frozen=True)
@@ -251,38 +277,44 @@ class _PriorMoved(Exception):
 _UNSET: Any = object()
 
 
-def _prepare_one(
-    ontology: Ontology,
-    force: bool,
-    source: str,
-    conv: Conversation,
-    prior: dict[tuple[str, str], str],
-    earlier: Seen | None = None,
-    h: str | None = None,
-    document: str | None = None,
+def _triage_one(
+    source: str, conv: Conversation, h: str, prior: dict[tuple[str, str], str], earlier: Seen | None, force: bool
+) -> Outcome | None:
+    """The outcome of a conversation that is not to be written (None: it is), by its hash."""
+    if earlier is not None:
+        # The same conversation twice in one run: the same content is nothing new, other
+        # content is refused, since which one should win is not ours to guess.
+        if earlier.content_hash == h:
+            return Outcome(source, conv.id, conv.namespace, "skipped", f"the same as {earlier.source}")
+        return Outcome(
+            source,
+            conv.id,
+            conv.namespace,
+            "failed",
+            f"conversation {conv.id!r} of namespace {conv.namespace!r} is also at {earlier.source}, "
+            "with other content; give each version its own id, or load one of them",
+        )
+    if prior.get((conv.namespace, conv.id)) == h and not force:
+        return Outcome(source, conv.id, conv.namespace, "skipped")
+    return None
+
+
+def _plan_one(
+    ontology: Ontology, source: str, conv: Conversation, h: str, prior: str | None, document: str
 ) -> Outcome | Prepared:
     try:
-        document = document or conv.model_dump_json()
-        h = h or content_hash(conv, ontology, document=document)
-        if earlier is not None:
-            # The same conversation twice in one run: the same content is nothing new, other
-            # content is refused, since which one should win is not ours to guess.
-            if earlier.content_hash == h:
-                return Outcome(source, conv.id, conv.namespace, "skipped", f"the same as {earlier.source}")
-            return Outcome(
-                source,
-                conv.id,
-                conv.namespace,
-                "failed",
-                f"conversation {conv.id!r} of namespace {conv.namespace!r} is also at {earlier.source}, "
-                "with other content; give each version its own id, or load one of them",
-            )
-        old = prior.get((conv.namespace, conv.id))
-        if old == h and not force:
-            return Outcome(source, conv.id, conv.namespace, "skipped")
-        return Prepared(source, conv, h, old, plan(conv, result_of(conv, ontology), ontology), document)
+        return Prepared.of(source, conv, h, prior, plan(conv, result_of(conv, ontology), ontology), document)
     except AgeFactsError as exc:
         return Outcome(source, conv.id, conv.namespace, "failed", str(exc))
+
+
+def _prepare_one(
+    ontology: Ontology, force: bool, source: str, conv: Conversation, prior: dict[tuple[str, str], str]
+) -> Outcome | Prepared:
+    document = conv.model_dump_json()
+    h = content_hash(conv, ontology, document=document)
+    done = _triage_one(source, conv, h, prior, None, force)
+    return done or _plan_one(ontology, source, conv, h, prior.get((conv.namespace, conv.id)), document)
 
 
 _T = TypeVar("_T")
@@ -290,6 +322,29 @@ _T = TypeVar("_T")
 _Ready = tuple[list["Outcome | Prepared"], "Batch | None", dict[tuple[str, str], str]]
 """What the worker hands back: each conversation prepared (or its outcome), the assembled rows
 of the bulk path, and every content hash."""
+
+
+def _triage(
+    ontology: Ontology,
+    force: bool,
+    batch: list[tuple[str, Conversation]],
+    prior: dict[tuple[str, str], str],
+    earlier: dict[tuple[str, str], Seen],
+) -> tuple[list[Outcome | None], dict[tuple[str, str], str], dict[tuple[str, str], str]]:
+    """Each conversation's JSON (made once: hashed now, kept in the ledger) and content hash,
+    and the outcome of each that is not to be written (None for those that are)."""
+    fingerprint = ontology.fingerprint()
+    documents = {(c.namespace, c.id): c.model_dump_json() for _, c in batch}
+    hashes = {ident: content_hash(c, ontology, fingerprint, documents[ident]) for ident, c in _idents(batch)}
+    out = [
+        _triage_one(source, conv, hashes[ident], prior, earlier.get(ident), force)
+        for (ident, conv), (source, _) in zip(_idents(batch), batch, strict=True)
+    ]
+    return out, documents, hashes
+
+
+def _idents(batch: list[tuple[str, Conversation]]) -> list[tuple[tuple[str, str], Conversation]]:
+    return [((c.namespace, c.id), c) for _, c in batch]
 
 
 def _prepare(
@@ -303,27 +358,21 @@ def _prepare(
     """Pure work, no database: hash, skip what is unchanged, ground, gate and compile, and
     for the bulk path put the rows together (:func:`agefacts.bulk.assemble`). Returns the
     outcomes or prepared conversations, the assembled batch, and every content hash."""
-    fingerprint = ontology.fingerprint()
-    earlier = earlier or {}
-    # Each conversation's JSON is made once, here in the worker: hashed now, kept in the ledger.
-    documents = {(c.namespace, c.id): c.model_dump_json() for _, c in batch}
-    hashes = {
-        (c.namespace, c.id): content_hash(c, ontology, fingerprint, documents[(c.namespace, c.id)]) for _, c in batch
-    }
+    done, documents, hashes = _triage(ontology, force, batch, prior, earlier or {})
     out = [
-        _prepare_one(
+        d
+        if d is not None
+        else _plan_one(
             ontology,
-            force,
             source,
             conv,
-            prior,
-            earlier.get((conv.namespace, conv.id)),
             hashes[(conv.namespace, conv.id)],
+            prior.get((conv.namespace, conv.id)),
             documents[(conv.namespace, conv.id)],
         )
-        for source, conv in batch
+        for d, (source, conv) in zip(done, batch, strict=True)
     ]
-    todo = [e.plan for e in out if isinstance(e, Prepared)]
+    todo = [e.plan for e in out if isinstance(e, Prepared) and e.plan is not None]
     assembled = None
     if via == "bulk" and todo:
         from .bulk import assemble
@@ -370,23 +419,122 @@ def _interpreter_tuned() -> Iterator[None]:
                 _tuning_saved = None
 
 
-@contextlib.contextmanager
-def _worker(tuned: bool) -> Iterator[ThreadPoolExecutor]:
-    """One worker thread that prepares the next batch while the current one is written, with
-    the interpreter tuned for loading (:func:`_interpreter_tuned`) while it runs when
-    ``tuned``: the settings are the whole process's, so a library leaves them alone unless its
-    caller asks (the command line does)."""
-    from concurrent.futures import ThreadPoolExecutor
+_Far = tuple[list["Outcome | Written"], "Batch | None"]
+"""What a worker process hands back for the conversations it was given to plan: for each, its
+:class:`Written` (or why it failed), and the assembled rows; not the plans, which cost more
+to send than to make, nor anything the process that reads has already."""
 
-    pool = ThreadPoolExecutor(max_workers=1)
-    finished = False
-    with _interpreter_tuned() if tuned else contextlib.nullcontext():
-        try:
-            yield pool
-            finished = True
-        finally:
-            # Interrupted: the batch being prepared is not waited for (nothing of it is written).
-            pool.shutdown(wait=finished, cancel_futures=not finished)
+
+def _prepare_far(
+    todo: list[tuple[str, Conversation, str, str | None]], via: str, ontology: Ontology | None = None
+) -> _Far:
+    """Ground, gate, compile and assemble ``todo`` (each conversation with its source, content
+    hash and prior hash) in a worker process (:mod:`agefacts.workers`), by the worker's
+    ontology unless given one."""
+    from . import workers
+
+    onto = ontology or workers.ontology()
+    out = [_plan_one(onto, source, conv, h, old, "") for source, conv, h, old in todo]
+    plans = [e.plan for e in out if isinstance(e, Prepared) and e.plan is not None]
+    assembled = None
+    if via == "bulk" and plans:
+        from .bulk import assemble
+
+        assembled = assemble(plans)
+        if not any(e.replaces for e in out if isinstance(e, Prepared)):
+            # What the writer compares with a replaced conversation's removed edges: none here.
+            assembled.edges_of = {}
+    return [e if isinstance(e, Outcome) else e.written for e in out], assembled
+
+
+class _Preparing:
+    """Where batches are prepared while others are written: one thread, and from the second
+    batch on, when ``workers`` is more than one, that many worker processes
+    (:mod:`agefacts.workers`; a load of one batch does not wait for processes to start).
+    Batches are prepared alike wherever they are, so the graph does not depend on it.
+
+    With ``tuned``, the interpreter is tuned for loading (:func:`_interpreter_tuned`) while
+    it runs: the settings are the whole process's, so a library leaves them alone unless its
+    caller asks (the command line does)."""
+
+    def __init__(self, ontology: Ontology, workers: int, tuned: bool):
+        self.ontology = ontology
+        self.workers = workers
+        self.tuned = tuned
+        self._thread: ThreadPoolExecutor | None = None
+        self._processes: ProcessPoolExecutor | None = None
+        self._submitted = 0
+
+    @property
+    def ahead(self) -> int:
+        """Batches prepared ahead of the one being written."""
+        return self.workers if self._processes is not None else 1
+
+    def submit(
+        self,
+        force: bool,
+        batch: list[tuple[str, Conversation]],
+        prior: dict[tuple[str, str], str],
+        via: str,
+        earlier: dict[tuple[str, str], Seen],
+    ) -> Callable[[], _Ready]:
+        """Start preparing ``batch``; the call returned waits for it and gives it."""
+        self._submitted += 1
+        if self.workers > 1 and self._submitted > 1:
+            # Hashing is done here, so that what is unchanged never goes to a worker (a load
+            # of what is there already starts none); the JSON made for it stays here too.
+            done, documents, hashes = _triage(self.ontology, force, batch, prior, earlier)
+            todo = [
+                (source, conv, hashes[(conv.namespace, conv.id)], prior.get((conv.namespace, conv.id)))
+                for d, (source, conv) in zip(done, batch, strict=True)
+                if d is None
+            ]
+            if not todo:
+                return lambda: (list[Outcome | Prepared](d for d in done if d is not None), None, hashes)
+            if self._processes is None:
+                from . import workers
+
+                self._processes = workers.start(self.workers, self.ontology)
+            far = self._processes.submit(_prepare_far, todo, via)
+
+            def ready() -> _Ready:
+                planned, assembled = far.result()
+                back = iter(planned)
+                out: list[Outcome | Prepared] = []
+                for d, (source, conv) in zip(done, batch, strict=True):
+                    if d is not None:
+                        out.append(d)
+                        continue
+                    w = next(back)
+                    ident = (conv.namespace, conv.id)
+                    out.append(
+                        w
+                        if isinstance(w, Outcome)
+                        else Prepared(source, conv, hashes[ident], prior.get(ident), None, documents[ident], w)
+                    )
+                return out, assembled, hashes
+
+            return ready
+        if self._thread is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._thread = ThreadPoolExecutor(max_workers=1)
+        near = self._thread.submit(_prepare, self.ontology, force, batch, prior, via, earlier)
+        return near.result
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[_Preparing]:
+        finished = False
+        with _interpreter_tuned() if self.tuned else contextlib.nullcontext():
+            try:
+                yield self
+                finished = True
+            finally:
+                # Interrupted: the batches being prepared are not waited for (nothing of them
+                # is written).
+                for pool in (self._thread, self._processes):
+                    if pool is not None:
+                        pool.shutdown(wait=finished, cancel_futures=not finished)
 
 
 class Loader:
@@ -420,11 +568,14 @@ class Loader:
         retries: int = 5,
         tune_interpreter: bool = False,
         moving: bool = False,
+        workers: int = 1,
     ):
         if via not in VIA:
             raise ValueError(f"via must be one of {VIA}, not {via!r}")
         if batch_statements < 1 or batch_conversations < 1:
             raise ValueError("batch_statements and batch_conversations must be at least 1")
+        if workers < 1:
+            raise ValueError("workers must be at least 1")
         self.db = db
         self.ontology = ontology
         self.force = force
@@ -434,6 +585,9 @@ class Loader:
         # Process-wide settings (the thread switch interval, the garbage collector's threshold)
         # changed while loads run: for a process that loads and does little else.
         self.tune_interpreter = tune_interpreter
+        # Processes that prepare batches (grounding, gating, compiling) from a load's second
+        # batch on; 1: a thread of this process prepares them.
+        self.workers = workers
         # The loader of a move (agefacts.placement): it writes a namespace that is leaving.
         self.moving = moving
         self.retries = retries
@@ -487,7 +641,7 @@ class Loader:
             raise UsageError("appending writes through the bulk path; load the whole conversation instead")
         from .bulk import assemble
 
-        e = Prepared(source, conv, content_hash, based_on, part, "")
+        e = Prepared.of(source, conv, content_hash, based_on, part, "")
         ck = conversation_key(conv.namespace, conv.id)
         batch = assemble([part])
 
@@ -500,7 +654,7 @@ class Loader:
                 writer = self._writer_for()
                 writer.drop_edges("MENTIONED_IN", [edge_key("MENTIONED_IN", k, ck) for k in sorted(mentions)])
                 writer.write_batch(batch, None, self._single_valued)
-                ledger.record_appended(self.db, ledger.Loaded(conv, content_hash, part, source, ""), first, turns)
+                ledger.record_appended(self.db, e.loaded(), first, turns)
 
         try:
             self._attempt(work)
@@ -529,17 +683,19 @@ class Loader:
         ``stop()`` turns true, the batch being written is finished and the load ends there
         with ``KeyboardInterrupt``."""
         run_seen: set[tuple[str, str]] = set()
-        previous = None
-        with _worker(self.tune_interpreter) as pool:
+        inflight: list[tuple[Callable[[], _Ready], list[Outcome | None]]] = []
+        # The Cypher path writes from the plans themselves, which stay where they are made.
+        workers = self.workers if self.via == "bulk" else 1
+        with _Preparing(self.ontology, workers, self.tune_interpreter).running() as preparing:
             for batch, pending in self._batches(items):
                 if stop is not None and stop():
                     break
                 idents = {(c.namespace, c.id) for _, c in batch}
-                if previous is not None and idents & run_seen:
-                    # A conversation of an earlier batch again: that batch must land first, so
-                    # that this one is compared with it.
-                    yield from self._finish(*previous)
-                    previous = None
+                if idents & run_seen:
+                    # A conversation of an earlier batch again: those batches must land first,
+                    # so that this one is compared with them.
+                    while inflight:
+                        yield from self._finish(*inflight.pop(0))
                 run_seen |= idents
                 if batch:
                     self._keep_ontology()
@@ -552,12 +708,11 @@ class Loader:
                         prior.pop(ident, None)
                     else:
                         prior[ident] = base
-                future = pool.submit(_prepare, self.ontology, self.force, batch, prior, self.via, earlier)
-                if previous is not None:
-                    yield from self._finish(*previous)
-                previous = (future, pending)
-            if previous is not None:
-                yield from self._finish(*previous)
+                inflight.append((preparing.submit(self.force, batch, prior, self.via, earlier), pending))
+                while len(inflight) > preparing.ahead:
+                    yield from self._finish(*inflight.pop(0))
+            while inflight:
+                yield from self._finish(*inflight.pop(0))
             if stop is not None and stop():
                 raise KeyboardInterrupt
         if not self._lost:
@@ -589,8 +744,8 @@ class Loader:
         if pending:
             yield batch, pending
 
-    def _finish(self, future: Future[_Ready], pending: list[Outcome | None]) -> Iterator[Outcome]:
-        prepared, assembled, hashes = future.result()
+    def _finish(self, ready: Callable[[], _Ready], pending: list[Outcome | None]) -> Iterator[Outcome]:
+        prepared, assembled, hashes = ready()
         for e in prepared:
             ident = e.ident if isinstance(e, Prepared) else (e.namespace or "", e.conversation or "")
             # The first place each conversation was met in this run, with its content (also for
@@ -664,7 +819,7 @@ class Loader:
                     writer = self._writer_for()
                     stale = writer.retract([conversation_key(*e.ident) for e in entries if e.replaces])
                     writer.write_batch(assembled, stale, self._single_valued, regroup=self.force)
-                    self._record([ledger.Loaded(e.conv, e.content_hash, e.plan, e.source, e.document) for e in entries])
+                    self._record([e.loaded() for e in entries])
 
             try:
                 self._attempt(batch)
@@ -726,7 +881,7 @@ class Loader:
         )
 
     def _write_one(self, e: Prepared) -> None:
-        p = e.plan
+        p = e.plan or plan(e.conv, result_of(e.conv, self.ontology), self.ontology)
         self.db.ensure_labels(vertex=p.vertex_labels, edge=p.edge_labels)
         with self.db.transaction():
             self._check([e])
@@ -741,7 +896,7 @@ class Loader:
                     self.db.cypher_raw(line)
                 if stale:
                     self._recompute_cypher(writer.settle(stale))
-            self._record([ledger.Loaded(e.conv, e.content_hash, p, e.source, e.document)])
+            self._record([e.loaded()])
 
     def _recompute_cypher(self, left: Stale) -> None:
         """The Cypher path's recomputation of what a replaced conversation touched: the
@@ -885,16 +1040,23 @@ def load_paths(
     stop: Callable[[], bool] | None = None,
     batch_statements: int = 5000,
     tune_interpreter: bool = False,
+    workers: int = 1,
 ) -> Summary:
     """Load every conversation found under ``paths``; see :class:`Loader` (and its
-    ``tune_interpreter``). On the embedded engine, a load its data folder has no room for is
+    ``tune_interpreter`` and ``workers``). On the embedded engine, a load its data folder has no room for is
     refused first (:func:`agefacts.engine.check_room`)."""
     from .engine import check_room
 
     paths = list(paths)
     check_room(db.dsn, input_size(paths))
     loader = Loader(
-        db, ontology, force=force, via=via, batch_statements=batch_statements, tune_interpreter=tune_interpreter
+        db,
+        ontology,
+        force=force,
+        via=via,
+        batch_statements=batch_statements,
+        tune_interpreter=tune_interpreter,
+        workers=workers,
     )
     summary = Summary()
     try:

@@ -235,6 +235,7 @@ def load_placed(
     stop: Callable[[], bool] | None = None,
     batch_statements: int = 5000,
     tune_interpreter: bool = False,
+    workers: int = 1,
 ) -> Summary:
     """Load every conversation under ``paths`` into the server of its namespace: the servers
     are written at once, one thread each; each conversation as :func:`agefacts.load_paths`
@@ -261,6 +262,7 @@ def load_placed(
                 via=via,
                 batch_statements=batch_statements,
                 tune_interpreter=tune_interpreter,
+                workers=workers,
             )
             got: list[tuple[int, Outcome]] = []
             try:

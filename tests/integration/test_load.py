@@ -279,7 +279,11 @@ def test_the_bench_runs_every_path_and_its_digests_agree(dsn, graph_name, db):
     result = run_bench(dsn, ONTO, statements=300, reference_cap=100, graph_prefix=graph_name)
     d = result.data
     assert d["digest_equal"] and d["replace_digest_equal"]
+    # Preparing alone, in one process and in two, made the same.
+    assert d["prepared_equal"] and "prepare_2_vs_1_process" in d["ratios"]
     assert set(d["paths"]) == {
+        "prepare_1_process",
+        "prepare_2_processes",
         "load",
         "replay",
         "forced_replay",

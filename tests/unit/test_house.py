@@ -37,6 +37,7 @@ RANKS: list[set[str]] = [
     {"tables"},
     {"retract"},
     {"bulk", "inputs", "ledger"},
+    {"workers"},
     {"load"},
     {"query", "append"},
     {"named"},
