@@ -4,6 +4,7 @@ to the upsert. On the embedded engine COPY is never sent (it breaks the connecti
 
 from __future__ import annotations
 
+import json
 import random
 import threading
 
@@ -14,7 +15,7 @@ from agefacts.bench import edit, generate
 from agefacts.bulk import BulkWriter
 from agefacts.compile import plan
 from agefacts.consolidate import result_of
-from agefacts.db import Database
+from agefacts.db import Database, copy_value
 from agefacts.load import Loader
 from agefacts.models import Conversation
 from agefacts.reads import digest
@@ -130,3 +131,33 @@ def test_a_key_a_racing_writer_commits_first_sends_the_batch_to_the_upsert(db, d
     clean = other_graph("clean")
     Loader(clean, ONTO).load(mine)
     assert digest(db) == digest(clean)
+
+
+HOSTILE = [
+    "back\\slash",
+    "tab\there",
+    "new\nline",
+    "carriage\rreturn",
+    "\\N",
+    "\\.",
+    "quote \" and ' both",
+    "Zoë 東京 🚲",
+]
+
+
+def test_text_copy_takes_as_it_is_written_the_same_as_the_upsert(db, other_graph):
+    # COPY's text format gives backslash, tab, newline and carriage return meanings of their
+    # own (and \N is NULL, \. the end): each must arrive as the person wrote it.
+    text = " | ".join(HOSTILE)
+    conv = likes("hostile", HOSTILE[0], "2024-03-01T10:00:00Z", title="\\N\t\\.", text=text)
+    upserted = other_graph("upserted")
+    for target, copy_new in ((db, True), (upserted, False)):
+        _load(target, [conv], copy_new=copy_new)
+    (got,) = db.cypher_raw("MATCH (m:Message) RETURN m.text", columns=("t",))[0]
+    assert json.loads(got) == text
+    assert digest(db) == digest(upserted)
+
+
+def test_copy_value_escapes_what_copy_text_format_reads_specially():
+    assert copy_value("plain Zoë") == "plain Zoë"
+    assert copy_value("a\\b\tc\nd\re") == "a\\\\b\\tc\\nd\\re"
