@@ -464,6 +464,7 @@ class _Preparing:
         self._thread: ThreadPoolExecutor | None = None
         self._processes: ProcessPoolExecutor | None = None
         self._submitted = 0
+        self._broken = False  # a worker process died: the rest is prepared here
 
     @property
     def ahead(self) -> int:
@@ -480,7 +481,7 @@ class _Preparing:
     ) -> Callable[[], _Ready]:
         """Start preparing ``batch``; the call returned waits for it and gives it."""
         self._submitted += 1
-        if self.workers > 1 and self._submitted > 1:
+        if self.workers > 1 and self._submitted > 1 and not self._broken:
             # Hashing is done here, so that what is unchanged never goes to a worker (a load
             # of what is there already starts none); the JSON made for it stays here too.
             done, documents, hashes = _triage(self.ontology, force, batch, prior, earlier)
@@ -490,15 +491,27 @@ class _Preparing:
                 if d is None
             ]
             if not todo:
-                return lambda: (list[Outcome | Prepared](d for d in done if d is not None), None, hashes)
+                skipped: list[Outcome | Prepared] = [d for d in done if d is not None]
+                return lambda: (skipped, None, hashes)
+            from concurrent.futures.process import BrokenProcessPool
+
             if self._processes is None:
                 from . import workers
 
                 self._processes = workers.start(self.workers, self.ontology)
-            far = self._processes.submit(_prepare_far, todo, via)
+            try:
+                far = self._processes.submit(_prepare_far, todo, via)
+            except BrokenProcessPool as exc:
+                self._break(exc)
+                return self.submit(force, batch, prior, via, earlier)
 
             def ready() -> _Ready:
-                planned, assembled = far.result()
+                try:
+                    planned, assembled = far.result()
+                except BrokenProcessPool as exc:
+                    # What it was given is prepared here instead.
+                    self._break(exc)
+                    return _prepare(self.ontology, force, batch, prior, via, earlier)
                 back = iter(planned)
                 out: list[Outcome | Prepared] = []
                 for d, (source, conv) in zip(done, batch, strict=True):
@@ -521,6 +534,13 @@ class _Preparing:
             self._thread = ThreadPoolExecutor(max_workers=1)
         near = self._thread.submit(_prepare, self.ontology, force, batch, prior, via, earlier)
         return near.result
+
+    def _break(self, exc: BaseException) -> None:
+        """A worker process ended (killed by the system short of memory, or by someone):
+        every batch from now on is prepared in this process."""
+        if not self._broken:
+            _log.warning("a worker process that prepares batches ended (%s); preparing here instead", exc)
+        self._broken = True
 
     @contextlib.contextmanager
     def running(self) -> Iterator[_Preparing]:

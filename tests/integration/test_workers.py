@@ -90,3 +90,35 @@ def test_compile_in_worker_processes_prints_what_one_process_prints(tmp_path, ca
     code, out, err = printed["2"]
     assert code == 1 and out.count("MERGE (n:Conversation ") == 100
     assert re.findall(r"corpus.jsonl:(\d+)", err) == ["31", "62"], err
+
+
+def test_a_load_whose_worker_process_is_killed_prepares_the_rest_itself(db, other_graph, monkeypatch, caplog):
+    import signal
+
+    from agefacts import workers
+
+    convs = [Conversation.model_validate(c) for c in generate(900, 6, seed=8)]
+    pools = []
+    real_start = workers.start
+
+    def start(n, onto):
+        pool = real_start(n, onto)
+        pools.append(pool)
+        return pool
+
+    monkeypatch.setattr(workers, "start", start)
+    loader = Loader(db, ONTO, batch_statements=150, workers=2)
+    outs = []
+    for o in loader.load_many((c.id, c) for c in convs):
+        outs.append(o)
+        if len(outs) == 1:
+            # The pool this load started (from its second batch on): its processes are killed.
+            procs = list(pools[0]._processes.values())
+            assert procs
+            for p in procs:
+                os.kill(p.pid, signal.SIGKILL)
+    assert len(pools) == 1 and {o.status for o in outs} == {"loaded"} and len(outs) == len(convs)
+    assert "a worker process that prepares batches ended" in caplog.text
+    one = other_graph("one")
+    list(Loader(one, ONTO, batch_statements=150).load_many((c.id, c) for c in convs))
+    assert digest(db) == digest(one)
