@@ -46,6 +46,7 @@ from .tables import _AG, _ENTRY, _KEY, _KEY_INDEXED, _as_agtype_key, _key, _prop
 
 _log = logging.getLogger("agefacts.load")
 _UNIQUE_VIOLATION = "23505"
+_NOT_SUPPORTED = "0A000"
 
 __all__ = [
     "Batch",
@@ -127,10 +128,16 @@ class BulkWriter(Retraction):
                 with self.db.transaction():  # a savepoint: a conflict undoes the copy alone
                     return self._copy_rows(batch)
             except DatabaseError as exc:
-                if exc.sqlstate != _UNIQUE_VIOLATION:
+                if exc.sqlstate == _NOT_SUPPORTED:
+                    # COPY FROM into a table under row-level security (a tenant's role): this
+                    # connection writes every row by the upsert, which the policies check.
+                    _log.info("rows cannot be copied here (%s); they are upserted", str(exc).splitlines()[0])
+                    self.copy_new = False
+                elif exc.sqlstate == _UNIQUE_VIOLATION:
+                    self.copy_conflicts += 1
+                    _log.info("a copied row existed already (%s); the batch is upserted instead", str(exc).splitlines()[0])
+                else:
                     raise
-                self.copy_conflicts += 1
-                _log.info("a copied row existed already (%s); the batch is upserted instead", str(exc).splitlines()[0])
         return self._upsert_rows(batch)
 
     def _upsert_rows(self, batch: Batch) -> tuple[dict[str, tuple[int, int]], set[str]]:
@@ -190,11 +197,14 @@ class BulkWriter(Retraction):
         return ids, existed
 
     def _ids_of(self, label: str, keys: Sequence[str]) -> dict[str, int]:
-        """The ids of the ``label`` vertices that have these keys, found through the key index."""
+        """The ids of the ``label`` vertices that have these keys, found through the key index
+        (the keys as a binary array: a batch's are tens of thousands, each quoted and parsed
+        again as text)."""
         return {
             k: int(gid)
             for k, gid in self.db.execute(
-                sql.SQL("SELECT u.k, u.id::text FROM ({lookup}) u").format(lookup=self._lookup(label)), (list(keys),)
+                sql.SQL("SELECT u.k, u.id::text FROM ({lookup}) u").format(lookup=self._lookup(label, "%b")),
+                (list(keys),),
             )
         }
 

@@ -28,7 +28,7 @@ def _as(db: Database, role: str):
         db.execute("RESET ROLE")
 
 
-def test_a_tenant_reads_and_writes_only_its_namespace(db, dsn, graph_name):
+def test_a_tenant_reads_and_writes_only_its_namespace(db, dsn, graph_name, caplog):
     load_paths(db, [EXAMPLES], ONTO)
     role = "tenant_" + uuid.uuid4().hex[:8]
     db.execute(f'CREATE ROLE "{role}" LOGIN')
@@ -84,7 +84,10 @@ def test_a_tenant_reads_and_writes_only_its_namespace(db, dsn, graph_name):
             # It loads and forgets its own namespace's conversations (by the bulk path, the
             # default: the Cypher path's MERGE writes a vertex before its namespace, and is refused).
             said = {"speaker": "user", "text": "I live in Porto.", "at": "2026-11-20T10:00:00Z", "recorded": LIVES}
+            caplog.set_level("INFO", logger="agefacts.load")
             assert Loader(db, ONTO).load(conversation("ann-9", [said], namespace="ann")).status == "loaded"
+            # PostgreSQL refuses COPY FROM under row-level security: its rows went by the upsert.
+            assert "rows cannot be copied here" in caplog.text
             other = Loader(db, ONTO).load(conversation("nina-9", [said], namespace="nina"))
             assert other.status == "failed" and "row-level security" in (other.reason or "")
             assert Loader(db, ONTO).forget("ann", ["ann-9"]) == ["ann-9"]
