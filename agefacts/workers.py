@@ -44,7 +44,7 @@ def available_cores() -> int:
 
 def default_workers() -> int:
     """The preparing processes a load uses unless told: one per core it may use, at most 4
-    (past that the database's share is the whole of a load's time)."""
+    (each holds the batch it prepares, and the batches it has made wait to be written)."""
     return max(1, min(available_cores(), 4))
 
 
