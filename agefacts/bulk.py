@@ -135,7 +135,9 @@ class BulkWriter(Retraction):
                     self.copy_new = False
                 elif exc.sqlstate == _UNIQUE_VIOLATION:
                     self.copy_conflicts += 1
-                    _log.info("a copied row existed already (%s); the batch is upserted instead", str(exc).splitlines()[0])
+                    _log.info(
+                        "a copied row existed already (%s); the batch is upserted instead", str(exc).splitlines()[0]
+                    )
                 else:
                     raise
         return self._upsert_rows(batch)

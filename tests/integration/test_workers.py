@@ -11,14 +11,17 @@ import sys
 import textwrap
 
 import pytest
+from hypothesis import given
 
 from agefacts.bench import edit, generate
 from agefacts.cli import main
+from agefacts.compile import compile_conversation
 from agefacts.load import Loader
 from agefacts.models import Conversation
 from agefacts.reads import digest
 
-from ..helpers import ONTO, VIAS
+from ..helpers import NUMBERS, ONTO, VIAS, fuzz, numbers_conversation
+from .test_robustness import conversations
 
 
 def _outcomes(outs):
@@ -122,3 +125,18 @@ def test_a_load_whose_worker_process_is_killed_prepares_the_rest_itself(db, othe
     one = other_graph("one")
     list(Loader(one, ONTO, batch_statements=150).load_many((c.id, c) for c in convs))
     assert digest(db) == digest(one)
+
+
+@fuzz(60)
+@given(conversations("sent"))
+def test_a_conversation_sent_to_a_worker_as_its_json_compiles_as_itself(conv):
+    # A worker gets the JSON that was hashed, not the model: it must be the same conversation.
+    again = Conversation.model_validate_json(conv.model_dump_json())
+    assert again == conv
+    assert compile_conversation(again, ONTO) == compile_conversation(conv, ONTO)
+
+
+def test_numbers_sent_to_a_worker_as_json_compile_as_themselves():
+    conv = numbers_conversation(NUMBERS)
+    again = Conversation.model_validate_json(conv.model_dump_json())
+    assert compile_conversation(again, ONTO) == compile_conversation(conv, ONTO)
