@@ -57,7 +57,7 @@ def start(workers: int, onto: Ontology) -> ProcessPoolExecutor:
         server.set_forkserver_preload(["agefacts.load"])
         context = server
     else:  # pragma: no cover - Windows
-        context = multiprocessing.get_context("spawn")
+        context = _Spawn()
     return ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_init, initargs=(onto,))
 
 
@@ -91,6 +91,17 @@ class _Process(multiprocessing.context.ForkServerProcess):
 
 class _ForkServer(multiprocessing.context.ForkServerContext):
     Process = _Process
+
+
+class _SpawnProcess(multiprocessing.context.SpawnProcess):  # pragma: no cover - Windows
+    @staticmethod
+    def _Popen(process_obj: Any) -> Any:  # noqa: N802 - multiprocessing's name
+        with _main_unnamed():
+            return multiprocessing.context.SpawnProcess._Popen(process_obj)
+
+
+class _Spawn(multiprocessing.context.SpawnContext):  # pragma: no cover - Windows
+    Process = _SpawnProcess
 
 
 def _init(onto: Ontology) -> None:
