@@ -156,65 +156,95 @@ class BulkWriter(Retraction):
     def _copy_rows(self, batch: Batch) -> tuple[dict[str, tuple[int, int]], set[str]]:
         """Vertices found by key are upserted (few: entities and statements other
         conversations share), the others copied with ids taken from their label's sequence;
-        an edge with an end written here is new too, and copied."""
+        an edge with an end written here is new too, and copied. The keys of every label are
+        looked up in one statement, and the ids of every label taken in one more (for the
+        vertices, then for the edges): a round trip each rather than one per label."""
         ids: dict[str, tuple[int, int]] = {}
         existed: set[str] = set()
+        found = self._ids_of_labels({label: keys for label, _, keys in batch.vertices})
+        new: dict[str, list[int]] = {}
         for label, rows, keys in batch.vertices:
-            found = self._ids_of(label, keys)
-            if found:
-                old = [i for i, k in enumerate(keys) if k in found]
+            there = found.get(label, {})
+            if there:
+                old = [i for i, k in enumerate(keys) if k in there]
                 got, was = self._upsert_vertices(
                     label, _array([rows[i] for i in old]), [keys[i] for i in old], _keep(label)
                 )
                 ids.update(got)
                 existed |= was
-            new = [i for i, k in enumerate(keys) if k not in found]
-            if new:
-                lid, entries = self._entries(label, len(new))
-                for i, n in zip(new, entries, strict=True):
-                    ids[keys[i]] = (lid, n)
-                high = lid << 48
-                self.db.copy(
-                    self._table(label),
-                    ("id", "properties"),
-                    (f"{high | n}\t{copy_value(rows[i])}\n" for i, n in zip(new, entries, strict=True)),
-                )
+            new[label] = [i for i, k in enumerate(keys) if k not in there]
+        entries = self._entries({label: len(todo) for label, todo in new.items()})
+        for label, rows, keys in batch.vertices:
+            if not new[label]:
+                continue
+            lid, taken = entries[label]
+            high = lid << 48
+            for i, n in zip(new[label], taken, strict=True):
+                ids[keys[i]] = (lid, n)
+            self.db.copy(
+                self._table(label),
+                ("id", "properties"),
+                (f"{high | n}\t{copy_value(rows[i])}\n" for i, n in zip(new[label], taken, strict=True)),
+            )
         gid = {k: a << 48 | b for k, (a, b) in ids.items()}
+        new_edges: dict[str, list[tuple[str, str, str]]] = {}
         for label, erows in batch.edges:
             old_edges = [r for r in erows if r[0] in existed and r[1] in existed]
             if old_edges:
                 self._insert_edges_json(label, _edge_payload(old_edges, ids))
-            new_edges = [r for r in erows if r[0] not in existed or r[1] not in existed]
-            if new_edges:
-                lid, entries = self._entries(label, len(new_edges))
-                high = lid << 48
-                self.db.copy(
-                    self._table(label),
-                    ("id", "start_id", "end_id", "properties"),
-                    (
-                        f"{high | n}\t{gid[s_]}\t{gid[e_]}\t{copy_value(pj)}\n"
-                        for (s_, e_, pj), n in zip(new_edges, entries, strict=True)
-                    ),
-                )
+            new_edges[label] = [r for r in erows if r[0] not in existed or r[1] not in existed]
+        entries = self._entries({label: len(todo) for label, todo in new_edges.items()})
+        for label, todo in new_edges.items():
+            if not todo:
+                continue
+            lid, taken = entries[label]
+            high = lid << 48
+            self.db.copy(
+                self._table(label),
+                ("id", "start_id", "end_id", "properties"),
+                (
+                    f"{high | n}\t{gid[s_]}\t{gid[e_]}\t{copy_value(pj)}\n"
+                    for (s_, e_, pj), n in zip(todo, taken, strict=True)
+                ),
+            )
         return ids, existed
 
     def _ids_of(self, label: str, keys: Sequence[str]) -> dict[str, int]:
-        """The ids of the ``label`` vertices that have these keys, found through the key index
-        (the keys as a binary array: a batch's are tens of thousands, each quoted and parsed
-        again as text)."""
-        return {
-            k: int(gid)
-            for k, gid in self.db.execute(
-                sql.SQL("SELECT u.k, u.id::text FROM ({lookup}) u").format(lookup=self._lookup(label, "%b")),
-                (list(keys),),
-            )
-        }
+        """The ids of the ``label`` vertices that have these keys, found through the key index."""
+        return self._ids_of_labels({label: keys}).get(label, {})
 
-    def _entries(self, label: str, n: int) -> tuple[int, list[int]]:
-        """``n`` new entries of ``label``'s sequence (the ids' lower 48 bits), and its label id."""
-        lid, _ = self._label(label)
-        rows = self.db.execute("SELECT nextval(%s::regclass) FROM generate_series(1, %s)", (self._seq(label), n))
-        return lid, [int(r[0]) for r in rows]
+    def _ids_of_labels(self, keys: Mapping[str, Sequence[str]]) -> dict[str, dict[str, int]]:
+        """For each label, the ids of its vertices that have the given keys, found through
+        its key index, in one statement (the keys as binary arrays: a batch's are tens of
+        thousands, each quoted and parsed again as text)."""
+        labels = [label for label, ks in keys.items() if ks]
+        if not labels:
+            return {}
+        parts = [
+            sql.SQL("SELECT {i}, u.k, u.id::text FROM ({lookup}) u").format(
+                i=sql.Literal(i), lookup=self._lookup(label, "%b")
+            )
+            for i, label in enumerate(labels)
+        ]
+        out: dict[str, dict[str, int]] = defaultdict(dict)
+        for i, k, gid in self.db.execute(sql.SQL(" UNION ALL ").join(parts), [list(keys[label]) for label in labels]):
+            out[labels[i]][k] = int(gid)
+        return out
+
+    def _entries(self, counts: Mapping[str, int]) -> dict[str, tuple[int, list[int]]]:
+        """For each label, its label id and that many new entries of its sequence (the ids'
+        lower 48 bits), taken in one statement."""
+        labels = [label for label, n in counts.items() if n]
+        if not labels:
+            return {}
+        out: dict[str, tuple[int, list[int]]] = {label: (self._label(label)[0], []) for label in labels}
+        for i, n in self.db.execute(
+            "SELECT u.i, nextval(u.seq::regclass) FROM unnest(%s::text[], %s::int[]) WITH ORDINALITY AS u(seq, n, i) "
+            "CROSS JOIN LATERAL generate_series(1, u.n) ORDER BY u.i",
+            ([self._seq(label) for label in labels], [counts[label] for label in labels]),
+        ):
+            out[labels[i - 1]][1].append(int(n))
+        return out
 
     def _upsert_vertices(
         self, label: str, rows: str, keys: Sequence[str], keep: Sequence[str] = ()
@@ -247,13 +277,9 @@ class BulkWriter(Retraction):
             if old:
                 existed.add(key)
         left = [k for k in keys if k not in out]
-        if left:
-            for key, gid in self.db.execute(
-                sql.SQL("SELECT u.k, u.id::text FROM ({lookup}) u").format(lookup=self._lookup(label)), (left,)
-            ):
-                n = int(gid)
-                out[key] = (n >> 48, n & _ENTRY)
-                existed.add(key)
+        for key, n in self._ids_of(label, left).items():
+            out[key] = (n >> 48, n & _ENTRY)
+            existed.add(key)
         return out, existed
 
     def _insert_edges(self, label: str, rows: list[list[Any]]) -> None:
