@@ -540,25 +540,22 @@ def run_bench(
     return BenchResult(data)
 
 
-def prepare_all(convs: list[Conversation], ontology: Ontology, workers: int, batch_statements: int = 5000) -> list[Any]:
+def prepare_all(
+    convs: list[Conversation],
+    ontology: Ontology,
+    workers: int,
+    batch_statements: int = 5000,
+    batch_conversations: int = 1000,
+) -> list[Any]:
     """Prepare ``convs`` as a load does, with no database (hash, ground, gate, consolidate,
     compile, assemble the rows), in batches, by the loader's own preparing: a thread of this
     process for ``workers`` 1, else that many worker processes from the second batch on."""
-    from .load import _Preparing
+    from .load import _Preparing, batches
 
-    batches, batch, size = [], [], 0
-    for c in convs:
-        batch.append((c.id, c))
-        size += sum(len(t.recorded.statements) for t in c.turns if t.recorded)
-        if size >= batch_statements:
-            batches.append(batch)
-            batch, size = [], 0
-    if batch:
-        batches.append(batch)
     out: list[Any] = []
     inflight: list[Callable[[], Any]] = []
     with _Preparing(ontology, workers, tuned=True).running() as preparing:
-        for b in batches:
+        for b, _ in batches(((c.id, c) for c in convs), batch_statements, batch_conversations):
             inflight.append(preparing.submit(False, b, {}, "bulk", {}))
             while len(inflight) > preparing.ahead:
                 out.append(inflight.pop(0)())

@@ -61,6 +61,7 @@ __all__ = [
     "Summary",
     "VIA",
     "Written",
+    "batches",
     "content_hash",
     "load_paths",
     "read_told",
@@ -372,13 +373,49 @@ def _prepare(
         )
         for d, (source, conv) in zip(done, batch, strict=True)
     ]
-    todo = [e.plan for e in out if isinstance(e, Prepared) and e.plan is not None]
-    assembled = None
-    if via == "bulk" and todo:
-        from .bulk import assemble
+    return out, _assembled(out, via), hashes
 
-        assembled = assemble(todo)
-    return out, assembled, hashes
+
+def _assembled(out: Sequence[Outcome | Prepared], via: str) -> Batch | None:
+    """The rows of the bulk path's batch (:func:`agefacts.bulk.assemble`) of the conversations
+    prepared; None for the Cypher path, or when there are none."""
+    plans = [e.plan for e in out if isinstance(e, Prepared) and e.plan is not None]
+    if via != "bulk" or not plans:
+        return None
+    from .bulk import assemble
+
+    return assemble(plans)
+
+
+def batches(
+    items: Iterable[tuple[str, Conversation | InputError]], statements: int, conversations: int
+) -> Iterator[tuple[list[tuple[str, Conversation]], list[Outcome | None]]]:
+    """The batches a load writes, each one transaction: about ``statements`` statements or
+    ``conversations`` conversations, a conversation never split, and a conversation met again
+    starting a new batch (the first must land first). Each comes with a slot per item in
+    order: None for a conversation of the batch, the outcome of an item that is no
+    conversation."""
+    batch: list[tuple[str, Conversation]] = []
+    pending: list[Outcome | None] = []
+    seen: set[tuple[str, str]] = set()
+    size = 0
+    for source, item in items:
+        if isinstance(item, InputError):
+            pending.append(Outcome(source, None, None, "failed", str(item)))
+            continue
+        ident = (item.namespace, item.id)
+        if ident in seen:
+            yield batch, pending
+            batch, pending, seen, size = [], [], set(), 0
+        batch.append((source, item))
+        pending.append(None)
+        seen.add(ident)
+        size += sum(len(t.recorded.statements) for t in item.turns if t.recorded)
+        if len(batch) >= conversations or size >= statements:
+            yield batch, pending
+            batch, pending, seen, size = [], [], set(), 0
+    if pending:
+        yield batch, pending
 
 
 _tuning_lock = threading.Lock()
@@ -425,28 +462,23 @@ _Far = tuple[list["Outcome | Written"], "Batch | None"]
 to send than to make, nor anything the process that reads has already."""
 
 
-def _prepare_far(todo: list[tuple[str, str, str, str | None]], via: str, ontology: Ontology | None = None) -> _Far:
+def _prepare_far(todo: list[tuple[str, str, str, str | None]], via: str) -> _Far:
     """Ground, gate, compile and assemble ``todo`` (each conversation as its source, its JSON,
     its content hash and its prior hash) in a worker process (:mod:`agefacts.workers`), by the
-    worker's ontology unless given one. The conversation comes as the JSON that was hashed:
-    made already, it costs the sender nothing more, where pickling the model cost it 1.2 s of
-    CPU per 100,000 statements and the worker as much to take it apart as to parse the JSON."""
+    worker's ontology. The conversation comes as the JSON that was hashed: made already, it
+    costs the sender nothing more, where pickling the model cost it 1.2 s of CPU per 100,000
+    statements and the worker as much to take it apart as to parse the JSON."""
     from . import workers
 
-    onto = ontology or workers.ontology()
+    onto = workers.ontology()
     out = [
         _plan_one(onto, source, Conversation.model_validate_json(document), h, old, "")
         for source, document, h, old in todo
     ]
-    plans = [e.plan for e in out if isinstance(e, Prepared) and e.plan is not None]
-    assembled = None
-    if via == "bulk" and plans:
-        from .bulk import assemble
-
-        assembled = assemble(plans)
-        if not any(e.replaces for e in out if isinstance(e, Prepared)):
-            # What the writer compares with a replaced conversation's removed edges: none here.
-            assembled.edges_of = {}
+    assembled = _assembled(out, via)
+    if assembled is not None and not any(e.replaces for e in out if isinstance(e, Prepared)):
+        # What the writer compares with a replaced conversation's removed edges: none here.
+        assembled.edges_of = {}
     return [e if isinstance(e, Outcome) else e.written for e in out], assembled
 
 
@@ -746,27 +778,7 @@ class Loader:
     def _batches(
         self, items: Iterable[tuple[str, Conversation | InputError]]
     ) -> Iterator[tuple[list[tuple[str, Conversation]], list[Outcome | None]]]:
-        batch: list[tuple[str, Conversation]] = []
-        pending: list[Outcome | None] = []
-        seen: set[tuple[str, str]] = set()
-        size = 0
-        for source, item in items:
-            if isinstance(item, InputError):
-                pending.append(Outcome(source, None, None, "failed", str(item)))
-                continue
-            ident = (item.namespace, item.id)
-            if ident in seen:  # the same conversation twice: the first must land first
-                yield batch, pending
-                batch, pending, seen, size = [], [], set(), 0
-            batch.append((source, item))
-            pending.append(None)
-            seen.add(ident)
-            size += sum(len(t.recorded.statements) for t in item.turns if t.recorded)
-            if len(batch) >= self.batch_conversations or size >= self.batch_statements:
-                yield batch, pending
-                batch, pending, seen, size = [], [], set(), 0
-        if pending:
-            yield batch, pending
+        return batches(items, self.batch_statements, self.batch_conversations)
 
     def _finish(self, ready: Callable[[], _Ready], pending: list[Outcome | None]) -> Iterator[Outcome]:
         prepared, assembled, hashes = ready()
