@@ -165,10 +165,17 @@ def _everywhere(
         close_all(router)
 
 
-def _merged_table(got: list[tuple[Table, dict[str, tuple[str, str]]]], order: Callable[[Any], Any]) -> Table:
+def _read_table(args: argparse.Namespace, read: Callable[[Database], Table], order: Callable[[Any], Any]) -> Table:
+    """``read`` on the one database the command names, or with a placement and
+    --all-namespaces on every server at once, its rows merged in ``order`` as one server
+    orders them."""
     from .db import Table
     from .placed import merge_rows
 
+    got = _everywhere(args, read)
+    if got is None:
+        with _open_db(args) as db:
+            return read(db)
     columns = got[0][0].columns if got else []
     rows = merge_rows([(t.dicts(), notes) for t, notes in got], order)
     return Table(columns, [tuple(r[c] for c in columns) for r in rows])
@@ -336,12 +343,7 @@ def _cmd_facts(args: argparse.Namespace) -> int:
             known_at=args.known_at,
         )
 
-    got = _everywhere(args, read)
-    if got is not None:
-        table = _merged_table(got, fact_order)
-    else:
-        with _open_db(args) as db:
-            table = read(db)
+    table = _read_table(args, read, fact_order)
     keep = ["namespace"] if args.namespace is None else []
     keep += [*_FACT_COLUMNS, "recorded_at", "superseded_at", "quote", "conversation"]
     _print(output.render_some(table.columns, table.rows, args.format, keep))
@@ -362,12 +364,7 @@ def _cmd_history(args: argparse.Namespace) -> int:
             ontology=_read_ontology(args, db),
         )
 
-    got = _everywhere(args, read)
-    if got is not None:
-        table = _merged_table(got, history_order)
-    else:
-        with _open_db(args) as db:
-            table = read(db)
+    table = _read_table(args, read, history_order)
     keep = ["namespace"] if args.namespace is None else []
     keep += ["subject", "kind", "value", "object", "valid_from", "valid_until", "recorded_at", "superseded_at", "quote"]
     _print(output.render_some(table.columns, table.rows, args.format, keep))
