@@ -37,6 +37,7 @@ from .errors import NamespaceMoved as NamespaceMoved
 from .errors import OntologyError as OntologyError
 from .errors import QueryError as QueryError
 from .errors import UsageError as UsageError
+from .errors import WorkerLost as WorkerLost
 
 if TYPE_CHECKING:
     from .compile import compile_conversation as compile_conversation

@@ -289,6 +289,8 @@ def _cmd_db(args: argparse.Namespace) -> int:
                     else ""
                 )
             )
+        elif status.get("unconfirmed"):
+            _print(f"not confirmed: {status['hint']}")
         else:
             _print("not running")
         # A script asks "can I use it?": running but not answering is not a yes.
@@ -297,6 +299,8 @@ def _cmd_db(args: argparse.Namespace) -> int:
         return _EXIT_OK if status["accepting"] else 4
     if args.db_command == "url":
         running = engine.state()
+        if running is None and (unsure := engine.unconfirmed()) is not None:
+            raise AgeFactsError(engine.unconfirmed_hint(*unsure))
         if running is None:
             raise AgeFactsError("the embedded engine is not running; start it with `agefacts db start`")
         _print(running.dsn)
@@ -592,7 +596,11 @@ def _cmd_compile(args: argparse.Namespace) -> int:
 
             with workers.start(args.workers, ontology) as pool:
                 yield from workers.ordered(
-                    pool, workers.compile_chunk, read_texts(args.conversation), ahead=2 * args.workers
+                    pool,
+                    workers.compile_chunk,
+                    read_texts(args.conversation),
+                    ahead=2 * args.workers,
+                    here=functools.partial(workers.compile_chunk, onto=ontology),
                 )
         else:
             for raw in read_texts(args.conversation):

@@ -26,6 +26,7 @@ __all__ = [
     "QueryError",
     "TimeError",
     "UsageError",
+    "WorkerLost",
     "need_text",
 ]
 
@@ -125,6 +126,11 @@ class NamespaceMoved(AgeFactsError):
         self.namespace = namespace
         self.server = server
         self.moving = moving
+
+
+class WorkerLost(AgeFactsError):
+    """A worker process (:mod:`agefacts.workers`) ended, stopped answering, or could not be
+    started: what it was given is done elsewhere (a load prepares it in its own process)."""
 
 
 class LoadInterrupted(KeyboardInterrupt):

@@ -48,10 +48,11 @@ from .names import CORE_VERTEX_LABELS
 from .ontology import Ontology
 
 if TYPE_CHECKING:
-    from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+    from concurrent.futures import ThreadPoolExecutor
 
     from .bulk import Batch, BulkWriter
     from .retract import Stale
+    from .workers import Pool
 
 __all__ = [
     "Loader",
@@ -492,12 +493,15 @@ class _Preparing:
     it runs: the settings are the whole process's, so a library leaves them alone unless its
     caller asks (the command line does)."""
 
-    def __init__(self, ontology: Ontology, workers: int, tuned: bool):
+    def __init__(self, ontology: Ontology, workers: int, tuned: bool, timeout: float | None = None):
+        from .workers import DEFAULT_TIMEOUT
+
         self.ontology = ontology
         self.workers = workers
         self.tuned = tuned
+        self.timeout = DEFAULT_TIMEOUT if timeout is None else timeout
         self._thread: ThreadPoolExecutor | None = None
-        self._processes: ProcessPoolExecutor | None = None
+        self._processes: Pool | None = None
         self._submitted = 0
         self._broken = False  # a worker process died: the rest is prepared here
 
@@ -529,22 +533,22 @@ class _Preparing:
             if not todo:
                 skipped: list[Outcome | Prepared] = [d for d in done if d is not None]
                 return lambda: (skipped, None, hashes)
-            from concurrent.futures.process import BrokenProcessPool
+            from .errors import WorkerLost
 
-            if self._processes is None:
-                from . import workers
-
-                self._processes = workers.start(self.workers, self.ontology)
             try:
+                if self._processes is None:
+                    from . import workers
+
+                    self._processes = workers.start(self.workers, self.ontology, timeout=self.timeout)
                 far = self._processes.submit(_prepare_far, todo, via)
-            except BrokenProcessPool as exc:
+            except WorkerLost as exc:
                 self._break(exc)
                 return self.submit(force, batch, prior, via, earlier)
 
             def ready() -> _Ready:
                 try:
                     planned, assembled = far.result()
-                except BrokenProcessPool as exc:
+                except WorkerLost as exc:
                     # What it was given is prepared here instead.
                     self._break(exc)
                     return _prepare(self.ontology, force, batch, prior, via, earlier)
@@ -572,11 +576,15 @@ class _Preparing:
         return near.result
 
     def _break(self, exc: BaseException) -> None:
-        """A worker process ended (killed by the system short of memory, or by someone):
-        every batch from now on is prepared in this process."""
+        """A worker process ended (killed by the system short of memory, or by someone) or
+        stopped answering: its processes are ended, and every batch from now on is prepared
+        in this process."""
         if not self._broken:
             _log.warning("a worker process that prepares batches ended (%s); preparing here instead", exc)
         self._broken = True
+        if self._processes is not None:
+            # The others may be well, but batches now go in order through this process.
+            self._processes.close(wait=False)
 
     @contextlib.contextmanager
     def running(self) -> Iterator[_Preparing]:
@@ -588,9 +596,11 @@ class _Preparing:
             finally:
                 # Interrupted: the batches being prepared are not waited for (nothing of them
                 # is written).
-                for pool in (self._thread, self._processes):
-                    if pool is not None:
-                        pool.shutdown(wait=finished, cancel_futures=not finished)
+                if self._thread is not None:
+                    self._thread.shutdown(wait=finished, cancel_futures=not finished)
+                if self._processes is not None:
+                    # Bounded: a worker that does not end when asked is killed.
+                    self._processes.close(wait=finished)
 
 
 class Loader:
@@ -625,6 +635,7 @@ class Loader:
         tune_interpreter: bool = False,
         moving: bool = False,
         workers: int = 1,
+        worker_timeout: float | None = None,
     ):
         if via not in VIA:
             raise ValueError(f"via must be one of {VIA}, not {via!r}")
@@ -644,6 +655,9 @@ class Loader:
         # Processes that prepare batches (grounding, gating, compiling) from a load's second
         # batch on; 1: a thread of this process prepares them.
         self.workers = workers
+        # Seconds a worker process may take to answer for one batch before it is taken for
+        # hung, killed, and the batch prepared here (None: agefacts.workers.DEFAULT_TIMEOUT).
+        self.worker_timeout = worker_timeout
         # The loader of a move (agefacts.placement): it writes a namespace that is leaving.
         self.moving = moving
         self.retries = retries
@@ -742,7 +756,7 @@ class Loader:
         inflight: list[tuple[Callable[[], _Ready], list[Outcome | None]]] = []
         # The Cypher path writes from the plans themselves, which stay where they are made.
         workers = self.workers if self.via == "bulk" else 1
-        with _Preparing(self.ontology, workers, self.tune_interpreter).running() as preparing:
+        with _Preparing(self.ontology, workers, self.tune_interpreter, self.worker_timeout).running() as preparing:
             for batch, pending in self._batches(items):
                 if stop is not None and stop():
                     break

@@ -104,8 +104,8 @@ def test_a_load_whose_worker_process_is_killed_prepares_the_rest_itself(db, othe
     pools = []
     real_start = workers.start
 
-    def start(n, onto):
-        pool = real_start(n, onto)
+    def start(n, onto, **kw):
+        pool = real_start(n, onto, **kw)
         pools.append(pool)
         return pool
 
@@ -116,12 +116,44 @@ def test_a_load_whose_worker_process_is_killed_prepares_the_rest_itself(db, othe
         outs.append(o)
         if len(outs) == 1:
             # The pool this load started (from its second batch on): its processes are killed.
-            procs = list(pools[0]._processes.values())
+            procs = pools[0].processes
             assert procs
             for p in procs:
                 os.kill(p.pid, signal.SIGKILL)
     assert len(pools) == 1 and {o.status for o in outs} == {"loaded"} and len(outs) == len(convs)
     assert "a worker process that prepares batches ended" in caplog.text
+    assert all(p.exitcode == -signal.SIGKILL for p in procs)  # the fault happened
+    one = other_graph("one")
+    list(Loader(one, ONTO, batch_statements=150).load_many((c.id, c) for c in convs))
+    assert digest(db) == digest(one)
+
+
+def test_a_load_whose_worker_process_stops_answering_prepares_the_rest_itself(db, other_graph, monkeypatch, caplog):
+    import signal
+
+    from agefacts import workers
+
+    convs = [Conversation.model_validate(c) for c in generate(600, 6, seed=9)]
+    pools = []
+    real_start = workers.start
+
+    def start(n, onto, **kw):
+        pool = real_start(n, onto, **kw)
+        pools.append(pool)
+        # Stopped as a process is by a debugger, or by a system short of memory swapping it out:
+        # alive, holding its batch, answering nothing.
+        for p in pool.processes:
+            os.kill(p.pid, signal.SIGSTOP)
+        return pool
+
+    monkeypatch.setattr(workers, "start", start)
+    loader = Loader(db, ONTO, batch_statements=150, workers=2, worker_timeout=3.0)
+    outs = list(loader.load_many((c.id, c) for c in convs))
+    assert len(pools) == 1 and {o.status for o in outs} == {"loaded"} and len(outs) == len(convs)
+    assert "no answer within 3 s" in caplog.text
+    for p in pools[0].processes:
+        p.join(5)
+        assert p.exitcode == -signal.SIGKILL  # killed, not left stopped
     one = other_graph("one")
     list(Loader(one, ONTO, batch_statements=150).load_many((c.id, c) for c in convs))
     assert digest(db) == digest(one)
