@@ -89,6 +89,8 @@ class EngineState:
     port: int
     data: str
     host: str = "127.0.0.1"
+    # The server script it runs: another cache's agefacts (AGEFACTS_CACHE) knows it by this.
+    script: str | None = None
 
     @property
     def dsn(self) -> str:
@@ -146,6 +148,7 @@ def _command_line(pid: int) -> list[str] | None:
     return out.stdout.split() if out.returncode == 0 and out.stdout.strip() else None
 
 
+_SCRIPT = "@electric-sql/pglite-socket/dist/scripts/server.js"
 DATA_LOCK = ".agefacts-engine.lock"
 # What the engine writes when the files of its data folder cannot be opened as a database.
 _DAMAGED = ("PGlite failed to initialize", "database files are incompatible", "invalid checkpoint", "Aborted(")
@@ -237,7 +240,7 @@ class Engine:
         return self.cache / f"engine-{digest}"
 
     def server_script(self) -> Path:
-        return self.install_dir() / "node_modules/@electric-sql/pglite-socket/dist/scripts/server.js"
+        return self.install_dir() / "node_modules" / _SCRIPT
 
     def node(self) -> str:
         node = shutil.which("node")
@@ -281,16 +284,44 @@ class Engine:
 
     # -- state ---------------------------------------------------------------------------
     def state(self) -> EngineState | None:
-        """The running engine this home started, or None. A state file that is not one, or
-        whose process is gone, or is not that engine (a pid used again by another program),
-        is removed: only the engine itself is ever reported running, or signalled."""
+        """The running engine this home started, or None. The state file is removed only when
+        its engine is certainly gone: the file is not one, or its process has exited, or the
+        pid now runs a program that is no engine at all (used again). A process that may be an
+        engine but cannot be confirmed as this one is never reported running, nor signalled,
+        and its file is kept: :meth:`unconfirmed` says which, and how to stop it."""
         state = self._recorded()
         if state is None:
             return None
-        if not _pid_alive(state.pid) or self._foreign(state):
+        if not _pid_alive(state.pid) or self._reused(state):
             self.state_file.unlink(missing_ok=True)
             return None
+        if self._foreign(state):
+            return None
         return state
+
+    def unconfirmed(self) -> tuple[EngineState, str] | None:
+        """The state file's process, and why, when it is alive and may be an engine but is not
+        confirmed as this home's (see :meth:`state`)."""
+        state = self._recorded()
+        if state is None or not _pid_alive(state.pid) or self._reused(state):
+            return None
+        why = self._foreign(state)
+        return None if why is None else (state, why)
+
+    def unconfirmed_hint(self, state: EngineState, why: str) -> str:
+        """A sentence for :meth:`unconfirmed`: the pid, why, and how to stop it."""
+        return (
+            f"the engine's state file ({self.state_file}) names pid {state.pid}, which agefacts cannot confirm "
+            f"as the engine it started ({why}); it was not signalled. If it is an engine of yours, stop it with "
+            f"`kill -INT {state.pid}`; if not, remove {self.state_file}"
+        )
+
+    @staticmethod
+    def _reused(state: EngineState) -> bool:
+        """Whether the pid certainly runs something that is not an embedded engine: its command
+        line is readable and names no pglite-server script."""
+        cmdline = _command_line(state.pid)
+        return cmdline is not None and not any(arg.endswith(_SCRIPT) for arg in cmdline)
 
     def _recorded(self) -> EngineState | None:
         """The state file's engine, if the file is one: a pid above 1 (0, -1 and negative pids
@@ -304,13 +335,14 @@ class Engine:
             raw = None
         ok = (
             isinstance(raw, dict)
-            and set(raw) <= {"pid", "port", "data", "host"}
+            and set(raw) <= {"pid", "port", "data", "host", "script"}
             and type(raw.get("pid")) is int
             and raw["pid"] > 1
             and type(raw.get("port")) is int
             and 0 < raw["port"] < 65536
             and isinstance(raw.get("data"), str)
             and isinstance(raw.get("host", "127.0.0.1"), str)
+            and isinstance(raw.get("script", ""), str)
         )
         if not ok:
             self.state_file.unlink(missing_ok=True)
@@ -325,11 +357,17 @@ class Engine:
         if cmdline is None:
             return "its command line cannot be read"
         expected = {f"--port={state.port}", f"--db={'memory://' if state.data == MEMORY else state.data}"}
-        # This installation's server script, or an earlier one's in the same cache (an engine
+        # The script it was started with (recorded, so that an agefacts with another cache
+        # knows it), this installation's, or an earlier one's in the same cache (an engine
         # started before agefacts was upgraded is still this home's, to report and to stop).
         script = self.server_script()
         inside = script.relative_to(self.install_dir())
-        ours = str(script) in cmdline or any(_earlier_install(arg, self.cache, inside) for arg in cmdline)
+        recorded = state.script if state.script and state.script.endswith(_SCRIPT) else None
+        ours = (
+            str(script) in cmdline
+            or (recorded is not None and recorded in cmdline)
+            or any(_earlier_install(arg, self.cache, inside) for arg in cmdline)
+        )
         if not ours or not expected <= set(cmdline):
             return "it runs " + " ".join(cmdline)[:200]
         return None
@@ -343,6 +381,9 @@ class Engine:
     def status(self) -> dict[str, Any]:
         state = self.state()
         if state is None:
+            unsure = self.unconfirmed()
+            if unsure is not None:
+                return {"running": False, "unconfirmed": unsure[0].pid, "hint": self.unconfirmed_hint(*unsure)}
             return {"running": False}
         return {
             "running": True,
@@ -370,6 +411,8 @@ class Engine:
         with open(self.home / ".start.lock", "w") as lockf:
             fcntl.flock(lockf, fcntl.LOCK_EX)
             running = self.state()
+            if running is None and (unsure := self.unconfirmed()) is not None:
+                raise EngineError(self.unconfirmed_hint(*unsure))
             if running is not None:
                 if running.data != data_arg or running.port != port:
                     raise EngineError(
@@ -409,7 +452,7 @@ class Engine:
                 os.ftruncate(held, 0)
                 os.write(held, f"pid {proc.pid}, port {port}, home {self.home}\n".encode())
                 os.close(held)
-            state = EngineState(pid=proc.pid, port=port, data=data_arg)
+            state = EngineState(pid=proc.pid, port=port, data=data_arg, script=str(self.server_script()))
             self.state_file.write_text(json.dumps(dataclasses.asdict(state)))
             try:
                 self._wait_ready(state, timeout, since)
@@ -551,17 +594,11 @@ class Engine:
 
     def stop(self, timeout: float = 30.0) -> bool:
         """Stop the engine. Returns False when none was running (not an error). A state file
-        that names a process this home did not start is an error: nothing is signalled."""
-        recorded = self._recorded()
-        if recorded is not None and _pid_alive(recorded.pid):
-            why = self._foreign(recorded)
-            if why is not None:
-                self.state_file.unlink(missing_ok=True)
-                raise EngineError(
-                    f"the engine's state file ({self.state_file}) names pid {recorded.pid}, which is not "
-                    f"the engine agefacts started ({why}); nothing was signalled, and the stale state "
-                    "file was removed"
-                )
+        that names a process not confirmed as this home's engine is an error: nothing is
+        signalled (see :meth:`state`)."""
+        unsure = self.unconfirmed()
+        if unsure is not None:
+            raise EngineError(self.unconfirmed_hint(*unsure))
         state = self.state()
         if state is None:
             return False

@@ -153,10 +153,10 @@ def test_a_state_file_naming_another_process_is_never_signalled(own_engine, monk
     try:
         own_engine.home.mkdir(parents=True)
         monkeypatch.setenv("AGEFACTS_HOME", str(own_engine.home))
-        # A pid used again by another program: reported as not running, and never signalled.
+        # A pid used again by another program (no engine at all): the engine is certainly
+        # gone, so its file goes; the program is never signalled.
         own_engine.state_file.write_text(json.dumps({"pid": other.pid, "port": free_port(), "data": "memory"}))
-        with pytest.raises(EngineError, match=f"names pid {other.pid}, which is not the engine.*nothing was signalled"):
-            own_engine.stop()
+        assert own_engine.stop() is False
         assert other.poll() is None and not own_engine.state_file.exists()
         own_engine.state_file.write_text(json.dumps({"pid": other.pid, "port": free_port(), "data": "memory"}))
         assert main(["db", "status"]) == 3 and "not running" in capsys.readouterr().out
@@ -174,6 +174,43 @@ def test_a_state_file_naming_another_process_is_never_signalled(own_engine, monk
     finally:
         other.kill()
         other.wait()
+
+
+def test_status_from_another_cache_keeps_the_engine_and_its_state_file(own_engine, tmp_path, monkeypatch, capsys):
+    """`db status` with another AGEFACTS_CACHE judged the engine foreign and deleted its state
+    file: from then on `db stop` said "was not running" while it served on."""
+    port = free_port()
+    state, _ = own_engine.start(data="memory", port=port)
+    monkeypatch.setenv("AGEFACTS_HOME", str(own_engine.home))
+    monkeypatch.setenv("AGEFACTS_CACHE", str(tmp_path / "another-cache"))
+    assert main(["db", "status"]) == 0
+    assert f"running: pid {state.pid}" in capsys.readouterr().out
+    assert own_engine.state_file.exists()
+    assert main(["db", "stop"]) == 0 and "embedded engine stopped" in capsys.readouterr().out
+    assert own_engine.status() == {"running": False}
+
+
+def test_an_engine_that_cannot_be_confirmed_is_reported_with_its_pid_and_left_alone(tmp_path, monkeypatch, capsys):
+    # An engine of another home, named by this home's state file with another port: it may be
+    # an engine of ours, it is not confirmed as this one. Reported, never signalled, file kept.
+    theirs = Engine(home=tmp_path / "theirs")
+    state, _ = theirs.start(data="memory", port=free_port())
+    try:
+        mine = Engine(home=tmp_path / "mine")
+        mine.home.mkdir()
+        mine.state_file.write_text(json.dumps({"pid": state.pid, "port": free_port(), "data": "memory"}))
+        monkeypatch.setenv("AGEFACTS_HOME", str(mine.home))
+        assert main(["db", "status"]) == 3
+        out = capsys.readouterr().out
+        assert f"not confirmed: the engine's state file ({mine.state_file}) names pid {state.pid}" in out
+        assert f"kill -INT {state.pid}" in out
+        assert main(["db", "stop"]) == 1
+        assert f"names pid {state.pid}" in capsys.readouterr().err
+        with pytest.raises(EngineError, match=f"names pid {state.pid}"):
+            mine.start(data="memory", port=free_port())
+        assert mine.state_file.exists() and theirs.status()["accepting"]
+    finally:
+        theirs.stop()
 
 
 def test_a_data_folder_is_served_by_one_engine_at_a_time(own_engine, tmp_path):
@@ -374,7 +411,9 @@ def test_ctrl_c_ends_a_long_query_and_leaves_the_engine_serving(own_engine, tmp_
 
     port = free_port()
     before, _ = own_engine.start(data=tmp_path / "data", port=port)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AGEFACTS_", "PG"))}
+    # The child finds its engine through this home; the rest of the caller's settings (where
+    # the engine's packages are, AGEFACTS_CACHE) it keeps, as a user's shell would.
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AGEFACTS_", "PG")) or k == "AGEFACTS_CACHE"}
     env |= {"AGEFACTS_HOME": str(own_engine.home), "AGEFACTS_PORT": str(port), "AGEFACTS_GRAPH": "ctl"}
     cli = [sys.executable, "-m", "agefacts"]
     subprocess.run([*cli, "load", str(EXAMPLES)], env=env, check=True, capture_output=True)
