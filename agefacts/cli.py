@@ -98,6 +98,14 @@ def _llm_options(p: argparse.ArgumentParser, url: str | None, url_help: str) -> 
     )
 
 
+# What a command does to the database, declared beside its arguments (``set_defaults(access=)``):
+# one that only reads may be ended by restarting the embedded engine (Ctrl-C) and says when it
+# waits on someone else; one that need not see its own writes may also read a server's replica.
+_WRITES = "writes"
+_READS = "reads"
+_READS_REPLICA = "reads, a replica too"
+
+
 def _llm_client(args: argparse.Namespace, concurrency: int | None = None) -> LLMClient:
     from .extract import LLMClient, api_key_from_env
 
@@ -130,7 +138,7 @@ def _placed_dsn(args: argparse.Namespace, placement: Placement) -> str:
     from .placed import close_all, database_router
 
     # A command that only reads may read a server's replica: it wrote nothing it must see.
-    read = getattr(args.func, "__name__", "") in _REPLICA_READERS
+    read = _access(args) == _READS_REPLICA
     if args.server is not None:
         server = placement.server(args.server)
         return (server.replica if read else None) or server.dsn
@@ -190,7 +198,7 @@ def _open_db(args: argparse.Namespace, *, create: bool = False) -> Database:
     placement = _placement(args)
     dsn = _placed_dsn(args, placement) if placement is not None else resolve_dsn(args.dsn, port=args.port)
     db = Database(dsn, args.graph, create=create)  # connected by `with`
-    if getattr(args.func, "__name__", "") in _READERS:
+    if _access(args) in (_READS, _READS_REPLICA):
         # A read that waits on someone else (a lock, or the embedded engine held by another
         # client) says so, rather than hanging in silence.
         db.on_wait = lambda text: print(f"agefacts: {text}", file=sys.stderr, flush=True)
@@ -1045,13 +1053,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--param", action="append", metavar="NAME=VALUE", help="a query parameter ($NAME)")
     p.add_argument("--columns", help="comma-separated result column names (default: read from RETURN)")
     _format_option(p, ("table", "json", "jsonl", "csv"))
-    p.set_defaults(func=_cmd_query)
+    p.set_defaults(func=_cmd_query, access=_READS)
 
     p = sub.add_parser("facts", parents=[dbo, asof], help="the facts about an entity, as of a valid and a known time")
     p.add_argument("entity", help="an entity key, name or mention; 'user' is the namespace's owner")
     _all_namespaces_option(p)
     _format_option(p, ("table", "json", "jsonl", "csv"))
-    p.set_defaults(func=_cmd_facts)
+    p.set_defaults(func=_cmd_facts, access=_READS_REPLICA)
 
     p = sub.add_parser("history", parents=[dbo], help="an entity's values for one predicate over time")
     p.add_argument("entity", help="an entity key, name or mention; 'user' is the namespace's owner")
@@ -1064,7 +1072,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _all_namespaces_option(p)
     _format_option(p, ("table", "json", "jsonl", "csv"))
-    p.set_defaults(func=_cmd_history)
+    p.set_defaults(func=_cmd_history, access=_READS_REPLICA)
 
     p = sub.add_parser("ask", parents=[dbo, asof], help="facts about the entities a question names, with citations")
     p.add_argument("question")
@@ -1077,12 +1085,12 @@ def build_parser() -> argparse.ArgumentParser:
     _all_namespaces_option(p)
     _format_option(p, ("table", "json", "context"))
     _embed_options(p)
-    p.set_defaults(func=_cmd_ask)
+    p.set_defaults(func=_cmd_ask, access=_READS_REPLICA)
 
     p = sub.add_parser("show", parents=[dbo, asof], help="draw an entity and its facts as HTML or SVG")
     p.add_argument("entity", help="an entity key, name or mention")
     p.add_argument("--out", required=True, help="FILE.html (interactive page) or FILE.svg")
-    p.set_defaults(func=_cmd_show)
+    p.set_defaults(func=_cmd_show, access=_READS_REPLICA)
 
     p = sub.add_parser("bench", parents=[dbo, ont], help="time the loader against its references")
     p.add_argument("--statements", type=_positive_int, default=10_000, help="statements to generate (default 10000)")
@@ -1126,7 +1134,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("digest", parents=[dbo], help="print the hash of the graph's logical content")
     p.add_argument("--namespace", default=None, help="of this namespace's content only")
-    p.set_defaults(func=_cmd_digest)
+    p.set_defaults(func=_cmd_digest, access=_READS_REPLICA)
 
     p = sub.add_parser(
         "move", parents=[dbo], help="move a namespace's memory to another server of a placement (safe to run again)"
@@ -1301,18 +1309,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--k", type=int, default=20, help="messages asked for per question (default 20)")
     _format_option(p, ("table", "json", "csv"))
     _embed_options(p)
-    p.set_defaults(func=_cmd_eval_recall)
+    p.set_defaults(func=_cmd_eval_recall, access=_READS)
 
     p = sub.add_parser("demo", parents=[dbo, ont], help="load the shipped examples and show some facts")
     p.set_defaults(func=_cmd_demo)
     return parser
 
 
-# The commands that only read: Ctrl-C may end their statement by restarting the embedded engine.
-_REPLICA_READERS = frozenset({"_cmd_facts", "_cmd_history", "_cmd_ask", "_cmd_show", "_cmd_digest"})
-_READERS = frozenset(
-    {"_cmd_query", "_cmd_facts", "_cmd_history", "_cmd_ask", "_cmd_show", "_cmd_digest", "_cmd_eval_recall"}
-)
+def _access(args: argparse.Namespace) -> str:
+    """What the command does to the database, as its parser declares (``access=``)."""
+    return str(getattr(args, "access", _WRITES))
 
 
 @contextlib.contextmanager
@@ -1327,10 +1333,13 @@ def _embedded_interrupt(args: argparse.Namespace, interrupted: list[str]) -> Ite
 
     from .db import chooses_embedded
 
-    func = getattr(args.func, "__name__", "")
     placed = getattr(args, "placement", None) or os.environ.get("AGEFACTS_PLACEMENT")
     embedded = chooses_embedded(getattr(args, "dsn", None)) and not (placed and getattr(args, "dsn", None) is None)
-    if func not in _READERS or not embedded or threading.current_thread() is not threading.main_thread():
+    if (
+        _access(args) not in (_READS, _READS_REPLICA)
+        or not embedded
+        or threading.current_thread() is not threading.main_thread()
+    ):
         yield
         return
 

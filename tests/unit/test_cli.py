@@ -72,3 +72,47 @@ def test_a_failure_nobody_foresaw_is_one_sentence_not_a_traceback(monkeypatch, c
 
     with pytest.raises(ZeroDivisionError):
         cli.main(["schema", "conversation"])
+
+
+def test_what_a_command_does_to_the_database_is_declared_where_it_is_defined_not_by_its_handlers_name(monkeypatch):
+    """Which commands only read (Ctrl-C may restart the embedded engine under them; a replica
+    may serve them) was decided by matching the handler's function name: a rename changed it
+    in silence. It is declared beside each command's arguments, and a handler of another name
+    keeps what its command declares."""
+    import agefacts.cli as cli
+
+    parser = cli.build_parser()
+    declared = {
+        argv[0]: cli._access(parser.parse_args(argv))
+        for argv in (
+            ["query", "RETURN 1"],
+            ["facts", "user"],
+            ["history", "user", "lives_in"],
+            ["ask", "where?"],
+            ["show", "user", "--out", "x.svg"],
+            ["digest"],
+            ["eval", "recall", "q.jsonl"],
+            ["load", "x.json"],
+            ["forget", "--namespace", "n"],
+            ["setup"],
+        )
+    }
+    assert declared == {
+        "query": cli._READS,
+        "facts": cli._READS_REPLICA,
+        "history": cli._READS_REPLICA,
+        "ask": cli._READS_REPLICA,
+        "show": cli._READS_REPLICA,
+        "digest": cli._READS_REPLICA,
+        "eval": cli._READS,
+        "load": cli._WRITES,
+        "forget": cli._WRITES,
+        "setup": cli._WRITES,
+    }
+    args = parser.parse_args(["facts", "user"])
+
+    def renamed(a):  # the same command under another handler name
+        return 0
+
+    args.func = renamed
+    assert cli._access(args) == cli._READS_REPLICA
