@@ -10,6 +10,7 @@ import pytest
 from agefacts.ontology import Ontology
 
 from .helpers import EXAMPLES, ONTO
+from .leftovers import pytest_configure, pytest_sessionfinish  # noqa: F401  (the suite's own leftovers fail it)
 from .llm_server import server  # noqa: F401  (the fixture, for every test)
 
 

@@ -1,0 +1,85 @@
+"""The suite checks for its own leftovers: every process started during a run carries a mark in
+its environment (``TEST_RUN_OF_AGEFACTS``), and one still alive when the run ends (an engine a test
+forgot to stop, a worker nobody joined) fails the run, named, and is ended: it is the suite's
+own, so ending it signals nothing the suite did not start. Used as a pytest plugin by the
+suite's conftest, and by its own test (``-p tests.leftovers``)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+# Not AGEFACTS_*: tests that give a child a clean agefacts environment drop those.
+MARK = "TEST_RUN_OF_AGEFACTS"
+# Seconds for processes that are ending (workers, engines stopping) to be gone.
+GRACE = float(os.environ.get("TEST_LEFTOVERS_GRACE", "20"))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput"):  # the run's first process; its workers inherit it
+        os.environ[MARK] = uuid.uuid4().hex
+
+
+def _ancestors() -> set[int]:
+    out, pid = set(), os.getpid()
+    while pid > 1:
+        out.add(pid)
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            break
+        pid = int(stat.rsplit(")", 1)[1].split()[1])
+    return out
+
+
+def marked(run: str) -> dict[int, str]:
+    """The live processes carrying this run's mark (but this one and its ancestors), with their
+    command lines."""
+    needle = f"{MARK}={run}".encode()
+    mine = _ancestors()
+    out: dict[int, str] = {}
+    for proc in Path("/proc").glob("[0-9]*"):
+        pid = int(proc.name)
+        if pid in mine:
+            continue
+        try:
+            if needle not in (proc / "environ").read_bytes().split(b"\0"):
+                continue
+            if (proc / "stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                continue  # exited, waiting for its parent to read its status
+            out[pid] = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace").strip()
+        except OSError:
+            continue
+    return out
+
+
+@pytest.hookimpl(trylast=True)  # after pytest-xdist has ended its workers
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    run = os.environ.get(MARK)
+    if hasattr(session.config, "workerinput") or not run or not Path("/proc").is_dir():
+        return
+    deadline = time.monotonic() + GRACE
+    left = marked(run)
+    while left and time.monotonic() < deadline:
+        time.sleep(0.2)
+        left = marked(run)
+    if not left:
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    lines = [f"the test run left {len(left)} process(es) running; they are ended now:"]
+    lines += [f"  pid {pid}: {cmd[:300]}" for pid, cmd in sorted(left.items())]
+    for pid in left:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    if reporter is not None:
+        reporter.write_line("\n".join(lines), red=True)
+    else:  # pragma: no cover - run without a terminal
+        print("\n".join(lines))
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED

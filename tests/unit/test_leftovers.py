@@ -1,0 +1,79 @@
+"""The suite fails when a test leaves a process running (tests/leftovers.py)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+ROOT = Path(__file__).parents[2]
+
+
+def test_a_run_that_leaves_a_process_running_fails_and_names_it(tmp_path):
+    (tmp_path / "test_leaves.py").write_text(
+        textwrap.dedent(
+            """
+            import subprocess, sys
+
+            def test_starts_and_forgets():
+                # In a session of its own, as the embedded engine is started: not a child
+                # that pytest would take down with it.
+                subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
+            """
+        )
+    )
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "tests.leftovers", "-q", "-p", "no:cacheprovider", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "TEST_LEFTOVERS_GRACE": "2"},
+    )
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "1 passed" in run.stdout  # the test itself passed: the run fails for what it left
+    assert "the test run left 1 process(es) running; they are ended now:" in run.stdout
+    assert "time.sleep(600)" in run.stdout
+    pid = int(run.stdout.split("  pid ")[1].split(":")[0])
+    assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split(")")[1][:3]
+
+
+def test_a_run_that_leaves_nothing_passes(tmp_path):
+    (tmp_path / "test_clean.py").write_text("def test_nothing():\n    pass\n")
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "tests.leftovers", "-q", "-p", "no:cacheprovider", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "TEST_LEFTOVERS_GRACE": "2"},
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_a_test_that_hangs_fails_in_bounded_time_with_the_stack_that_hung(tmp_path):
+    # The suite's own settings (pyproject.toml), with the limit shortened for this test.
+    (tmp_path / "test_hangs.py").write_text(
+        textwrap.dedent(
+            """
+            import threading
+
+            def test_waits_for_ever():
+                never = threading.Event()
+                never.wait()
+            """
+        )
+    )
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-c", str(ROOT / "pyproject.toml"), "-o", "timeout=3", "-q"]
+        + ["-p", "no:cacheprovider", "--rootdir", str(tmp_path), str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "Timeout" in run.stdout, run.stdout
+    assert "never.wait()" in run.stdout  # where it hung
