@@ -20,6 +20,10 @@ MARK = "TEST_RUN_OF_AGEFACTS"
 GRACE = float(os.environ.get("TEST_LEFTOVERS_GRACE", "20"))
 
 
+# The standard library's helpers of a process that used worker processes: they end with it.
+_HELPERS = ("from multiprocessing.forkserver import main", "from multiprocessing.resource_tracker import main")
+
+
 def pytest_configure(config: pytest.Config) -> None:
     if not hasattr(config, "workerinput"):  # the run's first process; its workers inherit it
         os.environ[MARK] = uuid.uuid4().hex
@@ -50,9 +54,13 @@ def marked(run: str) -> dict[int, str]:
         try:
             if needle not in (proc / "environ").read_bytes().split(b"\0"):
                 continue
-            if (proc / "stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+            state, parent = (proc / "stat").read_text().rsplit(")", 1)[1].split()[:2]
+            if state == "Z":
                 continue  # exited, waiting for its parent to read its status
-            out[pid] = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace").strip()
+            cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace").strip()
+            if int(parent) in mine and any(helper in cmd for helper in _HELPERS):
+                continue
+            out[pid] = cmd
         except OSError:
             continue
     return out
