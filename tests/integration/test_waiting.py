@@ -3,9 +3,12 @@ silence: a client idle in a transaction blocked every command, and nothing said 
 
 from __future__ import annotations
 
+import contextlib
 import os
+import queue
 import subprocess
 import sys
+import threading
 import time
 
 import psycopg
@@ -31,10 +34,25 @@ def test_a_query_waiting_on_another_clients_transaction_says_so_and_then_answers
             stderr=subprocess.PIPE,
             text=True,
         )
-        time.sleep(9)  # the notice comes after 5 s (and a 2 s look on a second connection)
+        # Waited for as it comes (the notice follows 5 s of waiting, and a 2 s look on a
+        # second connection), not for a fixed time that a busy machine may overrun.
+        said: queue.Queue[str] = queue.Queue()
+        reader = threading.Thread(target=lambda: [said.put(line) for line in query.stderr], daemon=True)
+        reader.start()
+        lines: list[str] = []
+        deadline = time.monotonic() + 120
+        while not any("Ctrl-C to stop" in line for line in lines):
+            assert time.monotonic() < deadline, f"no notice within 120 s: {lines}"
+            with contextlib.suppress(queue.Empty):
+                lines.append(said.get(timeout=1))
         assert query.poll() is None  # still waiting for the blocker
         blocker.execute("COMMIT")
-        out, err = query.communicate(timeout=60)
+        out = query.stdout.read()
+        query.wait(timeout=60)
+        reader.join(10)
+        while not said.empty():
+            lines.append(said.get())
+        err = "".join(lines)
     finally:
         blocker.close()
     assert query.returncode == 0, err
