@@ -102,6 +102,8 @@ def _llm_options(p: argparse.ArgumentParser, url: str | None, url_help: str) -> 
 # one that only reads may be ended by restarting the embedded engine (Ctrl-C) and says when it
 # waits on someone else; one that need not see its own writes may also read a server's replica.
 _WRITES = "writes"
+# Seconds a command waits for the embedded engine to be back when it is restarted under it.
+_RESTART_WAIT = 30.0
 _READS = "reads"
 _READS_REPLICA = "reads, a replica too"
 
@@ -133,15 +135,16 @@ def _placement(args: argparse.Namespace) -> Placement | None:
     return placement_from(getattr(args, "placement", None))
 
 
-def _placed_dsn(args: argparse.Namespace, placement: Placement) -> str:
-    """The server of the command's namespace (following the note of a moved one), or --server."""
+def _placed_dsn(args: argparse.Namespace, placement: Placement) -> tuple[str, str]:
+    """The server of the command's namespace (following the note of a moved one), or --server:
+    its name in the placement and the dsn to use."""
     from .placed import close_all, database_router
 
     # A command that only reads may read a server's replica: it wrote nothing it must see.
     read = _access(args) == _READS_REPLICA
     if args.server is not None:
         server = placement.server(args.server)
-        return (server.replica if read else None) or server.dsn
+        return server.name, (server.replica if read else None) or server.dsn
     namespace = getattr(args, "namespace", None)
     if namespace is None:
         raise UsageError(
@@ -153,7 +156,7 @@ def _placed_dsn(args: argparse.Namespace, placement: Placement) -> str:
         server = placement.server(router.server_of(namespace))
     finally:
         close_all(router)
-    return (server.replica if read else None) or server.dsn
+    return server.name, (server.replica if read else None) or server.dsn
 
 
 def _everywhere(
@@ -193,11 +196,18 @@ def _open_db(args: argparse.Namespace, *, create: bool = False) -> Database:
     """The database of the command's --dsn (or its namespace's server in a placement) and
     --graph. Only the commands that write make the graph when it does not exist; the others
     say that it does not."""
-    from .db import Database, resolve_dsn
+    from .db import Database, chooses_embedded, resolve_dsn
 
     placement = _placement(args)
-    dsn = _placed_dsn(args, placement) if placement is not None else resolve_dsn(args.dsn, port=args.port)
-    db = Database(dsn, args.graph, create=create)  # connected by `with`
+    server, dsn = (
+        _placed_dsn(args, placement) if placement is not None else (None, resolve_dsn(args.dsn, port=args.port))
+    )
+    # The embedded engine is restarted by another command's Ctrl-C (_embedded_interrupt): a
+    # command connecting meanwhile waits for it to be back rather than failing.
+    embedded = placement is None and chooses_embedded(args.dsn)
+    db = Database(  # connected by `with`
+        dsn, args.graph, create=create, restart_wait=_RESTART_WAIT if embedded else 0.0, server=server
+    )
     if _access(args) in (_READS, _READS_REPLICA):
         # A read that waits on someone else (a lock, or the embedded engine held by another
         # client) says so, rather than hanging in silence.

@@ -125,12 +125,40 @@ def check_column(name: str) -> str:
     return name
 
 
+# Lines of a server's or libpq's message that are not the error: where in a function it was
+# raised (PL/pgSQL's CONTEXT, a stack of lines), and libpq's guess that repeats "refused".
+_NOT_THE_ERROR = ("CONTEXT:", "Is the server running", "PL/pgSQL function", "SQL statement", "LINE ", "^")
+
+
+def _one_line(exc: BaseException) -> str:
+    """The error as one line: the server's primary message and its detail, without the
+    context lines a function's error carries (five of them for one refusal)."""
+    diag = getattr(exc, "diag", None)
+    primary = getattr(diag, "message_primary", None) if diag is not None else None
+    detail = getattr(diag, "message_detail", None) if diag is not None else None
+    text = primary if primary else str(exc)
+    lines = [line.strip() for line in text.strip().splitlines()]
+    kept = [line for line in lines if line and not line.startswith(_NOT_THE_ERROR)]
+    if primary and detail:
+        kept.append(" ".join(detail.split()))
+    return "; ".join(kept).rstrip(".") or type(exc).__name__
+
+
+def _where(dsn: str) -> str:
+    """host:port of a connection string, for a sentence (never its password)."""
+    try:
+        parts = psycopg.conninfo.conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError:
+        return "its connection string is not valid"
+    return f"{parts.get('host') or 'localhost'}:{parts.get('port') or 5432}"
+
+
 def translate(exc: BaseException, doing: str) -> DatabaseError:
     """Turn a psycopg error into ours, keeping the SQLSTATE and the server's message."""
     if isinstance(exc, DatabaseError):
         return exc
     sqlstate = getattr(exc, "sqlstate", None)
-    msg = str(exc).strip() or type(exc).__name__
+    msg = _one_line(exc)
     if isinstance(exc, psycopg.OperationalError) and (sqlstate is None or sqlstate.startswith("08")):
         return DatabaseError(f"{doing}: the database connection failed: {msg}", sqlstate, connection_lost=True)
     return DatabaseError(f"{doing}: {msg}" + (f" (SQLSTATE {sqlstate})" if sqlstate else ""), sqlstate)
@@ -267,13 +295,28 @@ class Database:
     session for AGE and creates the graph and agefacts' SQL objects if they are missing.
     """
 
-    def __init__(self, dsn: str, graph: str = DEFAULT_GRAPH, *, connect_timeout: float = 30, create: bool = True):
+    def __init__(
+        self,
+        dsn: str,
+        graph: str = DEFAULT_GRAPH,
+        *,
+        connect_timeout: float = 30,
+        create: bool = True,
+        restart_wait: float = 0.0,
+        server: str | None = None,
+    ):
         """``create=False`` is for readers: connecting to a graph that does not exist is then
-        an error that says so, rather than an empty graph made to be read."""
+        an error that says so, rather than an empty graph made to be read. ``restart_wait``:
+        seconds for which a connection refused or dropped while connecting is tried again, as
+        when the embedded engine restarts (Ctrl-C ends another command's statement that way);
+        0 says at once that the server cannot be reached. ``server``: its name in a placement,
+        which a failure to reach it says."""
         self.dsn = dsn
         self.graph = check_graph_name(graph)
         self.create = create
         self.connect_timeout = connect_timeout
+        self.restart_wait = restart_wait
+        self.server = server
         self._conn: psycopg.Connection | None = None
         self._labels: set[tuple[str, str]] = set()
         self._reopening = False
@@ -355,8 +398,20 @@ class Database:
             self.on_wait(text)
 
     def _connect(self, retries: int, delay: float) -> Database:
-        with self._watched():
-            return self._connect_now(retries, delay)
+        deadline = time.monotonic() + self.restart_wait
+        pause = 0.1
+        while True:
+            try:
+                with self._watched():
+                    return self._connect_now(retries, delay)
+            except DatabaseError as exc:
+                # Refused, or accepted and then dropped while the session was prepared: a server
+                # restarting. Tried again while the caller said one may be (restart_wait).
+                if not exc.connection_lost or time.monotonic() + pause > deadline:
+                    raise
+                self.close()
+                time.sleep(pause)
+                pause = min(pause * 2, 1.0)
 
     def _connect_now(self, retries: int, delay: float) -> Database:
         self.close()
@@ -378,7 +433,16 @@ class Database:
                 if attempt < retries:
                     time.sleep(delay * (2**attempt))
         else:
-            err = translate(last, "connecting to the database")  # type: ignore[arg-type]
+            assert last is not None
+            err = translate(last, "connecting to the database")
+            if self.server is not None:
+                err = DatabaseError(
+                    f"server {self.server!r} of the placement cannot be reached ({_where(self.dsn)}): "
+                    f"{_one_line(last)}; check that it runs, or name it in the placement file "
+                    "as it can be reached",
+                    err.sqlstate,
+                    connection_lost=True,
+                )
             chosen = [v for v in _PG_ENV if os.environ.get(v)] if not self.dsn else []
             if chosen:
                 # With no DSN given, libpq took the server from the environment: say so, since

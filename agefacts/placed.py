@@ -213,7 +213,7 @@ def database_router(placement: Placement, graph: str, *, create: bool = False) -
     """A router whose members are the servers' databases (connected when first needed)."""
 
     def open_db(server: Server) -> Database:
-        return Database(server.dsn, graph, create=create).connect()
+        return Database(server.dsn, graph, create=create, server=server.name).connect()
 
     return Router(placement, open_db, lambda db, ns: ledger.moves(db, None if ns is None else [ns]))
 

@@ -442,3 +442,41 @@ def test_ctrl_c_ends_a_long_query_and_leaves_the_engine_serving(own_engine, tmp_
     )
     assert quick.returncode == 0, quick.stderr
     assert json.loads(quick.stdout) == [{"count(c)": 25}]  # what was loaded stays
+
+
+def test_a_command_connecting_while_the_engine_restarts_waits_for_it(own_engine, tmp_path, monkeypatch, capsys):
+    """Ctrl-C on a long read restarts the embedded engine; a load connecting at that moment
+    died with a three-line connection error. It waits for the engine to be back."""
+    import threading
+    import time
+
+    port = free_port()
+    own_engine.start(data=tmp_path / "data", port=port)
+    monkeypatch.setenv("AGEFACTS_HOME", str(own_engine.home))
+    monkeypatch.setenv("AGEFACTS_PORT", str(port))
+    for var in ("AGEFACTS_DSN", "PGHOST", "PGPORT", "PGDATABASE", "PGUSER", "PGSERVICE"):
+        monkeypatch.delenv(var, raising=False)
+    # The restart's two halves, with the window between them held open: the command below
+    # finds the engine gone while it connects.
+    state = own_engine.state()
+    own_engine.stop()
+    restarted = threading.Timer(3.0, own_engine.start, kwargs={"data": state.data, "port": port})
+    # resolve_dsn would start the engine itself when none runs: here the DSN was resolved just
+    # before the stop, as by a command that was connecting when the restart began.
+    monkeypatch.setattr("agefacts.db.resolve_dsn", lambda *a, **k: state.dsn)
+    restarted.start()
+    started = time.monotonic()
+    try:
+        code = main(["load", str(EXAMPLES / "nina-01.json"), "--graph", "restarting"])
+    finally:
+        restarted.join()
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert time.monotonic() - started >= 2.5  # it did meet the engine gone, and waited
+    assert "1 loaded" in out
+    # Not for ever, and not for a server: one that cannot be reached is said at once.
+    db = Database(f"host=127.0.0.1 port={free_port()} user=postgres dbname=postgres", "x_none")
+    began = time.monotonic()
+    with pytest.raises(Exception, match="connection"):
+        db.connect()
+    assert time.monotonic() - began < 5
