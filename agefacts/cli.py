@@ -720,22 +720,56 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
 
 def _cmd_mcp(args: argparse.Namespace) -> int:
-    from .db import resolve_dsn
+    from .db import chooses_embedded, describe_dsn, resolve_dsn
+    from .engine import Engine
     from .mcp_server import serve
 
     llm = _llm_client(args) if args.llm_url else None
     placement = _placement(args)
-    # stdout is the protocol's channel: nothing else may be printed there.
-    serve(
-        None if placement is not None else resolve_dsn(args.dsn, port=args.port),
-        args.graph,
-        placement=placement,
-        namespace=args.namespace,
-        # Without --ontology, the memory reads the graph's own.
-        ontology=_ontology(args) if args.ontology else None,
-        llm=llm,
-        embedder=_embedder(args),
-    )
+    engine: Engine | None = None
+    ours = False
+    if placement is not None:
+        dsn, serves = None, f"the servers of the placement ({', '.join(sorted(placement.servers))})"
+    elif chooses_embedded(args.dsn):
+        if args.server_only:
+            # An MCP host passes a server little of its user's environment (HOME, PATH, SHELL,
+            # TERM with the SDK): AGEFACTS_DSN set in a shell does not reach it.
+            raise UsageError(
+                "agefacts mcp --server-only: no server is named (no --dsn, AGEFACTS_DSN or PG* variable "
+                "reached this process; an MCP host passes few of its user's variables): give --dsn in the "
+                'server\'s "args", or AGEFACTS_DSN in its "env" block'
+            )
+        engine = Engine()
+        ours = engine.state() is None
+        dsn = resolve_dsn(args.dsn, port=args.port)
+        state = engine.state()
+        serves = (
+            f"the embedded engine on port {state.port} (data {state.data}"
+            + (", started by this server and stopped with it)" if ours else ")")
+            if state is not None
+            else "the embedded engine"
+        )
+    else:
+        dsn = resolve_dsn(args.dsn, port=args.port)
+        serves = describe_dsn(dsn)
+    print(f"agefacts mcp: serving graph {args.graph!r} on {serves}", file=sys.stderr, flush=True)
+    try:
+        # stdout is the protocol's channel: nothing else may be printed there.
+        serve(
+            dsn,
+            args.graph,
+            placement=placement,
+            namespace=args.namespace,
+            # Without --ontology, the memory reads the graph's own.
+            ontology=_ontology(args) if args.ontology else None,
+            llm=llm,
+            embedder=_embedder(args),
+            serves=serves,
+        )
+    finally:
+        if ours and engine is not None:
+            # Started for this session only: not left running when the host closes it.
+            engine.stop()
     return _EXIT_OK
 
 
@@ -1249,6 +1283,12 @@ def build_parser() -> argparse.ArgumentParser:
         "remember takes only messages that carry their extraction)",
     )
     _embed_options(p)
+    p.add_argument(
+        "--server-only",
+        action="store_true",
+        help="refuse the embedded engine: serve the server that --dsn, AGEFACTS_DSN or PG* names, or fail "
+        "(an MCP host passes few of its user's environment variables)",
+    )
     p.set_defaults(func=_cmd_mcp)
 
     p = sub.add_parser("export", parents=[dbo], help="write a namespace's conversations as loaded, to load elsewhere")

@@ -48,6 +48,7 @@ __all__ = [
     "check_graph_name",
     "check_label",
     "cypher_statement",
+    "describe_dsn",
     "resolve_dsn",
     "translate",
 ]
@@ -142,6 +143,17 @@ def _one_line(exc: BaseException) -> str:
     if primary and detail:
         kept.append(" ".join(detail.split()))
     return "; ".join(kept).rstrip(".") or type(exc).__name__
+
+
+def describe_dsn(dsn: str) -> str:
+    """Where a connection string leads, for a person: host, port, database and user (never
+    its password)."""
+    try:
+        parts = psycopg.conninfo.conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError:
+        return "a server whose connection string is not valid"
+    where = f"{parts.get('host') or 'localhost'}:{parts.get('port') or 5432}"
+    return f"the server at {where}, database {parts.get('dbname') or parts.get('user') or 'postgres'!s}"
 
 
 def _where(dsn: str) -> str:

@@ -155,9 +155,13 @@ def build_server(
     llm: LLMClient | None = None,
     embedder: Embedder | None = None,
     placement: Placement | None = None,
+    serves: str | None = None,
 ) -> Any:
     """The MCP server (an ``mcp.server.MCPServer``), opening its memory when it starts (on the
-    servers of ``placement``, when given, each call on its namespace's)."""
+    servers of ``placement``, when given, each call on its namespace's). ``serves`` says
+    where that memory is, in its instructions and its ``status`` tool: an MCP host starts a
+    server with almost none of its user's environment, and a memory that is not the one meant
+    must be seen to be so."""
     try:
         from mcp.server import MCPServer
         from mcp.server.mcpserver.exceptions import ToolError
@@ -208,11 +212,12 @@ def build_server(
                     raise ToolError(f"{name}: {text[len(prefix) :]}") from None
                 raise
 
+    where = serves or "the database named by its settings"
     server = Server(
         "agefacts",
         instructions="A temporal memory of what people said"
         + scoped
-        + ": remember messages, recall facts with the words they came from.",
+        + f": remember messages, recall facts with the words they came from. It keeps graph {graph!r} on {where}.",
         lifespan=lifespan,
     )
 
@@ -333,8 +338,14 @@ def build_server(
         rows: list[dict[str, Any]] = await run(lambda m: m.entities(ns))
         return rows
 
+    async def status() -> dict[str, Any]:
+        """Which memory this server keeps: the database, the graph and the namespace (when
+        it keeps one), to check that it is the one meant."""
+        return {"database": where, "graph": graph, "namespace": namespace}
+
     for fn in (remember, recall, facts, history, correct, forget, conversations, entities):
         tool(fn)
+    server.tool(name="status")(status)
     return server
 
 
@@ -347,8 +358,16 @@ def serve(
     llm: LLMClient | None = None,
     embedder: Embedder | None = None,
     placement: Placement | None = None,
+    serves: str | None = None,
 ) -> None:
     """Serve the memory over stdio until the client closes it."""
     build_server(
-        dsn, graph, namespace=namespace, ontology=ontology, llm=llm, embedder=embedder, placement=placement
+        dsn,
+        graph,
+        namespace=namespace,
+        ontology=ontology,
+        llm=llm,
+        embedder=embedder,
+        placement=placement,
+        serves=serves,
     ).run("stdio")

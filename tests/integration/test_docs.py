@@ -88,3 +88,15 @@ def test_the_input_pages_conversation_is_one():
     (body,) = [b for page, lang, b, _ in _blocks() if page == "input.md" and lang == "json"]
     conv = Conversation.model_validate_json(body)
     assert conv.turns[0].recorded is not None and conv.turns[0].recorded.statements
+
+
+def test_the_mcp_client_configuration_in_the_docs_passes_the_database_and_parses():
+    from agefacts.cli import build_parser
+
+    (body,) = [b for page, lang, b, _ in _blocks() if page == "memory.md" and lang == "json" and "mcpServers" in b]
+    server = json.loads(body)["mcpServers"]["memory"]
+    assert server["command"] == "agefacts"
+    args = build_parser().parse_args(server["args"])
+    assert args.server_only and args.func.__name__ == "_cmd_mcp"
+    # The host passes the server no environment of the user's: the database comes in env.
+    assert "AGEFACTS_DSN" in server["env"]

@@ -45,7 +45,17 @@ def test_the_sdk_client_recalls_facts_with_their_quotes(db, dsn, graph_name):
             ("facts", {"entity": "user"}),
         ],
     )
-    assert tools == ["conversations", "correct", "entities", "facts", "forget", "history", "recall", "remember"]
+    assert tools == [
+        "conversations",
+        "correct",
+        "entities",
+        "facts",
+        "forget",
+        "history",
+        "recall",
+        "remember",
+        "status",
+    ]
     assert not recall.is_error
     answer = recall.structured_content
     first = answer["facts"][0]
@@ -123,10 +133,12 @@ def test_every_tool_parameter_is_described_and_a_scoped_server_offers_no_namespa
             "history",
             "recall",
             "remember",
+            "status",
         }
         for name, schema in tools.items():
             props = schema["properties"]
-            assert ("namespace" in props) is not scoped, (name, scoped)
+            # status names the server's own namespace, and takes none.
+            assert ("namespace" in props) is not (scoped or name == "status"), (name, scoped)
             undescribed = [p for p, spec in props.items() if not spec.get("description")]
             assert undescribed == [], (name, undescribed)
         assert "ISO-8601" in tools["facts"]["properties"]["valid_at"]["description"]
@@ -189,3 +201,58 @@ def test_bad_arguments_come_back_as_one_sentence_naming_each_argument(db, dsn, g
     assert "k should be a valid integer" in texts[0]
     assert "conversations should be a valid list, not 'nina-01'" in texts[1]
     assert texts[2].startswith("facts: time 'yesterday' is not an ISO-8601 date")
+
+
+def test_a_server_says_which_database_it_serves(db, dsn, graph_name):
+    import psycopg
+
+    _, (status,) = _call(_server(dsn, graph_name, "--namespace", "nina"), [("status", {})])
+    parts = psycopg.conninfo.conninfo_to_dict(dsn)
+    assert status.structured_content == {
+        "database": f"the server at {parts['host']}:{parts['port']}, database {parts['dbname']}",
+        "graph": graph_name,
+        "namespace": "nina",
+    }
+
+
+def test_a_host_that_drops_the_environment_gets_a_refusal_not_a_new_empty_memory(tmp_path):
+    """The MCP SDK starts a server with HOME, PATH, SHELL and TERM only: AGEFACTS_DSN set in the
+    user's shell never reached `agefacts mcp`, which started a new, empty embedded engine,
+    answered "no entity 'user'" and left that engine running. Asked for a server, it refuses."""
+    import subprocess
+
+    from mcp.client.stdio import get_default_environment
+
+    env = get_default_environment()  # what the SDK passes when the config has no env block
+    assert not any(k.startswith(("AGEFACTS_", "PG")) for k in env)
+    env["HOME"] = str(tmp_path)  # no engine of the user's is touched
+    run = subprocess.run(
+        [sys.executable, "-m", "agefacts", "mcp", "--server-only"],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 2, run.stderr
+    assert "--server-only: no server is named" in run.stderr and 'AGEFACTS_DSN in its "env" block' in run.stderr
+    assert not (tmp_path / ".local/share/agefacts/engine.json").exists()  # no engine was started
+
+
+def test_an_embedded_engine_the_server_started_is_named_and_stopped_with_it(tmp_path):
+    import os
+
+    from agefacts.engine import Engine
+
+    from .conftest import free_port
+
+    home = tmp_path / "home"
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AGEFACTS_", "PG")) or k == "AGEFACTS_CACHE"}
+    env |= {"AGEFACTS_HOME": str(home), "AGEFACTS_PORT": str(port)}
+    params = StdioServerParameters(command=sys.executable, args=["-m", "agefacts", "mcp"], env=env)
+    _, (status,) = _call(params, [("status", {})])
+    database = status.structured_content["database"]
+    assert database.startswith(f"the embedded engine on port {port} (data {home / 'data'}")
+    assert "started by this server and stopped with it" in database
+    assert Engine(home=home).status() == {"running": False}  # not left running
