@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from .errors import InputError
+from .limits import FILE_MB
 from .models import Conversation, describe
 
 __all__ = [
@@ -97,7 +98,9 @@ def read_conversations(paths: Iterable[str | Path]) -> Iterator[tuple[str, Conve
 
 def read_texts(paths: Iterable[str | Path]) -> Iterator[Raw]:
     """What :func:`read_conversations` parses, unparsed: each JSON file's text and each JSONL
-    file's line (parsed elsewhere by :func:`parse_text`, a worker process for one)."""
+    file's line (parsed elsewhere by :func:`parse_text`, a worker process for one). No more
+    than :data:`agefacts.limits.FILE_MB` is read of one file or line (``/dev/zero`` ends)."""
+    most = FILE_MB.value() * 2**20
     for path, error in _files(paths):
         if error is not None:
             yield str(path), error, False
@@ -116,19 +119,31 @@ def read_texts(paths: Iterable[str | Path]) -> Iterator[Raw]:
                 while True:
                     src = f"{path}:{lineno + 1}"
                     try:
-                        line = fh.readline()
+                        line = fh.readline(most + 1)
                     except UnicodeDecodeError as exc:
                         yield src, InputError(f"{src}: not UTF-8 text ({exc.reason}); save the file as UTF-8"), True
                         break
                     if not line:
                         break
                     lineno += 1
+                    if len(line) > most:
+                        # Where its end is cannot be known without reading on, perhaps for ever.
+                        yield (
+                            src,
+                            InputError(_too_large(src, "line", most) + "; the rest of the file is not read"),
+                            True,
+                        )
+                        break
                     if not line.strip():
                         continue
                     yield src, line, True
             continue
         try:
-            text = path.read_text(encoding="utf-8")
+            with path.open(encoding="utf-8") as fh:
+                text = fh.read(most + 1)
+            if len(text) > most:
+                yield str(path), InputError(_too_large(str(path), "file", most)), False
+                continue
         except UnicodeDecodeError as exc:
             yield str(path), InputError(f"{path}: not UTF-8 text ({exc.reason}); save the file as UTF-8"), False
             continue
@@ -136,6 +151,13 @@ def read_texts(paths: Iterable[str | Path]) -> Iterator[Raw]:
             yield str(path), InputError(f"{path}: cannot read it: {exc.strerror}"), False
             continue
         yield str(path), text, False
+
+
+def _too_large(source: str, what: str, most: int) -> str:
+    return (
+        f"{source}: the {what} is larger than {most // 2**20:,} MB, more than agefacts reads at once "
+        f"(set {FILE_MB.variable} to raise the limit; a JSONL file holds one conversation a line)"
+    )
 
 
 def parse_text(raw: Raw) -> Iterator[tuple[str, Conversation | InputError]]:

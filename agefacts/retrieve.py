@@ -38,6 +38,7 @@ from .db import Database
 from .embed import Embedder, nearest_messages, nearest_messages_async
 from .errors import UsageError, need_text
 from .keys import keyphrase_key, keyphrase_text, message_key
+from .limits import QUESTION_CHARS
 from .named import run_named, run_named_async
 from .ontology import Ontology
 from .reads import TimeArg, as_of, check_scope, facts_of_each, facts_of_each_async
@@ -734,6 +735,8 @@ def _cited(
 
 def _check_question(question: object, namespace: object, k: int) -> None:
     need_text(question, "the question")
+    assert isinstance(question, str)
+    QUESTION_CHARS.check(len(question), error=UsageError)
     need_text(namespace, "the namespace", optional=True)
     _check_k(k)
 
