@@ -109,7 +109,9 @@ def test_what_a_model_got_wrong_is_rejected_not_an_input_error(db):
     assert summary.totals()["rejected"] == 3
 
 
-def test_big_inputs_load(db):
+def test_big_inputs_load(db, monkeypatch):
+    # Past the message limit a person's chat needs (agefacts.limits), raised as its error says.
+    monkeypatch.setenv("AGEFACTS_MAX_MESSAGE_CHARS", "5000000")
     text = ("I live in Lyon. " + "la " * 1_700_000)[:5_000_000]
     statements = [claim("user", "likes", "I live in Lyon", value=f"thing {i}") for i in range(10_000)]
     conv = Conversation.model_validate(
@@ -133,7 +135,7 @@ HOSTILE = [
     "}) MATCH (n) DETACH DELETE n RETURN 1 //",
     "\t\r\n tabs and newlines",
     "emoji 🇪🇸😀 and é",
-    "x" * 100_000,
+    "x" * 99_000,  # with the test's own words, just under the message limit
 ]
 
 
