@@ -457,7 +457,15 @@ class BulkWriter(Retraction):
             stated = None if p.get("valid_until_inferred") else p.get("valid_until")
             ident = f"id:{obj}" if obj is not None else derive.value_ident(p.get("value"))
             by_group[(sid, pred)].append(
-                Member(k, ident, bool(p.get("ends_fact")), p.get("valid_from"), stated, p.get("recorded_at") or "")
+                Member(
+                    k,
+                    ident,
+                    bool(p.get("ends_fact")),
+                    p.get("valid_from"),
+                    stated,
+                    p.get("recorded_at") or "",
+                    bool(p.get("corrects")),
+                )
             )
         patches: list[dict[str, Any]] = []
         wanted: dict[str, tuple[str, str]] = {}  # SUPERSEDES k -> (newer statement key, older statement key)

@@ -156,6 +156,7 @@ class Member:
     valid_from: str | None
     stated_until: str | None
     recorded_at: str
+    corrects: bool = False
 
     @property
     def closing(self) -> bool:
@@ -207,8 +208,15 @@ def supersede(members: Iterable[Member]) -> Succession:
     predecessor in the group starts at its ``recorded_at``, which is where supersession ended
     its predecessor: ``valid_start`` holds that start, so the group shows one value at any
     valid time. Only a group's first statement is open at the start."""
-    ordered = sorted(members, key=supersession_key)
-    props: dict[str, dict[str, Any]] = {}
+    everyone = list(members)
+    # A correction says something said was wrong, never that the world changed: it neither
+    # closes a fact nor is closed (closing "started in May" at May, an empty interval).
+    ordered = sorted((m for m in everyone if not m.corrects), key=supersession_key)
+    props: dict[str, dict[str, Any]] = {
+        m.k: {"valid_until": m.stated_until, "valid_until_inferred": None, "superseded_at": None, "valid_start": None}
+        for m in everyone
+        if m.corrects
+    }
     edges: list[tuple[str, str, str]] = []
     for i, old in enumerate(ordered):
         target: dict[str, Any] = {
@@ -281,7 +289,7 @@ def supersession(label: str, subject: str, predicate: str) -> list[str]:
     where = f"WHERE x.k = {cy.literal(subject)} AND s.predicate = {cy.literal(predicate)}"
     # One ordered list of the group, collected without a grouping key so its order holds.
     ordered = (
-        f"{pattern} {where} OPTIONAL MATCH (s)-[:ABOUT]->(o) "
+        f"{pattern} {where} AND s.corrects IS NULL OPTIONAL MATCH (s)-[:ABOUT]->(o) "
         # ORDER BY names no alias: AGE before 1.7.0 cannot resolve one ("could not find rte").
         "WITH s, coalesce(o.k, s.value) AS ident "
         f"ORDER BY {SUPERSESSION_ORDER} "

@@ -9,7 +9,9 @@ states it for people):
 
 1. **Known at K**: a statement counts with its evidence said by K. A correction ("I'm not
    allergic to peanuts, it's tree nuts": negated, with ``correction``) withdraws the evidence
-   of its fact said at or before it; a statement left with no evidence counts as never said.
+   of its fact said before it (what is said beside it, at its time, is what it puts right); a
+   statement left with no evidence counts as never said, one left with some counts, is known
+   from and cites only those.
 2. **Events**: a fact is a subject, a predicate and an object or value (one value by
    :func:`agefacts.derive.value_ident`: ``30`` and ``30.0`` are one). Its statements give
    events in valid time: a ``valid_from`` *starts* it; a ``valid_until`` *ends* it; a
@@ -75,6 +77,7 @@ STATEMENT_FIELDS = (
     "single_valued",
     "recorded_at",
     "said_at",
+    "said",
 )
 
 # The columns of a fact as ``facts`` and ``ask`` give it: one row per run.
@@ -144,7 +147,7 @@ class Run:
 
 
 def _withdrawn_before(rows: Iterable[Mapping[str, Any]]) -> dict[_Fact, str]:
-    """Each corrected fact's latest correction: its evidence said by then is withdrawn."""
+    """Each corrected fact's latest correction: its evidence said before then is withdrawn."""
     out: dict[_Fact, str] = {}
     for r in rows:
         if r.get("corrects"):
@@ -153,21 +156,54 @@ def _withdrawn_before(rows: Iterable[Mapping[str, Any]]) -> dict[_Fact, str]:
     return out
 
 
+# A piece of evidence as the statement queries give it (``said``): its time, key, quote, and
+# where the quote is (conversation, message, span).
+_CITED = ("quoted_at", "evidence_key", "quote", "conversation", "message", "char_start", "char_end")
+
+
+def _evidence_order(e: list[Any]) -> tuple[str, str]:
+    return (str(e[0]), str(e[1]))
+
+
+def _as_known(rows: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """Rule 1: each statement with only the evidence that counts. A correction withdraws what
+    was said of its fact before it; what is said beside it (in its message, at its time) is
+    what it puts right, and stands. A statement left with no evidence was never said; one
+    left with some is known from, cites and counts only those (said again after a
+    correction, it is known since it was said again, and quotes those words)."""
+    rows = list(rows)
+    withdrawn = _withdrawn_before(rows)
+    out: list[Mapping[str, Any]] = []
+    for r in rows:
+        cut = withdrawn.get(fact_of(r)) if not r.get("ends_fact") else None
+        if cut is None:
+            out.append(r)
+            continue
+        kept = [t for t in r["said_at"] if t >= cut]
+        if not kept:
+            continue
+        if len(kept) == len(r["said_at"]):
+            out.append(r)
+            continue
+        row = dict(r, said_at=kept, recorded_at=min(kept), evidence=len(kept))
+        evidence: list[list[Any]] = [list(e) for e in r.get("said") or () if e[0] >= cut]
+        if evidence:
+            # The earliest kept, by time then key: as the queries pick the earliest of all.
+            first = min(evidence, key=_evidence_order)
+            row.update(zip(_CITED, first, strict=True))
+        out.append(row)
+    return out
+
+
 _Event = tuple[str, int, tuple[str, str], Mapping[str, Any]]
 
 
 def _events(rows: Sequence[Mapping[str, Any]]) -> list[_Event]:
-    withdrawn = _withdrawn_before(rows)
     events: list[_Event] = []
     for r in rows:
         if r.get("corrects"):
             continue
         said = sorted(r["said_at"])
-        cut = withdrawn.get(fact_of(r)) if not r.get("ends_fact") else None
-        if cut is not None:
-            said = [t for t in said if t > cut]
-            if not said:
-                continue
         # At one time, events of one rank go by the value's text (what the object is called,
         # or the literal), then by key: nothing else at hand is the same however statements
         # of one fact merged (the same words said twice are one statement).
@@ -225,7 +261,7 @@ def _chain_runs(rows: list[Mapping[str, Any]]) -> list[Run]:
 def runs(rows: Iterable[Mapping[str, Any]]) -> list[Run]:
     """Every run the statements make (rules 1 to 3), those that hold at no time included."""
     chains: dict[tuple[str, ...], list[Mapping[str, Any]]] = {}
-    for r in rows:
+    for r in _as_known(rows):
         fact = fact_of(r)
         chains.setdefault(fact[:2] if r.get("single_valued") else fact, []).append(r)
     return [run for _, chain in sorted(chains.items()) for run in _chain_runs(chain)]

@@ -1,6 +1,6 @@
 // Every value one subject was given for one predicate, as known at a time: a single-valued predicate's group, which facts read to end one value where the next begins.
 // params: subject (an entity key), predicate (a predicate name), known_at (an instant, UTC with Z)
-// columns: subject, predicate, value, object, valid_from, stated_until, recurrence, ends_fact, corrects, single_valued, recorded_at, said_at, quote, conversation, message, char_start, char_end, evidence, namespace, statement, subject_type, subject_key, object_type, object_key, quoted_at, evidence_key
+// columns: subject, predicate, value, object, valid_from, stated_until, recurrence, ends_fact, corrects, single_valued, recorded_at, said_at, quote, conversation, message, char_start, char_end, evidence, namespace, statement, subject_type, subject_key, object_type, object_key, quoted_at, evidence_key, said
 // The same rows as fact_statements gives for the subject, of that predicate only.
 MATCH (subj) WHERE subj.k = $subject
 MATCH (subj)-[:SUBJECT_OF]->(s:Statement)
@@ -10,5 +10,5 @@ OPTIONAL MATCH (s)-[:ABOUT]->(o)
 WITH subj, s, o, known_at
 MATCH (s)-[e:EVIDENCED_BY]->(m:Message)
 WHERE e.at <= known_at
-WITH subj, s, o, min([e.at, e.k, e.quote, m.conversation, m.ordinal, e.char_start, e.char_end]) AS first, collect(e.at) AS said_at, count(e) AS evidence
-RETURN coalesce(subj.name, subj.role, subj.k) AS subject, s.predicate AS predicate, s.value AS value, coalesce(o.name, o.k) AS object, s.valid_from AS valid_from, CASE WHEN s.valid_until_inferred = true THEN null ELSE s.valid_until END AS stated_until, s.recurrence AS recurrence, coalesce(s.ends_fact, false) AS ends_fact, coalesce(s.corrects, false) AS corrects, coalesce(s.single_valued, false) AS single_valued, s.recorded_at AS recorded_at, said_at, first[2] AS quote, first[3] AS conversation, first[4] AS message, first[5] AS char_start, first[6] AS char_end, evidence, s.namespace AS namespace, s.k AS statement, label(subj) AS subject_type, subj.k AS subject_key, label(o) AS object_type, o.k AS object_key, first[0] AS quoted_at, first[1] AS evidence_key
+WITH subj, s, o, min([e.at, e.k, e.quote, m.conversation, m.ordinal, e.char_start, e.char_end]) AS first, collect(e.at) AS said_at, collect([e.at, e.k, e.quote, m.conversation, m.ordinal, e.char_start, e.char_end]) AS said, count(e) AS evidence
+RETURN coalesce(subj.name, subj.role, subj.k) AS subject, s.predicate AS predicate, s.value AS value, coalesce(o.name, o.k) AS object, s.valid_from AS valid_from, CASE WHEN s.valid_until_inferred = true THEN null ELSE s.valid_until END AS stated_until, s.recurrence AS recurrence, coalesce(s.ends_fact, false) AS ends_fact, coalesce(s.corrects, false) AS corrects, coalesce(s.single_valued, false) AS single_valued, s.recorded_at AS recorded_at, said_at, first[2] AS quote, first[3] AS conversation, first[4] AS message, first[5] AS char_start, first[6] AS char_end, evidence, s.namespace AS namespace, s.k AS statement, label(subj) AS subject_type, subj.k AS subject_key, label(o) AS object_type, o.k AS object_key, first[0] AS quoted_at, first[1] AS evidence_key, said

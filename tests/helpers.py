@@ -228,6 +228,8 @@ def members(draw):
                 vf,
                 vu,
                 draw(KNOWN),
+                # A correction is a negation that says something said was wrong.
+                ends and draw(st.booleans()),
             )
         )
     return out

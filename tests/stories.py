@@ -78,7 +78,7 @@ def oracle(story: list[Said], valid_at: str, known_at: str) -> set[tuple[str, st
         times = [t for t in s.said if t <= known_at]
         if times:
             known.append((s, times))
-    # A correction withdraws what its fact was said to be up to it.
+    # A correction withdraws what its fact was said to be before it.
     corrected: dict[tuple[str, str], str] = {}
     for s, times in known:
         if s.kind == "corrects":
@@ -88,7 +88,8 @@ def oracle(story: list[Said], valid_at: str, known_at: str) -> set[tuple[str, st
         if s.kind == "corrects":
             continue
         if s.kind == "states" and (s.predicate, s.target) in corrected:
-            times = [t for t in times if t > corrected[(s.predicate, s.target)]]
+            # What is said beside the correction (at its time) is what it puts right.
+            times = [t for t in times if t >= corrected[(s.predicate, s.target)]]
             if not times:
                 continue
         chain = chains.setdefault((s.predicate,) if s.single else (s.predicate, s.target), [])

@@ -30,6 +30,7 @@ def test_the_compiled_supersession_cypher_states_the_same_rule(db, group):
             "valid_from": m.valid_from,
             "valid_until": m.stated_until,
             "ends_fact": True if m.ends_fact else None,
+            "corrects": True if m.corrects else None,
         }
         place = "fz:" + json.loads(m.ident)
         db.cypher_raw(f"MERGE (:Place {{k: {cy.literal(place)}}})")
@@ -42,7 +43,13 @@ def test_the_compiled_supersession_cypher_states_the_same_rule(db, group):
     want = supersede(
         [
             Member(
-                m.k, json.dumps("fz:" + json.loads(m.ident)), m.ends_fact, m.valid_from, m.stated_until, m.recorded_at
+                m.k,
+                json.dumps("fz:" + json.loads(m.ident)),
+                m.ends_fact,
+                m.valid_from,
+                m.stated_until,
+                m.recorded_at,
+                m.corrects,
             )
             for m in group
         ]

@@ -79,7 +79,7 @@ def test_generated_stories_answer_as_the_oracle_on_both_load_paths(paths, story,
         said = [
             sorted(
                 (
-                    {**r, "said_at": sorted(r["said_at"])}
+                    {**r, "said_at": sorted(r["said_at"]), "said": sorted(r["said"])}
                     for r in run_named(db, "fact_statements", {"entity": user, "known_at": known_at}).dicts()
                 ),
                 key=_by_key,

@@ -1,0 +1,120 @@
+"""Corrections mean what a person meant, on both load paths: a date put right in the same
+message moves the start (it erased the fact), and a fact said again after it was taken back
+is known, quoted and counted from when it was said again (it cited the words taken back)."""
+
+from __future__ import annotations
+
+import pytest
+
+from agefacts.reads import facts, history
+
+from ..helpers import VIAS, claim
+from .test_time_answers import load_all, org, said
+
+HOOLI = [
+    said(
+        "a",
+        "I started at Hooli in May.",
+        "2024-06-03T09:00:00Z",
+        [claim("user", "works_at", "I started at Hooli in May", obj="e1", valid_from="2024-05")],
+        [org("e1", "Hooli")],
+    ),
+    said(
+        "b",
+        "Sorry, I started at Hooli in April, not May.",
+        "2024-06-10T09:00:00Z",
+        [
+            claim(
+                "user",
+                "works_at",
+                "not May",
+                obj="e1",
+                valid_from="2024-05",
+                polarity="negated",
+                tense="past",
+                correction=True,
+            ),
+            claim("user", "works_at", "I started at Hooli in April", obj="e1", valid_from="2024-04"),
+        ],
+        [org("e1", "Hooli")],
+    ),
+]
+
+
+def jobs(db, **kw) -> list[tuple]:
+    return [
+        (r["object"], r["valid_from"], r["valid_until"], r["quote"], r["recorded_at"], r["evidence"])
+        for r in facts(db, "user", namespace="eve", **kw).dicts()
+        if r["predicate"] == "works_at"
+    ]
+
+
+@pytest.mark.parametrize("via", VIAS)
+@pytest.mark.parametrize("order", ["in order", "reversed"])
+def test_a_date_corrected_in_the_same_message_moves_the_start(db, via, order):
+    load_all(db, via, HOOLI if order == "in order" else HOOLI[::-1])
+    april = ("Hooli", "2024-04", None, "I started at Hooli in April", "2024-06-10T09:00:00Z", 1)
+    assert jobs(db, valid_at="2024-04-15") == [april]
+    assert jobs(db, valid_at="2024-08-01") == [april]
+    # As known before the correction, the May start stood.
+    may = ("Hooli", "2024-05", None, "I started at Hooli in May", "2024-06-03T09:00:00Z", 1)
+    assert jobs(db, valid_at="2024-08-01", known_at="2024-06-05T00:00:00Z") == [may]
+    assert jobs(db, valid_at="2024-04-15", known_at="2024-06-05T00:00:00Z") == []
+    # A correction closes nothing in valid time: no statement runs from May to May.
+    for r in history(db, "user", "works_at", namespace="eve").dicts():
+        assert r["valid_until"] is None or r["valid_from"] is None or r["valid_from"] < r["valid_until"], r
+
+
+def allergy(cid: str, text: str, at: str, statements: list[dict]):
+    return said(cid, text, at, statements)
+
+
+LATEX = [
+    allergy(
+        "a",
+        "I'm allergic to latex.",
+        "2024-03-01T09:00:00Z",
+        [claim("user", "allergic_to", "allergic to latex", value="latex")],
+    ),
+    allergy(
+        "b",
+        "Correction: not latex, it's nickel.",
+        "2024-06-01T09:00:00Z",
+        [
+            claim("user", "allergic_to", "not latex", value="latex", polarity="negated", correction=True),
+            claim("user", "allergic_to", "it's nickel", value="nickel"),
+        ],
+    ),
+    allergy(
+        "c",
+        "Turns out I am allergic to latex after all.",
+        "2025-02-01T09:00:00Z",
+        [claim("user", "allergic_to", "I am allergic to latex", value="latex")],
+    ),
+]
+
+
+@pytest.mark.parametrize("via", VIAS)
+@pytest.mark.parametrize("order", ["in order", "reversed"])
+def test_a_fact_said_again_after_its_correction_cites_the_words_said_again(db, via, order):
+    load_all(db, via, LATEX if order == "in order" else LATEX[::-1])
+
+    def allergies(**kw):
+        return [
+            (r["value"], r["quote"], r["recorded_at"], r["evidence"], r["conversation"])
+            for r in facts(db, "user", namespace="eve", **kw).dicts()
+            if r["predicate"] == "allergic_to"
+        ]
+
+    assert allergies(valid_at="2025-03-01") == [
+        ("nickel", "it's nickel", "2024-06-01T09:00:00Z", 1, "b"),
+        ("latex", "I am allergic to latex", "2025-02-01T09:00:00Z", 1, "c"),
+    ]
+    # Between the correction and the second saying: nickel alone.
+    assert allergies(valid_at="2024-09-01", known_at="2024-09-01T00:00:00Z") == [
+        ("nickel", "it's nickel", "2024-06-01T09:00:00Z", 1, "b")
+    ]
+    # Before the correction: latex, as first said.
+    assert allergies(valid_at="2024-04-01", known_at="2024-04-01T00:00:00Z") == [
+        ("latex", "allergic to latex", "2024-03-01T09:00:00Z", 1, "a")
+    ]
