@@ -27,11 +27,14 @@ states it for people):
      begins a new run there); of another fact, it closes the open one there and opens its
      own: at a start, at its start; at a "held", there, or in the open past when nothing came
      before it in the chain;
-   - an end of the open fact closes it; an end of a fact said while another is open is that
-     other's to keep (an end without a start is not current where another value holds); an
-     end with nothing open is a run from the end of the run before it (or from the open past,
-     when there was none) to that end ("I left St. Luke's in October"), unless it is a
-     negation, which then ends nothing.
+   - an end of the open fact closes it; an end of a fact said while another is open, whose
+     start is known, is a run of its own in the gap before that one: from the end of the run
+     before (or the open past) to that end or the open one's start, whichever is first ("I
+     joined Vandelay in June", then "I quit Kramerica in October": Kramerica until June; one
+     value at a time, so "I did both for a while" gives each its own stretch); an end with
+     nothing open is a run from the end of the run before it (or from the open past, when
+     there was none) to that end ("I left St. Luke's in October"), unless it is a negation,
+     which then ends nothing.
 
 4. **Valid at T**: a run holds at T when it starts at or before T (or in the open past) and
    ends after T (or not at all). Times compare as text: every stored form sorts in time order
@@ -242,6 +245,14 @@ def _chain_runs(rows: list[Mapping[str, Any]]) -> list[Run]:
                 run = None
             elif run is None and not negation:
                 done.append(Run(fact, done[-1].end if done else None, False, [r], end=t))
+            elif run is not None and not negation and run.start is not None:
+                # An earlier value's end said while a later one holds ("I joined Vandelay in
+                # June", then "I quit Kramerica in October, I did both for a while"): one value
+                # at a time, so it holds from the run before up to where the later one began.
+                before = done[-1].end if done else None
+                until = min(t, run.start)
+                if before is None or before < until:
+                    done.append(Run(fact, before, False, [r], end=until))
             continue
         if run is not None and run.fact == fact and not (kind == _START and not run.start_known):
             run.join(r)

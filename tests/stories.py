@@ -123,6 +123,12 @@ def oracle(story: list[Said], valid_at: str, known_at: str) -> set[tuple[str, st
                     for n in range(last_end if last_end is not None else 0, at[t]):
                         paint[n] = s.target
                     last_end, runs = at[t], runs + 1
+                elif value is not None and what == "end" and since > (last_end or 0):
+                    # Another value holds from a known time: this one fills the gap before it.
+                    for n in range(last_end or 0, min(at[t], since)):
+                        paint[n] = s.target
+                    if min(at[t], since) > (last_end or 0):
+                        last_end, runs = min(at[t], since), runs + 1
                 continue
             if value == s.target and not (what == "start" and unknown):
                 continue

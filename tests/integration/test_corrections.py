@@ -118,3 +118,47 @@ def test_a_fact_said_again_after_its_correction_cites_the_words_said_again(db, v
     assert allergies(valid_at="2024-04-01", known_at="2024-04-01T00:00:00Z") == [
         ("latex", "allergic to latex", "2024-03-01T09:00:00Z", 1, "a")
     ]
+
+
+BOTH_JOBS = [
+    said(
+        "a",
+        "I joined Vandelay in June.",
+        "2024-06-20T09:00:00Z",
+        [claim("user", "works_at", "I joined Vandelay in June", obj="e1", valid_from="2024-06")],
+        [org("e1", "Vandelay")],
+    ),
+    said(
+        "b",
+        "I finally quit my old job at Kramerica in October, I did both for a while.",
+        "2024-11-02T09:00:00Z",
+        [
+            claim(
+                "user",
+                "works_at",
+                "I finally quit my old job at Kramerica in October",
+                obj="e1",
+                valid_until="2024-10",
+                tense="past",
+            )
+        ],
+        [org("e1", "Kramerica")],
+    ),
+]
+
+
+@pytest.mark.parametrize("via", VIAS)
+@pytest.mark.parametrize("order", ["in order", "reversed"])
+def test_an_old_jobs_end_said_while_a_newer_job_holds_keeps_the_old_job_before_it(db, via, order):
+    """Its end vanished: in March nothing. A person says Kramerica (start unknown); works_at
+    takes one value at a time, so Kramerica holds until Vandelay begins."""
+    load_all(db, via, BOTH_JOBS if order == "in order" else BOTH_JOBS[::-1])
+
+    def job(at, **kw):
+        return [(o, vf, vu) for o, vf, vu, *_ in jobs(db, valid_at=at, **kw)]
+
+    assert job("2024-03-01") == [("Kramerica", None, "2024-06")]
+    assert job("2024-08-01") == [("Vandelay", "2024-06", None)]
+    assert job("2024-12-01") == [("Vandelay", "2024-06", None)]
+    # As known before the end was said, only Vandelay was known.
+    assert job("2024-03-01", known_at="2024-07-01T00:00:00Z") == []
