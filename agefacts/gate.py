@@ -277,6 +277,11 @@ def _gate_claim(
             ends = corrects = True  # "I'm not allergic to peanuts (it's tree nuts)" withdraws what was said
         elif c.polarity == "negated" and admit.negation_ends_validity and c.tense == "current":
             ends = True  # "I don't live in Amman any more" ends the matching fact
+        elif c.polarity == "negated" and admit.negation_ends_validity and c.tense == "future":
+            # "We're not moving to Riga after all": the plan said before is called off, so it
+            # is taken back as a correction takes back what was said (it never came to hold),
+            # where an end would close a run that starts only at the plan's date.
+            ends = corrects = True
         else:
             return no("polarity", f"polarity {c.polarity!r} is not admitted as a fact")
     dated = any(times.values())

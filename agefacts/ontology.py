@@ -210,7 +210,8 @@ class Ontology(BaseModel):
                             "correction": {
                                 "type": "boolean",
                                 "description": "true on a negated statement that corrects what was said before "
-                                "(a mistake), not a change in the world",
+                                "(a mistake), not a change in the world; a plan called off is negated with tense "
+                                "future instead",
                             },
                         },
                     },

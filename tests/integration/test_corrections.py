@@ -162,3 +162,54 @@ def test_an_old_jobs_end_said_while_a_newer_job_holds_keeps_the_old_job_before_i
     assert job("2024-12-01") == [("Vandelay", "2024-06", None)]
     # As known before the end was said, only Vandelay was known.
     assert job("2024-03-01", known_at="2024-07-01T00:00:00Z") == []
+
+
+def riga(cid: str, text: str, at: str, statement: dict):
+    return said(
+        cid,
+        text,
+        at,
+        [statement],
+        [{"handle": "e1", "type": "Place", "mention": "Riga", "resolution": "resolved", "name": "Riga"}],
+    )
+
+
+PLAN = [
+    riga(
+        "a",
+        "We move to Riga in June!",
+        "2024-03-01T09:00:00Z",
+        claim("user", "lives_in", "We move to Riga in June", obj="e1", valid_from="2024-06", tense="future"),
+    ),
+    riga(
+        "b",
+        "We're not moving to Riga after all.",
+        "2024-04-15T09:00:00Z",
+        claim(
+            "user",
+            "lives_in",
+            "not moving to Riga after all",
+            obj="e1",
+            valid_from="2024-06",
+            polarity="negated",
+            tense="future",
+        ),
+    ),
+]
+
+
+@pytest.mark.parametrize("via", VIAS)
+@pytest.mark.parametrize("order", ["in order", "reversed"])
+def test_a_called_off_plan_is_off(db, via, order):
+    """Refused ("polarity 'negated' is not admitted as a fact"), so July still read Riga."""
+    load_all(db, via, PLAN if order == "in order" else PLAN[::-1])
+
+    def home(at, **kw):
+        return [
+            r["object"]
+            for r in facts(db, "user", namespace="eve", valid_at=at, **kw).dicts()
+            if r["predicate"] == "lives_in"
+        ]
+
+    assert home("2024-07-01") == []
+    assert home("2024-07-01", known_at="2024-04-01T00:00:00Z") == ["Riga"]  # planned, before it was called off
