@@ -16,6 +16,8 @@ Reasons, in the order they are checked:
 - ``object_expected`` / ``value_expected``: the predicate takes the other kind of object
 - ``subject_type`` / ``object_type``: the predicate's type signature does not allow it
 - ``invalid_time``: valid_from, valid_until or recurrence is not a valid time or RRULE
+- ``not_a_number``: the predicate takes a number (``number: true``) and the value is none, in
+  digits or in words
 - ``polarity`` / ``tense``: the policy does not admit it (past and future are admitted when the
   ontology's ``dated_tenses`` allows it and the statement carries its own validity)
 - ``not_in_message``: the quote cannot be found in the message
@@ -52,6 +54,7 @@ from .ontology import Ontology
 from .temporal import normalise_instant, normalise_rrule, normalise_valid
 
 __all__ = [
+    "as_number",
     "gate_keyphrases",
     "gate_turn",
     "normalise_value",
@@ -84,6 +87,61 @@ def normalise_value(value: object) -> object:
     if isinstance(value, int) and not _INT64[0] <= value <= _INT64[1]:
         raise ValueError(f"the number {value} does not fit in 64 bits, which is what AGE holds; give it as text")
     return value
+
+
+_UNITS = {
+    w: n
+    for n, w in enumerate(
+        "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
+        "sixteen seventeen eighteen nineteen".split()
+    )
+}
+_TENS = {w: 10 * n for n, w in enumerate("twenty thirty forty fifty sixty seventy eighty ninety".split(), start=2)}
+_SCALES = {"hundred": 100, "thousand": 1_000, "million": 1_000_000}
+
+
+def as_number(value: object) -> int | float | None:
+    """A number-valued predicate's value as the number it is: a number stays, digits are read
+    ("30", "2.5"), and an English number in words is its digits ("thirty", "thirty-five",
+    "one hundred and two", "a hundred"); None when it is no number. So 30 said once as a
+    number and once as "thirty" is one value, told twice."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return value
+    if not isinstance(value, str):
+        return None
+    text = value.strip().casefold()
+    try:
+        number = float(text.replace(",", "")) if text else None
+    except ValueError:
+        number = None
+    if number is not None:
+        try:
+            whole = normalise_value(number)
+        except ValueError:  # not finite, or past what AGE holds
+            return None
+        return whole if isinstance(whole, int | float) else None
+    words = [w for w in text.replace("-", " ").split() if w != "and"]
+    if not words:
+        return None
+    total = current = 0
+    seen = False
+    for w in words:
+        if w in _UNITS:
+            current += _UNITS[w]
+        elif w in _TENS:
+            current += _TENS[w]
+        elif w == "a" and not seen:
+            current = 1
+        elif w in _SCALES:
+            current = max(current, 1) * _SCALES[w]
+            if _SCALES[w] > 100:
+                total, current = total + current, 0
+        else:
+            return None
+        seen = True
+    return total + current
 
 
 def gate_turn(
@@ -268,6 +326,11 @@ def _gate_claim(
         value = normalise_value(c.value)
     except ValueError as exc:
         return no("invalid", f"value: {exc}")
+    if spec.number and value is not None:
+        number = as_number(value)
+        if number is None:
+            return no("not_a_number", f"predicate {spec.name!r} takes a number, and {value!r} is none")
+        value = number
     confidence = None if c.confidence is None else c.confidence + 0.0  # no negative zero
 
     admit = ontology.admit

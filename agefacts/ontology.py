@@ -44,6 +44,9 @@ class PredicateSpec(BaseModel):
     subject: list[str] | None = None
     object: list[str] | None = None
     value: bool | None = None
+    # A literal that is a number (an age, a count): "thirty" and 30 are one value, the digits'
+    # (agefacts.gate.as_number); a value that is no number is refused.
+    number: bool = False
     single_valued: bool = False
     description: str | None = None
     # Words a question uses when it asks about this predicate ("live", "home", "moved" for

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from agefacts.reads import facts, history
+from agefacts.load import Loader
+from agefacts.reads import digest, facts, history
 
-from ..helpers import VIAS, claim
+from ..helpers import ONTO, VIAS, claim
 from .test_time_answers import load_all, org, said
 
 HOOLI = [
@@ -213,3 +214,40 @@ def test_a_called_off_plan_is_off(db, via, order):
 
     assert home("2024-07-01") == []
     assert home("2024-07-01", known_at="2024-04-01T00:00:00Z") == ["Riga"]  # planned, before it was called off
+
+
+def test_a_number_in_words_is_the_number_in_digits(db, other_graph):
+    """30 said as a number and later as "thirty" gave one row 'thirty' with one piece of
+    evidence: a person says 30, told twice."""
+    from agefacts.ontology import Ontology
+
+    spec = ONTO.model_dump()
+    spec["predicates"].append(
+        {"name": "age", "subject": ["Person"], "value": True, "number": True, "single_valued": True}
+    )
+    aged = Ontology.model_validate(spec)
+    told = [
+        said("a", "I'm 30.", "2024-01-10T09:00:00Z", [claim("user", "age", "I'm 30", value=30)]),
+        said(
+            "b", "As I said, I'm thirty.", "2024-02-10T09:00:00Z", [claim("user", "age", "I'm thirty", value="thirty")]
+        ),
+        said(
+            "c",
+            "I'm about thirty-ish.",
+            "2024-03-10T09:00:00Z",
+            [claim("user", "age", "about thirty-ish", value="about thirty-ish")],
+        ),
+    ]
+    graphs = {"bulk": db, "cypher": other_graph("cypher")}
+    for via, target in graphs.items():
+        loader = Loader(target, aged, via=via)
+        outs = [loader.load(c) for c in told]
+        assert [o.status for o in outs] == ["loaded"] * 3
+        assert [reason for _, _, reason, _ in outs[2].rejections] == ["not_a_number"], outs[2].rejections
+        ages = [
+            (r["value"], r["evidence"])
+            for r in facts(target, "user", namespace="eve", valid_at="2024-06-01").dicts()
+            if r["predicate"] == "age"
+        ]
+        assert ages == [(30, 2)], via
+    assert digest(graphs["bulk"]) == digest(graphs["cypher"])

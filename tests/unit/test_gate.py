@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from agefacts.consolidate import result_of
 from agefacts.ontology import default_ontology, parse_ontology
@@ -182,3 +184,37 @@ def test_a_handle_declared_again_as_another_type_is_another_entity_refused_not_m
     reasons = sorted((x.kind, x.reason) for x in r.rejected)
     assert reasons == [("entity", "handle_conflict"), ("statement", "handle_conflict")]
     assert all("Place" in x.detail and "Person" in x.detail for x in r.rejected)
+
+
+def _in_words(n: int) -> str:
+    """An English number in words, written here independently of the gate."""
+    small = "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen".split()
+    tens = "twenty thirty forty fifty sixty seventy eighty ninety".split()
+
+    def below_thousand(k: int) -> list[str]:
+        out: list[str] = []
+        if k >= 100:
+            out += [small[k // 100], "hundred"]
+            k %= 100
+            if k:
+                out.append("and")
+        if k >= 20:
+            out.append(tens[k // 10 - 2] + (f"-{small[k % 10]}" if k % 10 else ""))
+        elif k or not out:
+            out.append(small[k])
+        return out
+
+    if n >= 1000:
+        rest = n % 1000
+        return " ".join(below_thousand(n // 1000) + ["thousand"] + (below_thousand(rest) if rest else []))
+    return " ".join(below_thousand(n))
+
+
+@given(st.integers(0, 999_999), st.booleans())
+def test_a_number_in_words_reads_as_its_digits(n, upper):
+    from agefacts.gate import as_number
+
+    words = _in_words(n)
+    assert as_number(words.upper() if upper else words) == n, words
+    assert as_number(str(n)) == n
+    assert as_number(f"about {words}") is None
