@@ -20,6 +20,7 @@ install: $(BIN)/.installed
 # The main job on the embedded engine (started, and its npm packages installed, on first use).
 demo: install
 	$(BIN)/agefacts demo
+	@echo "The agefacts command is in $(VENV)/bin: in a new shell, 'source $(VENV)/bin/activate' puts it on your PATH."
 
 # The picture tests need Graphviz (agefacts show) and Debian's Chromium (to open the page).
 system-deps:
@@ -49,8 +50,8 @@ test: install system-deps
 	if [ $$rc -eq 5 ]; then echo "pytest ran no tests: treating that as a failure" >&2; exit 1; fi; \
 	exit $$rc
 
-# The same suite against a PostgreSQL with Apache AGE that you run (see the README's
-# "Running on a server"): make test-server AGEFACTS_TEST_DSN="host=... port=... user=... dbname=..."
+# The same suite against a PostgreSQL with Apache AGE that you run (see docs/servers.md):
+# make test-server AGEFACTS_TEST_DSN="host=... port=... user=... dbname=..."
 # In one process: the tests share the server, and some race set-up on agefacts' own tables.
 test-server: install system-deps
 	@if [ -z "$(AGEFACTS_TEST_DSN)" ]; then echo "set AGEFACTS_TEST_DSN to the server's DSN" >&2; exit 2; fi

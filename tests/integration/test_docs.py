@@ -20,6 +20,7 @@ from ..helpers import EXAMPLES, ONTO
 
 TOP = Path(__file__).parents[2]
 PAGES = [TOP / "README.md", *sorted((TOP / "docs").glob("*.md"))]
+ACTIVATE = ["source", ".venv/bin/activate"]
 BLOCK = re.compile(r"(?:<!-- example: (?P<note>.*?) -->\n)?```(?P<lang>\w*)\n(?P<body>.*?)```", re.S)
 
 
@@ -32,6 +33,8 @@ def _commands(body: str) -> list[list[str]]:
     out = []
     for line in body.splitlines():
         words = shlex.split(line, comments=True)
+        if words == ACTIVATE:
+            continue  # the shell's own step; test_the_readme_tour_runs_in_a_fresh_shell takes it
         if words:
             assert words[0] == "agefacts", f"not an agefacts command: {line!r} (mark the block)"
             # A shell takes \$ inside double quotes as $; shlex keeps the backslash.
@@ -100,3 +103,41 @@ def test_the_mcp_client_configuration_in_the_docs_passes_the_database_and_parses
     assert args.server_only and args.func.__name__ == "_cmd_mcp"
     # The host passes the server no environment of the user's: the database comes in env.
     assert "AGEFACTS_DSN" in server["env"]
+
+
+def test_the_readme_tour_runs_in_a_fresh_shell(cli_env, db, tmp_path):
+    """After `make demo` the README typed bare `agefacts ...`, which a new shell did not find
+    ("command not found"): its blocks say how to put the command on PATH, and are typed here
+    into a fresh bash whose PATH has no agefacts on it."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    load_paths(db, [EXAMPLES], ONTO)
+    venv = Path(sys.prefix)
+    assert (TOP / ".venv").resolve() == venv.resolve(), "run from the repository's .venv, as make test does"
+    path = os.pathsep.join(
+        p for p in os.environ["PATH"].split(os.pathsep) if Path(p).resolve() != (venv / "bin").resolve()
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PATH")} | {"PATH": path}
+    assert shutil.which("agefacts", path=path) is None  # a fresh shell: not on PATH
+    typed = 0
+    for page, lang, body, note in _blocks():
+        if page != "README.md" or lang != "sh" or note is not None:
+            continue
+        lines = [line for line in body.splitlines() if line.strip()]
+        assert shlex.split(lines[0], comments=True) == ACTIVATE, (
+            f"README block {lines[0]!r}: start it with the activation"
+        )
+        run = subprocess.run(
+            ["bash", "--noprofile", "--norc", "-e", "-c", body],
+            cwd=TOP,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert run.returncode == 0, (body, run.stderr)
+        typed += 1
+    assert typed >= 1
