@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime
 import hashlib
 import json
+import shlex
 import unicodedata
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -121,9 +122,12 @@ def _entity_keys(db: Database, entity: str, namespace: str | None, all_namespace
 def _keys_found(found: list[dict[str, Any]], entity: str, namespace: str | None, all_namespaces: bool) -> list[str]:
     if not found:
         where = f" in namespace {namespace!r}" if namespace else ""
-        raise QueryError(
-            f"no entity {entity!r}{where}: give a key, a name or a mention (`agefacts query --name entities`)"
+        listing = (
+            f"agefacts query --name entities_of --param namespace={shlex.quote(namespace)}"
+            if namespace
+            else "agefacts query --name entity_names"
         )
+        raise QueryError(f"no entity {entity!r}{where}: give a key, a name or a mention (`{listing}` lists them)")
     check_scope(namespace, all_namespaces, (e["namespace"] for e in found), repr(entity))
     return [e["key"] for e in found]
 

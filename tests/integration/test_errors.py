@@ -11,6 +11,7 @@ from agefacts.cli import main
 from agefacts.db import Database
 from agefacts.errors import DatabaseError
 
+from ..helpers import EXAMPLES as EXAMPLES_DIR
 from .conftest import free_port
 
 
@@ -40,3 +41,35 @@ def test_a_placement_server_that_is_down_is_named_by_its_name(tmp_path, dsn, cap
     assert code == 1
     assert err.count("\n") == 1, err  # one line
     assert "server 'east' of the placement cannot be reached (127.0.0.1:" in err, err
+
+
+def test_the_command_a_missing_entity_error_suggests_runs_and_lists_the_entities(cli_env, db, capsys):
+    """It suggested `agefacts query --name entities`, which failed on its own ("needs text")."""
+    import re
+    import shlex
+
+    from agefacts.load import load_paths
+
+    from ..helpers import EXAMPLES, ONTO
+
+    load_paths(db, [EXAMPLES / "nina-01.json"], ONTO)
+    for namespace in (["--namespace", "nina"], []):
+        capsys.readouterr()
+        assert main(["facts", "Nobody At All", *namespace]) == 1
+        err = capsys.readouterr().err
+        suggested = re.search(r"`(agefacts query [^`]*)` lists them", err)
+        assert suggested, err
+        assert main(shlex.split(suggested[1])[1:]) == 0
+        out = capsys.readouterr().out
+        assert "user" in out and "Lyon" in out, out
+
+
+def test_the_rejections_hint_names_a_command_that_shows_them(cli_env, db, capsys):
+    """The demo's hint `agefacts load --show-rejections` printed nothing: no files, and
+    without --force a load of what is there already skips it."""
+    assert main(["load", str(EXAMPLES_DIR)]) == 0
+    out = capsys.readouterr().out
+    assert "(`agefacts load` of the same files with --force --show-rejections says each one, and why)" in out
+    assert main(["load", str(EXAMPLES_DIR), "--force", "--show-rejections"]) == 0
+    shown = [line for line in capsys.readouterr().out.splitlines() if line.startswith("rejected ") and " turn " in line]
+    assert len(shown) == 11, shown  # each refused claim of the shipped examples, with its reason
