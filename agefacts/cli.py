@@ -600,6 +600,20 @@ def _cmd_schema(args: argparse.Namespace) -> int:
     return _EXIT_OK
 
 
+def _cmd_ontology(args: argparse.Namespace) -> int:
+    from . import output
+
+    onto = _ontology(args)
+    rows = onto.vocabulary()
+    if args.format == "json":
+        _print(json.dumps({"entity_types": onto.entity_types, "predicates": rows}, indent=2, ensure_ascii=False))
+        return _EXIT_OK
+    _print(f"entity types: {', '.join(onto.entity_types)} (the person speaking is 'user', a {onto.user_type})")
+    columns = list(rows[0]) if rows else ["predicate"]
+    _print(output.render(columns, [tuple(r[c] for c in columns) for r in rows], "table"))
+    return _EXIT_OK
+
+
 def _cmd_compile(args: argparse.Namespace) -> int:
     from .compile import compile_conversation
     from .errors import InputError
@@ -1186,6 +1200,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--namespace", required=True, help="whose memory to move")
     p.add_argument("--to", required=True, help="the server (by its name in the placement) to move it to")
     p.set_defaults(func=_cmd_move)
+    p = sub.add_parser(
+        "ontology", parents=[ont], help="list the entity types and predicates facts may use, and what each means"
+    )
+    _format_option(p, ("table", "json"))
+    p.set_defaults(func=_cmd_ontology)
+
     p = sub.add_parser("schema", parents=[ont], help="print a JSON Schema: conversation, result, or reply")
     p.add_argument("what", choices=["conversation", "result", "reply"])
     p.set_defaults(func=_cmd_schema)

@@ -144,6 +144,18 @@ def as_number(value: object) -> int | float | None:
     return total + current
 
 
+def _nearest(predicate: str, ontology: Ontology) -> str:
+    """The ontology's predicates nearest a word it does not have, for a sentence."""
+    import difflib
+
+    near = difflib.get_close_matches(predicate, [p.name for p in ontology.predicates], n=3)
+    return (
+        f" (did you mean {', '.join(near)}? `agefacts ontology` lists them all)"
+        if near
+        else " (`agefacts ontology` lists them)"
+    )
+
+
 def gate_turn(
     turn: int,
     text: str,
@@ -170,7 +182,13 @@ def gate_turn(
     for ent in proposal.entities:
         if ent.type not in types:
             rejected.append(
-                _rej(turn, "entity", "unknown_entity_type", f"entity type {ent.type!r} is not in the ontology", ent)
+                _rej(
+                    turn,
+                    "entity",
+                    "unknown_entity_type",
+                    f"entity type {ent.type!r} is not in the ontology (its types: {', '.join(ontology.entity_types)})",
+                    ent,
+                )
             )
             refused_handles[ent.handle] = ("unknown_entity_type", "is an entity whose type was refused")
             continue
@@ -274,7 +292,10 @@ def _gate_claim(
         return no("no_tense", "the model gave no tense (current, past, future)")
     spec = ontology.predicate(c.predicate)
     if spec is None:
-        return no("unknown_predicate", f"predicate {c.predicate!r} is not in the ontology's vocabulary")
+        return no(
+            "unknown_predicate",
+            f"predicate {c.predicate!r} is not in the ontology's vocabulary{_nearest(c.predicate, ontology)}",
+        )
     for side, h in (("subject", c.subject), ("object", c.object)):
         if h is None or h == USER:
             continue

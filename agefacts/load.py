@@ -157,7 +157,11 @@ class Summary:
             lines.append(
                 "rejected by reason: "
                 + ", ".join(f"{r} {n}" for r, n in reasons.items())
-                + ("" if show_rejections else " (`agefacts load` of the same files with --force --show-rejections says each one, and why)")
+                + (
+                    ""
+                    if show_rejections
+                    else " (`agefacts load` of the same files with --force --show-rejections says each one, and why)"
+                )
             )
         if show_rejections:
             for r in self.rejections():

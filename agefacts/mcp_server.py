@@ -338,6 +338,12 @@ def build_server(
         rows: list[dict[str, Any]] = await run(lambda m: m.entities(ns))
         return rows
 
+    async def vocabulary() -> dict[str, Any]:
+        """The entity types and predicates the memory's facts use, and what each means: the
+        words facts, history and correct take."""
+        memory = held["memory"]
+        return {"entity_types": memory.ontology.entity_types, "predicates": memory.ontology.vocabulary()}
+
     async def status() -> dict[str, Any]:
         """Which memory this server keeps: the database, the graph and the namespace (when
         it keeps one), to check that it is the one meant."""
@@ -346,6 +352,7 @@ def build_server(
     for fn in (remember, recall, facts, history, correct, forget, conversations, entities):
         tool(fn)
     server.tool(name="status")(status)
+    server.tool(name="ontology")(vocabulary)
     return server
 
 

@@ -159,6 +159,29 @@ class Ontology(BaseModel):
         gating = self.model_dump(mode="json", exclude={"predicates": {"__all__": {"words"}}})
         return hashlib.sha256(json.dumps(gating, sort_keys=True).encode()).hexdigest()
 
+    def vocabulary(self) -> list[dict[str, Any]]:
+        """Each predicate as a person reads it: what it is said of (``subject``), what it
+        points at (entity types, or ``a value``, ``a number``), whether it holds one value at
+        a time, and what it means (its description, else its words)."""
+        out = []
+        for p in self.predicates:
+            if p.object is not None:
+                takes = " | ".join(p.object) + (" or a value" if p.takes_value else "")
+            elif p.takes_object and p.takes_value:
+                takes = "an entity or a value"
+            else:
+                takes = "a number" if p.number else "a value"
+            out.append(
+                {
+                    "predicate": p.name,
+                    "subject": " | ".join(p.subject) if p.subject else "any entity",
+                    "object": takes,
+                    "one_at_a_time": p.single_valued,
+                    "means": p.description or (", ".join(p.words[:6]) if p.words else ""),
+                }
+            )
+        return out
+
     def unresolvable(self) -> frozenset[str]:
         return frozenset(t.strip().casefold() for t in self.unresolvable_subjects)
 

@@ -141,3 +141,15 @@ def test_the_readme_tour_runs_in_a_fresh_shell(cli_env, db, tmp_path):
         assert run.returncode == 0, (body, run.stderr)
         typed += 1
     assert typed >= 1
+
+
+def test_the_hand_written_statements_in_extract_md_load(cli_env, db, tmp_path, capsys):
+    (body,) = [b for page, lang, b, _ in _blocks() if page == "extract.md" and lang == "json"]
+    path = tmp_path / "moving-day.json"
+    path.write_text(body)
+    assert main(["load", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "1 loaded" in out and "0 rejected claims" in out, out
+    assert main(["facts", "user", "--namespace", "ann", "--valid-at", "2025-07-01", "--format", "json"]) == 0
+    got = {(r["predicate"], r["object"], r["valid_from"]) for r in json.loads(capsys.readouterr().out)}
+    assert ("lives_in", "Porto", "2025-05") in got and ("sibling_of", "Ines", None) in got

@@ -52,6 +52,7 @@ def test_the_sdk_client_recalls_facts_with_their_quotes(db, dsn, graph_name):
         "facts",
         "forget",
         "history",
+        "ontology",
         "recall",
         "remember",
         "status",
@@ -134,11 +135,12 @@ def test_every_tool_parameter_is_described_and_a_scoped_server_offers_no_namespa
             "recall",
             "remember",
             "status",
+            "ontology",
         }
         for name, schema in tools.items():
             props = schema["properties"]
-            # status names the server's own namespace, and takes none.
-            assert ("namespace" in props) is not (scoped or name == "status"), (name, scoped)
+            # status names the server's own namespace, and the ontology is everyone's: no namespace.
+            assert ("namespace" in props) is not (scoped or name in ("status", "ontology")), (name, scoped)
             undescribed = [p for p, spec in props.items() if not spec.get("description")]
             assert undescribed == [], (name, undescribed)
         assert "ISO-8601" in tools["facts"]["properties"]["valid_at"]["description"]
@@ -256,3 +258,17 @@ def test_an_embedded_engine_the_server_started_is_named_and_stopped_with_it(tmp_
     assert database.startswith(f"the embedded engine on port {port} (data {home / 'data'}")
     assert "started by this server and stopped with it" in database
     assert Engine(home=home).status() == {"running": False}  # not left running
+
+
+def test_the_ontology_tool_lists_what_facts_may_say(db, dsn, graph_name):
+    _, (got,) = _call(_server(dsn, graph_name, "--namespace", "nina"), [("ontology", {})])
+    vocabulary = got.structured_content
+    assert vocabulary["entity_types"] == ["Person", "Place", "Organization", "Group", "Event", "Activity"]
+    lives = next(p for p in vocabulary["predicates"] if p["predicate"] == "lives_in")
+    assert lives == {
+        "predicate": "lives_in",
+        "subject": "Person | Group",
+        "object": "Place",
+        "one_at_a_time": True,
+        "means": "where someone lives",
+    }

@@ -116,3 +116,26 @@ def test_what_a_command_does_to_the_database_is_declared_where_it_is_defined_not
 
     args.func = renamed
     assert cli._access(args) == cli._READS_REPLICA
+
+
+def test_the_ontology_command_lists_types_and_predicates_with_what_each_means(capsys):
+    """No command listed the ontology: a refusal named a type that was wrong and none that
+    were right."""
+    import json
+
+    from agefacts.cli import main
+
+    assert main(["ontology"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("entity types: Person, Place, Organization, Group, Event, Activity")
+    assert "lives_in" in out and "where someone lives" in out
+    assert main(["ontology", "--format", "json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    works = next(p for p in got["predicates"] if p["predicate"] == "works_at")
+    assert works == {
+        "predicate": "works_at",
+        "subject": "Person",
+        "object": "Organization",
+        "one_at_a_time": True,
+        "means": "someone's employer",
+    }

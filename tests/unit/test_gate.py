@@ -218,3 +218,12 @@ def test_a_number_in_words_reads_as_its_digits(n, upper):
     assert as_number(words.upper() if upper else words) == n, words
     assert as_number(str(n)) == n
     assert as_number(f"about {words}") is None
+
+
+def test_refusals_of_a_type_or_predicate_name_the_ones_allowed():
+    company = {"handle": "e1", "type": "Company", "mention": "Acme", "resolution": "resolved", "name": "Acme"}
+    r = gate("I work at Acme.", [claim("user", "employed_by", "I work at Acme", obj="e1")], [company])
+    details = {x.reason: x.detail for x in r.rejected}
+    assert "(its types: Person, Place, Organization, Group, Event, Activity)" in details["unknown_entity_type"]
+    r = gate("I work at Acme.", [claim("user", "work_at", "I work at Acme", obj="e1")], [place("e1", "Acme")])
+    assert "did you mean works_at" in r.rejected[0].detail and "agefacts ontology" in r.rejected[0].detail
