@@ -72,13 +72,15 @@ Message = Mapping[str, Any] | Turn
 """A message to add: a :class:`~agefacts.models.Turn`, or a mapping with ``speaker`` (or
 ``role``: ``user`` or ``assistant``), ``text`` (or ``content``: a string, or a chat API's list
 of parts, whose text parts are joined) and optionally ``at`` (ISO-8601 text or a ``datetime``;
-default: when it is added). A chat API's other messages (``system``, ``developer``, ``tool``,
+default: when it is added) and what a conversation file's turn carries: ``name`` (who spoke),
+``recorded`` (an extraction made already, then not asked of a model), ``error``, ``keyphrases``. A chat API's other messages (``system``, ``developer``, ``tool``,
 ``function``; an assistant's tool calls; a message with no text part) are passed over: they
 are not the person's or the assistant's words."""
 
 _log = logging.getLogger("agefacts.memory")
 _R = TypeVar("_R")
 _PASSED_OVER = frozenset({"system", "developer", "tool", "function"})
+_TURN_EXTRAS = ("name", "recorded", "error", "keyphrases")
 
 
 # -- typed results ---------------------------------------------------------------------------------
@@ -330,8 +332,11 @@ def _turn(m: Message) -> Turn | None:
     at = m.get("at")
     if isinstance(at, dt.datetime):
         at = (at if at.tzinfo else at.replace(tzinfo=dt.UTC)).isoformat()
+    # What a turn of a conversation file carries is kept (a message recorded elsewhere, with
+    # its speaker's name); a chat API's own keys (ids, tool fields) are not a turn's.
+    kept = {f: m[f] for f in _TURN_EXTRAS if m.get(f) is not None}
     try:
-        return Turn.model_validate({"speaker": speaker, "text": text, "at": at})
+        return Turn.model_validate({"speaker": speaker, "text": text, "at": at, **kept})
     except ValidationError as exc:
         raise InputError(f"message {text[:40]!r}: {describe(exc)}") from None
 

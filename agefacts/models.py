@@ -262,6 +262,19 @@ class Turn(Model):
     """What a keyphrase extractor found in this message, kept apart from ``recorded`` so
     that the two extractors never mistake each other's work for their own."""
 
+    @model_validator(mode="before")
+    @classmethod
+    def _chat_names(cls, data: Any) -> Any:
+        # A chat API's names for the same two fields, as Memory.add takes them: a file written
+        # from a chat log loads as it is.
+        if isinstance(data, dict) and ("role" in data or "content" in data):
+            data = dict(data)
+            if "speaker" not in data and "role" in data:
+                data["speaker"] = data.pop("role")
+            if "text" not in data and isinstance(data.get("content"), str):
+                data["text"] = data.pop("content")
+        return data
+
     @field_validator("text")
     @classmethod
     def _not_too_long(cls, text: str) -> str:

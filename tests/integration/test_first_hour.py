@@ -136,3 +136,39 @@ def test_load_says_what_was_rejected_and_why(cli_env, capsys, tmp_path):
         ("bad", 0, "unknown_handle"),
         ("bad", 0, "unknown_predicate"),
     }
+
+
+def test_a_message_mapping_keeps_its_recording_and_its_speakers_name(dsn, graph_name, db):
+    """The error for a memory with no model says to add turns carrying `recorded`; a mapping
+    that carried one got the same error (only the unexported Turn kept it), and lost `name`."""
+    from agefacts.memory import Memory
+
+    from ..helpers import LIVES, ONTO
+
+    with Memory(dsn, graph_name, ontology=ONTO) as memory:
+        added = memory.add(
+            [{"role": "user", "content": "I live in Porto.", "name": "Ana", "recorded": LIVES, "id": "chat-msg-1"}],
+            namespace="ana",
+            conversation="c1",
+        )
+        assert added.status == "loaded", added
+        assert [(f.predicate, f.object) for f in memory.facts("user", namespace="ana")] == [("lives_in", "Porto")]
+        (exported,) = memory.export("ana")
+        assert exported.turns[0].name == "Ana" and exported.turns[0].recorded is not None
+
+
+def test_a_conversation_file_may_use_a_chat_apis_role_and_content(cli_env, tmp_path, capsys):
+    """The file format refused role/content, which Memory.add takes."""
+    from ..helpers import LIVES
+
+    conv = {
+        "id": "chat",
+        "namespace": "ana",
+        "turns": [{"role": "user", "content": "I live in Porto.", "at": "2025-01-02T10:00:00Z", "recorded": LIVES}],
+    }
+    path = tmp_path / "chat.json"
+    path.write_text(json.dumps(conv))
+    assert main(["load", str(path)]) == 0, capsys.readouterr()
+    capsys.readouterr()
+    assert main(["facts", "user", "--namespace", "ana", "--format", "json"]) == 0
+    assert [r["object"] for r in json.loads(capsys.readouterr().out)] == ["Porto"]
