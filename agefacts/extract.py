@@ -301,6 +301,7 @@ def _refuses_response_format(resp: httpx.Response) -> bool:
 def _reply_text(resp: httpx.Response) -> tuple[str, str]:
     try:
         data = resp.json()
+        finish = data["choices"][0].get("finish_reason")
         choice = data["choices"][0]["message"]
         content = choice.get("content")
         if content is None and isinstance(choice.get("parsed"), dict):
@@ -309,11 +310,19 @@ def _reply_text(resp: httpx.Response) -> tuple[str, str]:
             content = "".join(p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
         if not isinstance(content, str):
             raise KeyError("content")
-        return content, str(data.get("model") or "")
-    except (ValueError, KeyError, IndexError, TypeError):
+        model = str(data.get("model") or "")
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError):
         raise ExtractionError(
             f"the model endpoint answered with something that is not a chat completion: {resp.text[:300]!r}"
         ) from None
+    if finish == "length":
+        # Whatever the cut text parses to (it may open with an example extraction), it is not
+        # the whole answer: recorded as stating nothing, it would lose what was said.
+        raise ExtractionError(
+            "the model's reply was cut off at its length limit (finish_reason 'length'): give the model a larger "
+            "max_tokens (LLMClient(max_tokens=...)) or a larger context; the turn is asked again on the next run"
+        )
+    return content, model
 
 
 # -- the prompt ----------------------------------------------------------------------------------

@@ -681,3 +681,16 @@ def test_a_run_killed_inside_a_long_conversation_loses_only_the_request_in_fligh
     whole = Conversation.model_validate_json((out / recording_name(long)).read_text())
     assert all(t.recorded is not None for t in whole.turns if t.speaker == "user")
     assert not journal.exists()
+
+
+def test_a_reply_the_server_says_was_cut_off_is_the_turns_error_whatever_it_parses_to(server):
+    """finish_reason 'length' was ignored: a cut reply that opened with an example extraction
+    parsed, and the turn was recorded as stating nothing."""
+    body = completion('{"entities": [], "statements": [], "followups": []} Now the message: {"entities": [{"han')
+    body["choices"][0]["finish_reason"] = "length"
+    url, script = server({"I live in Lyon.": [("json", 200, body)]})
+    (out,) = run(url, [conv("a", "I live in Lyon.")])
+    turn = out.conversation.turns[0]
+    assert turn.recorded is None
+    assert "cut off at its length limit (finish_reason 'length')" in (turn.error or ""), turn
+    assert len(out.errors) == 1
