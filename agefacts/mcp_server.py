@@ -137,10 +137,14 @@ def compact_recall(answer: Mapping[str, Any]) -> dict[str, Any]:
             "at": m["at"],
             "text": m["text"],
         }
+        # What of it was taken back since: a model must not read it as still so.
+        | ({"withdrawn": list(m["withdrawn"])} if m.get("withdrawn") else {})
         for m in answer["messages"]
         if (m["conversation"], m["message"]) not in cited
     ]
     out: dict[str, Any] = {"context": answer["context"], "facts": facts, "messages": messages}
+    if answer.get("corrections"):
+        out = {"corrections": list(answer["corrections"]), **out}
     if answer.get("reason"):
         out["reason"] = answer["reason"]
     return out

@@ -48,7 +48,7 @@ from .placed import AsyncRouter, Router, history_order, merge_answers, merge_row
 from .placement import Placement, Server, placement_from
 from .reads import TimeArg, facts, facts_async, history, history_async
 from .replica import AsyncReplicaReads, ReplicaReads, wal_position
-from .retrieve import Answer, Linked, ask, ask_async
+from .retrieve import Answer, Linked, ask, ask_async, withdrawal
 from .temporal import normalise_instant, to_python
 from .timeline import fact_order
 
@@ -198,6 +198,9 @@ class Recall:
     context: str
     messages: tuple[TopicMessage, ...] = ()
     """The messages found for the question, best first (its words, keyphrases and facts' evidence, fused)."""
+    corrections: tuple[str, ...] = ()
+    """What the question asks about that was taken back or ended since it was said, each as a
+    sentence with the words that took it back: the context says these first."""
 
     @classmethod
     def from_answer(cls, a: Answer) -> Recall:
@@ -209,6 +212,7 @@ class Recall:
             a.reason,
             a.context(),
             tuple(TopicMessage.from_row(m) for m in a.messages),
+            tuple(withdrawal(c) for c in a.corrections),
         )
 
 
@@ -231,6 +235,8 @@ class TopicMessage:
     words: tuple[str, ...] = ()
     facts: tuple[str, ...] = ()
     score: float = 0.0
+    withdrawn: tuple[str, ...] = ()
+    """What of it was taken back (a correction) or ended since, each as a sentence."""
 
     @classmethod
     def from_row(cls, m: Mapping[str, Any]) -> TopicMessage:
@@ -246,6 +252,7 @@ class TopicMessage:
             tuple(m.get("words") or ()),
             tuple(m.get("facts") or ()),
             float(m.get("score") or 0.0),
+            tuple(withdrawal(w) for w in m.get("withdrawn") or ()),
         )
 
 

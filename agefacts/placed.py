@@ -76,7 +76,8 @@ def merge_answers(question: str, answers: Sequence[tuple[Answer, _Notes]], ontol
     entities = [e for a, notes in kept for e in a.entities if e.namespace not in notes]
     rejected = [r for a, notes in kept for r in a.rejected if r["namespace"] not in notes]
     reason = None if facts or messages else next((a.reason for a, _ in kept if a.reason), None)
-    return Answer(question, entities, facts, rejected, reason, messages)
+    corrections = [c for a, notes in kept for c in a.corrections if c["namespace"] not in notes]
+    return Answer(question, entities, facts, rejected, reason, messages, corrections)
 
 
 class Router(Generic[_M]):

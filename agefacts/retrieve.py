@@ -30,6 +30,7 @@ import datetime as dt
 import json
 import re
 import unicodedata
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,15 +59,18 @@ __all__ = [
     "ask_async",
     "check",
     "context_line",
+    "correction_line",
     "fuse",
     "named_times",
     "message_line",
     "link",
     "link_rows",
+    "mark_withdrawn",
     "rank",
     "relevance",
     "topic_texts",
     "topics_from",
+    "withdrawal",
 ]
 
 _TOKEN = re.compile(r"\w+", re.UNICODE)
@@ -111,7 +115,11 @@ class Answer:
     """The messages that answer best, best first (:func:`fuse`): namespace, conversation,
     message (ordinal), speaker, name, at, text, score, and why each is there: ``words`` (the
     question's words it says), ``keyphrases`` (each with its text, mention, spans and score)
-    and ``facts`` (the statements it is evidence of)."""
+    and ``facts`` (the statements it is evidence of); ``withdrawn``: what it said that was
+    taken back or ended since (:func:`mark_withdrawn`)."""
+    corrections: list[dict[str, Any]] = field(default_factory=list)
+    """What the question asks about that was taken back (or ended) since it was said: these
+    come first in the context, before any message that still says it."""
 
     def message_refs(self) -> list[tuple[str, int]]:
         """The messages found, best first, as (conversation, ordinal)."""
@@ -124,6 +132,7 @@ class Answer:
             "facts": self.facts,
             "rejected": self.rejected,
             "messages": self.messages,
+            "corrections": self.corrections,
             "reason": self.reason,
         }
 
@@ -135,7 +144,10 @@ class Answer:
             return f"(no facts: {self.reason or 'nothing found'})"
         # Over several memories each line says whose it is ("user" is every owner).
         several = len({r["namespace"] for r in [*self.facts, *self.messages]}) > 1
-        lines = [context_line(i, f, several) for i, f in enumerate(self.facts, 1)]
+        # What was taken back comes first: a model reading a message that still says it
+        # must already know (an allergy corrected from peanuts to sesame).
+        lines = [correction_line(c) for c in self.corrections]
+        lines += [context_line(i, f, several) for i, f in enumerate(self.facts, 1)]
         # A fact's line already cites its message: that message is not said twice.
         cited = {(f["namespace"], f["conversation"], f["message"]) for f in self.facts}
         rest = [m for m in self.messages if (m["namespace"], m["conversation"], m["message"]) not in cited]
@@ -172,14 +184,69 @@ def context_line(n: int, f: dict[str, Any], namespaced: bool = False) -> str:
 
 def message_line(n: int, m: dict[str, Any], namespaced: bool = False) -> str:
     """One message found as one line of a prompt-ready block: who said it, where, when, and
-    what of the question it says."""
+    what of the question it says; and what of it was taken back or ended since."""
     said = json.dumps(m["text"], ensure_ascii=False)
     who = m.get("name") or m.get("speaker")
     return (
         f"[{n}] {who} said {said} in conversation {m['conversation']}"
         + (f" of namespace {m['namespace']}" if namespaced else "")
         + f" message {m['message']} at {m.get('at')} (matched: {about(m)})"
+        + "".join(f" [{withdrawal(w)}]" for w in m.get("withdrawn") or ())
     )
+
+
+def withdrawal(w: Mapping[str, Any]) -> str:
+    """What of a message was taken back, or ended, and by which words: for a reader."""
+    how = "taken back" if w["corrected"] else "ended"
+    return (
+        f"{w['subject']} {w['predicate']} {w['what']} was {how} at {w['at']}: "
+        f"{json.dumps(w['by_quote'], ensure_ascii=False)} in conversation {w['by_conversation']} "
+        f"message {w['by_message']}"
+    )
+
+
+def correction_line(w: Mapping[str, Any]) -> str:
+    """A correction the question is about, as the first line of a prompt-ready block."""
+    return f"[!] {'not so: ' if w['corrected'] else 'no longer: '}{withdrawal(w)}"
+
+
+def mark_withdrawn(answer: Answer, rows: Sequence[Mapping[str, Any]]) -> Answer:
+    """Each message found says what of it was taken back or ended since
+    (``message_withdrawals`` rows, as known at the time asked), and the answer lists first
+    those the question's words name (the withdrawn value: "Can I eat peanuts?" after peanuts
+    was corrected to sesame)."""
+    by_message: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
+    for r in rows:
+        w = {c: r[c] for c in _WITHDRAWAL}
+        by_message.setdefault((r["namespace"], r["conversation"], r["message"]), []).append(w)
+    asked = set(_tokens(answer.question))
+    seen: set[tuple[Any, ...]] = set()
+    for m in answer.messages:
+        marks = sorted(by_message.get((m["namespace"], m["conversation"], m["message"]), []), key=_withdrawal_order)
+        m["withdrawn"] = marks
+        for w in marks:
+            ident = (w["namespace"], w["subject"], w["predicate"], str(w["what"]), w["corrected"])
+            if ident not in seen and set(_tokens(str(w["what"]))) & asked:
+                seen.add(ident)
+                answer.corrections.append(w)
+    return answer
+
+
+_WITHDRAWAL = (
+    "namespace",
+    "predicate",
+    "subject",
+    "what",
+    "corrected",
+    "at",
+    "by_conversation",
+    "by_message",
+    "by_quote",
+)
+
+
+def _withdrawal_order(w: Mapping[str, Any]) -> tuple[str, ...]:
+    return (str(w["at"]), w["predicate"], str(w["what"]))
 
 
 def about(m: dict[str, Any]) -> str:
@@ -592,6 +659,11 @@ def _topic_query(question: str, namespace: str | None) -> tuple[str, dict[str, A
     return "topic_messages", {"keys": [keyphrase_key(namespace, t) for t in texts]}
 
 
+def _withdrawal_params(answer: Answer, known_at: TimeArg) -> dict[str, Any]:
+    keys = sorted({message_key(m["namespace"], m["conversation"], m["message"]) for m in answer.messages})
+    return {"keys": keys, "known_at": as_of(None, known_at)[1]}
+
+
 def _evidence_params(facts: list[dict[str, Any]]) -> dict[str, Any]:
     return {"keys": sorted({message_key(f["namespace"], f["conversation"], f["message"]) for f in facts})}
 
@@ -770,9 +842,12 @@ def ask(
     # Linked entities are known by key: no second lookup of each one.
     rows = facts_of_each(db, [e.key for e in entities], valid_at, known_at) if entities else []
     facts = _cited(question, rank(question, [f for r in rows for f in r], ontology), entities, ontology)[: 2 * k]
-    return answer_from(
+    answer = answer_from(
         question, ontology, entities, rows, k, _found(db, question, namespace, k, facts, embedder), known_at
     )
+    if not answer.messages:
+        return answer
+    return mark_withdrawn(answer, run_named(db, "message_withdrawals", _withdrawal_params(answer, known_at)).dicts())
 
 
 async def ask_async(
@@ -794,6 +869,10 @@ async def ask_async(
     check_scope(namespace, all_namespaces, (e.namespace for e in entities), "what the question names")
     rows = await facts_of_each_async(db, [e.key for e in entities], valid_at, known_at) if entities else []
     facts = _cited(question, rank(question, [f for r in rows for f in r], ontology), entities, ontology)[: 2 * k]
-    return answer_from(
+    answer = answer_from(
         question, ontology, entities, rows, k, await _found_async(db, question, namespace, k, facts, embedder), known_at
     )
+    if not answer.messages:
+        return answer
+    withdrawn = await run_named_async(db, "message_withdrawals", _withdrawal_params(answer, known_at))
+    return mark_withdrawn(answer, withdrawn.dicts())

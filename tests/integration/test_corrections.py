@@ -9,7 +9,7 @@ import pytest
 from agefacts.load import Loader
 from agefacts.reads import digest, facts, history
 
-from ..helpers import ONTO, VIAS, claim
+from ..helpers import ONTO, VIAS, claim, conversation, user_turn
 from .test_time_answers import load_all, org, said
 
 HOOLI = [
@@ -251,3 +251,79 @@ def test_a_number_in_words_is_the_number_in_digits(db, other_graph):
         ]
         assert ages == [(30, 2)], via
     assert digest(graphs["bulk"]) == digest(graphs["cypher"])
+
+
+PEANUTS = [
+    conversation(
+        "a",
+        [
+            user_turn(
+                "Please remember I'm allergic to peanuts, it's serious.",
+                "2024-03-01T09:00:00Z",
+                statements=[claim("user", "allergic_to", "I'm allergic to peanuts", value="peanuts")],
+            ),
+            {"speaker": "assistant", "text": "Got it, no peanuts.", "at": "2024-03-01T09:00:05Z"},
+        ],
+        namespace="eve",
+    ),
+    conversation(
+        "b",
+        [
+            user_turn(
+                "Sorry, I'm not allergic to peanuts, it's sesame.",
+                "2024-05-01T09:00:00Z",
+                statements=[
+                    claim(
+                        "user",
+                        "allergic_to",
+                        "not allergic to peanuts",
+                        value="peanuts",
+                        polarity="negated",
+                        correction=True,
+                    ),
+                    claim("user", "allergic_to", "it's sesame", value="sesame"),
+                ],
+            )
+        ],
+        namespace="eve",
+    ),
+]
+
+
+@pytest.mark.parametrize("via", VIAS)
+def test_words_taken_back_are_marked_and_a_question_about_them_answers_with_the_correction_first(
+    db, dsn, graph_name, via
+):
+    """After peanuts was corrected to sesame, ask "Can I eat peanuts?" gave sesame and then
+    the messages that say peanuts with nothing saying they were taken back."""
+    import asyncio
+
+    from agefacts.memory import AsyncMemory, Memory
+    from agefacts.retrieve import ask
+
+    load_all(db, via, PEANUTS)
+    answer = ask(db, "Can I eat peanuts?", ONTO, namespace="eve")
+    (correction,) = answer.corrections
+    assert (correction["predicate"], correction["what"], correction["corrected"]) == ("allergic_to", "peanuts", True)
+    assert correction["by_quote"] == "not allergic to peanuts" and correction["by_conversation"] == "b"
+    first = answer.context().splitlines()[0]
+    assert first.startswith("[!] not so: user allergic_to peanuts was taken back at 2024-05-01T09:00:00Z"), first
+    said = next(m for m in answer.messages if m["text"].startswith("Please remember"))
+    assert [w["what"] for w in said["withdrawn"]] == ["peanuts"]
+    assert "was taken back at 2024-05-01T09:00:00Z" in next(
+        line for line in answer.context().splitlines() if "Please remember" in line
+    )
+    # As known before the correction, nothing was taken back.
+    before = ask(db, "Can I eat peanuts?", ONTO, namespace="eve", known_at="2024-04-01T00:00:00Z")
+    assert before.corrections == [] and all(not m.get("withdrawn") for m in before.messages)
+    # The library's memories say the same, in their typed results.
+    with Memory(dsn, graph_name, ontology=ONTO) as memory:
+        recalled = memory.ask("Can I eat peanuts?", namespace="eve")
+    assert len(recalled.corrections) == 1 and "taken back" in recalled.corrections[0]
+    assert any(m.withdrawn for m in recalled.messages)
+
+    async def on_async():
+        async with AsyncMemory(dsn, graph_name, ontology=ONTO) as memory:
+            return await memory.ask("Can I eat peanuts?", namespace="eve")
+
+    assert asyncio.run(on_async()).corrections == recalled.corrections

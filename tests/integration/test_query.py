@@ -259,6 +259,8 @@ def test_every_shipped_query_states_its_parameters_and_columns_and_returns_them(
         "history": {"entity": nina, "predicate": "lives_in"},
         "message_statements": {"conversation": "ann-01", "ordinal": 0, "namespace": "ann"},
         "messages": {"keys": [message_key("baker", "bread", 0)]},
+        # Omar lived in Hamburg (omar-02), then said he does not any more (omar-03).
+        "message_withdrawals": {"keys": [message_key("omar", "omar-02", 0)], "known_at": when["known_at"]},
         "placeholders": {"namespace": "tess"},
         "questions": {"namespace": None, "include_resolved": True},
         "rejections": {"namespace": None},
