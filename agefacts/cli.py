@@ -431,6 +431,8 @@ def _cmd_ask(args: argparse.Namespace) -> int:
     ns = ["namespace"] if args.namespace is None else []
     if answer.entities:
         _print("Linked: " + answer.linked())
+        if answer.as_of:
+            _print(f"As of {answer.as_of}, the time the question names (--valid-at reads another).")
         cols = [*ns, *_FACT_COLUMNS, "quote", "conversation", "message"]
         _print(output.render(cols, [[f[c] for c in cols] for f in answer.facts], "table"))
         for r in answer.rejected:

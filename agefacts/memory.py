@@ -201,6 +201,8 @@ class Recall:
     corrections: tuple[str, ...] = ()
     """What the question asks about that was taken back or ended since it was said, each as a
     sentence with the words that took it back: the context says these first."""
+    as_of: str | None = None
+    """The valid time the facts were read at when the question named it and none was given."""
 
     @classmethod
     def from_answer(cls, a: Answer) -> Recall:
@@ -213,6 +215,7 @@ class Recall:
             a.context(),
             tuple(TopicMessage.from_row(m) for m in a.messages),
             tuple(withdrawal(c) for c in a.corrections),
+            a.as_of,
         )
 
 

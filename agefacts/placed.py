@@ -77,7 +77,8 @@ def merge_answers(question: str, answers: Sequence[tuple[Answer, _Notes]], ontol
     rejected = [r for a, notes in kept for r in a.rejected if r["namespace"] not in notes]
     reason = None if facts or messages else next((a.reason for a, _ in kept if a.reason), None)
     corrections = [c for a, notes in kept for c in a.corrections if c["namespace"] not in notes]
-    return Answer(question, entities, facts, rejected, reason, messages, corrections)
+    as_of = next((a.as_of for a, _ in kept if a.as_of), None)
+    return Answer(question, entities, facts, rejected, reason, messages, as_of=as_of, corrections=corrections)
 
 
 class Router(Generic[_M]):

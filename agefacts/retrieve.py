@@ -62,6 +62,7 @@ __all__ = [
     "correction_line",
     "fuse",
     "named_times",
+    "question_time",
     "message_line",
     "link",
     "link_rows",
@@ -117,6 +118,9 @@ class Answer:
     question's words it says), ``keyphrases`` (each with its text, mention, spans and score)
     and ``facts`` (the statements it is evidence of); ``withdrawn``: what it said that was
     taken back or ended since (:func:`mark_withdrawn`)."""
+    as_of: str | None = None
+    """The valid time the facts were read at when the question named it ("Where did I live in
+    March 2025?": the start of March 2025) and no valid time was given; None otherwise."""
     corrections: list[dict[str, Any]] = field(default_factory=list)
     """What the question asks about that was taken back (or ended) since it was said: these
     come first in the context, before any message that still says it."""
@@ -133,6 +137,7 @@ class Answer:
             "rejected": self.rejected,
             "messages": self.messages,
             "corrections": self.corrections,
+            "as_of": self.as_of,
             "reason": self.reason,
         }
 
@@ -146,7 +151,8 @@ class Answer:
         several = len({r["namespace"] for r in [*self.facts, *self.messages]}) > 1
         # What was taken back comes first: a model reading a message that still says it
         # must already know (an allergy corrected from peanuts to sesame).
-        lines = [correction_line(c) for c in self.corrections]
+        lines = [f"(facts as of {self.as_of}, the time the question names)"] if self.as_of else []
+        lines += [correction_line(c) for c in self.corrections]
         lines += [context_line(i, f, several) for i, f in enumerate(self.facts, 1)]
         # A fact's line already cites its message: that message is not said twice.
         cited = {(f["namespace"], f["conversation"], f["message"]) for f in self.facts}
@@ -659,6 +665,20 @@ def _topic_query(question: str, namespace: str | None) -> tuple[str, dict[str, A
     return "topic_messages", {"keys": [keyphrase_key(namespace, t) for t in texts]}
 
 
+def question_time(question: str, valid_at: TimeArg, known_at: TimeArg) -> tuple[TimeArg, str | None]:
+    """The valid time to read facts at: the one given, else the first time the question names
+    ("in March 2025": its start, 2025-03-01), which is also returned to be said in the
+    answer; else now. A question that names no time, or is given one, reads as asked."""
+    if valid_at is not None:
+        return valid_at, None
+    times = named_times(question, _asked_at(known_at))
+    if not times:
+        return None, None
+    start = times[0][0]
+    day = start[:10]
+    return start, day
+
+
 def _withdrawal_params(answer: Answer, known_at: TimeArg) -> dict[str, Any]:
     keys = sorted({message_key(m["namespace"], m["conversation"], m["message"]) for m in answer.messages})
     return {"keys": keys, "known_at": as_of(None, known_at)[1]}
@@ -837,6 +857,7 @@ def ask(
     ``all_namespaces=True`` to look in every one). With an ``embedder``, the messages
     nearest the question in meaning are fused in too (:mod:`agefacts.embed`)."""
     _check_question(question, namespace, k)
+    valid_at, named = question_time(question, valid_at, known_at)
     entities = link(db, question, namespace)
     check_scope(namespace, all_namespaces, (e.namespace for e in entities), "what the question names")
     # Linked entities are known by key: no second lookup of each one.
@@ -845,6 +866,7 @@ def ask(
     answer = answer_from(
         question, ontology, entities, rows, k, _found(db, question, namespace, k, facts, embedder), known_at
     )
+    answer.as_of = named
     if not answer.messages:
         return answer
     return mark_withdrawn(answer, run_named(db, "message_withdrawals", _withdrawal_params(answer, known_at)).dicts())
@@ -864,6 +886,7 @@ async def ask_async(
 ) -> Answer:
     """:func:`ask` on an asynchronous connection."""
     _check_question(question, namespace, k)
+    valid_at, named = question_time(question, valid_at, known_at)
     names = await run_named_async(db, "entity_names", {"namespace": namespace})
     entities = link_rows(question, names.dicts(), namespace)
     check_scope(namespace, all_namespaces, (e.namespace for e in entities), "what the question names")
@@ -872,6 +895,7 @@ async def ask_async(
     answer = answer_from(
         question, ontology, entities, rows, k, await _found_async(db, question, namespace, k, facts, embedder), known_at
     )
+    answer.as_of = named
     if not answer.messages:
         return answer
     withdrawn = await run_named_async(db, "message_withdrawals", _withdrawal_params(answer, known_at))

@@ -327,3 +327,48 @@ def test_words_taken_back_are_marked_and_a_question_about_them_answers_with_the_
             return await memory.ask("Can I eat peanuts?", namespace="eve")
 
     assert asyncio.run(on_async()).corrections == recalled.corrections
+
+
+@pytest.mark.parametrize("via", VIAS)
+def test_a_time_named_in_the_question_is_the_valid_time_asked_at(db, dsn, graph_name, via, capsys, monkeypatch):
+    """ "Where did I live in March 2025?" answered today's city unless --valid-at was given."""
+    import asyncio
+
+    from agefacts.cli import main
+    from agefacts.inputs import read_conversations
+    from agefacts.memory import AsyncMemory, Memory
+    from agefacts.retrieve import ask
+
+    from ..helpers import EXAMPLES
+
+    load_all(db, via, [c for _, c in read_conversations([EXAMPLES / f"nina-0{i}.json" for i in (1, 2, 3)])])
+
+    def homes(answer):
+        return [f["object"] for f in answer.facts if f["predicate"] == "lives_in"]
+
+    then = ask(db, "Where did I live in October 2024?", ONTO, namespace="nina")
+    assert homes(then) == ["Oslo"] and then.as_of == "2024-10-01"
+    assert then.context().splitlines()[0] == "(facts as of 2024-10-01, the time the question names)"
+    assert homes(ask(db, "Where did I live in March 2024?", ONTO, namespace="nina")) == ["Lyon"]
+    now = ask(db, "Where do I live?", ONTO, namespace="nina")
+    assert homes(now) == ["Bergen"] and now.as_of is None
+    # A valid time given is the one read at, whatever the question names.
+    given = ask(db, "Where did I live in March 2024?", ONTO, namespace="nina", valid_at="2025-06-01")
+    assert homes(given) == ["Bergen"] and given.as_of is None
+    with Memory(dsn, graph_name, ontology=ONTO) as memory:
+        recalled = memory.ask("Where did I live in October 2024?", namespace="nina")
+    assert recalled.as_of == "2024-10-01" and [f.object for f in recalled.facts if f.predicate == "lives_in"] == [
+        "Oslo"
+    ]
+
+    async def on_async():
+        async with AsyncMemory(dsn, graph_name, ontology=ONTO) as memory:
+            return await memory.ask("Where did I live in October 2024?", namespace="nina")
+
+    assert asyncio.run(on_async()).as_of == "2024-10-01"
+    monkeypatch.setenv("AGEFACTS_DSN", dsn)
+    monkeypatch.setenv("AGEFACTS_GRAPH", graph_name)
+    capsys.readouterr()
+    assert main(["ask", "Where did I live in October 2024?", "--namespace", "nina"]) == 0
+    out = capsys.readouterr().out
+    assert "As of 2024-10-01, the time the question names" in out and "Oslo" in out
