@@ -1302,7 +1302,7 @@ def build_parser() -> argparse.ArgumentParser:
         p,
         os.environ.get("AGEFACTS_LLM_URL"),
         "model endpoint that `remember` extracts facts with (default: $AGEFACTS_LLM_URL; without one, "
-        "remember takes only messages that carry their extraction)",
+        "remember keeps messages, which recall finds by their words, and facts wait for a model)",
     )
     _embed_options(p)
     p.add_argument(

@@ -379,6 +379,13 @@ def plan(
         "followups": len(p.followups),
         "keyphrases": len(result.keyphrases),
         "rejected_reasons": dict(sorted(Counter(r.reason for r in result.rejected).items())),
+        # User messages no extraction has read yet (none recorded, none failed): stored and
+        # searchable, but no fact comes of them until a model (or a person) records one.
+        "unextracted": sum(
+            1
+            for t in conv.turns[since:]
+            if t.speaker == "user" and t.recorded is None and t.error is None and t.text.strip()
+        ),
     }
     p.rejections = [(r.turn, r.kind, r.reason, r.detail) for r in result.rejected]
     return p

@@ -105,7 +105,7 @@ class Summary:
         out = {}
         for kind in ("entities", "statements", "evidence"):
             out[kind] = len(frozenset().union(*(o.written.get(kind, frozenset()) for o in loaded)))
-        for kind in ("claims", "rejected", "followups", "keyphrases"):
+        for kind in ("claims", "rejected", "followups", "keyphrases", "unextracted"):
             out[kind] = sum(o.counts.get(kind, 0) for o in loaded)
         out["repeated"] = max(0, out["claims"] - out["statements"])
         return out
@@ -152,6 +152,12 @@ class Summary:
             + f", {t['evidence']} evidence, {t['rejected']} rejected claims, {t['followups']} follow-ups"
             + (f", {t['keyphrases']} keyphrases" if t["keyphrases"] else ""),
         ]
+        if t["unextracted"]:
+            lines.append(
+                f"{t['unextracted']} user message(s) carry no extraction: they are stored and `agefacts ask` finds "
+                "them by their words, but no fact is read from them until one is recorded (`agefacts extract FILES "
+                "--out DIR --llm-url URL --model NAME`, then load DIR; or write statements by hand: docs/extract.md)"
+            )
         reasons = self.rejected_reasons()
         if reasons:
             lines.append(

@@ -32,7 +32,6 @@ from .embed import Embedder
 from .errors import (
     AgeFactsError,
     ConversationMoved,
-    ExtractionError,
     InputError,
     QueryError,
     TimeError,
@@ -623,11 +622,15 @@ def _kept_changing(ns: str | None, cid: str | None) -> AgeFactsError:
     )
 
 
-def _no_model(conv: Conversation, n: int) -> ExtractionError:
-    return ExtractionError(
-        f"conversation {conv.id!r} has {n} user turn(s) with no recorded extraction and this memory has no "
-        "model: open it with llm=LLMClient(url, model), or add turns that carry their extraction ('recorded')"
-    )
+_NO_MODEL = (
+    "this memory has no model, so no facts were read from {n} user message(s) yet: they are kept, and ask "
+    "finds them by their words; open the memory with llm=LLMClient(url, model) (agefacts mcp --llm-url URL "
+    "--model NAME) and the next add extracts them, or add messages that carry their extraction ('recorded')"
+)
+
+
+def _no_model(conv: Conversation, n: int) -> str:
+    return _NO_MODEL.format(n=n)
 
 
 async def _extract(
@@ -637,10 +640,23 @@ async def _extract(
     if n == 0:
         return conv, 0, []
     if llm is None:
-        raise _no_model(conv, n)
+        # As with a model that is down: the messages are stored (searchable now), the user
+        # turns stay unrecorded, and the add is pending until a model reads them.
+        _say_no_model_once()
+        return conv, 0, [_no_model(conv, n)]
     async with llm:
         outcome = await extract_conversation(llm, conv, ontology, context_turns=context_turns)
     return outcome.conversation, n, outcome.errors
+
+
+_no_model_said = threading.Event()
+
+
+def _say_no_model_once() -> None:
+    """The log says once per process that facts need a model (each add's result says it too)."""
+    if not _no_model_said.is_set():
+        _no_model_said.set()
+        _log.warning("agefacts: messages are stored without facts: no model is set (Memory(llm=LLMClient(url, model)))")
 
 
 # -- the facades ---------------------------------------------------------------------------------------

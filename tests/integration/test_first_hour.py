@@ -172,3 +172,24 @@ def test_a_conversation_file_may_use_a_chat_apis_role_and_content(cli_env, tmp_p
     capsys.readouterr()
     assert main(["facts", "user", "--namespace", "ana", "--format", "json"]) == 0
     assert [r["object"] for r in json.loads(capsys.readouterr().out)] == ["Porto"]
+
+
+def test_a_load_of_messages_with_no_extraction_says_what_they_give_and_what_facts_need(cli_env, tmp_path, capsys):
+    """`agefacts load` of plain turns wrote 0 statements without a word of why."""
+    conv = {
+        "id": "plain",
+        "namespace": "rui",
+        "turns": [
+            {"speaker": "user", "text": "I live in Porto.", "at": "2025-01-02T10:00:00Z"},
+            {"speaker": "assistant", "text": "Nice.", "at": "2025-01-02T10:00:05Z"},
+            {"speaker": "user", "text": "And I love fado.", "at": "2025-01-02T10:01:00Z"},
+        ],
+    }
+    path = tmp_path / "plain.json"
+    path.write_text(json.dumps(conv))
+    assert main(["load", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "2 user message(s) carry no extraction: they are stored and `agefacts ask` finds them" in out, out
+    assert "agefacts extract FILES --out DIR" in out
+    assert main(["ask", "Where do I hear fado?", "--namespace", "rui", "--format", "json"]) == 0
+    assert [m["text"] for m in json.loads(capsys.readouterr().out)["messages"]] == ["And I love fado."]

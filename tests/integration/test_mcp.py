@@ -272,3 +272,17 @@ def test_the_ontology_tool_lists_what_facts_may_say(db, dsn, graph_name):
         "one_at_a_time": True,
         "means": "where someone lives",
     }
+
+
+def test_remember_without_a_model_keeps_the_messages_and_says_facts_need_one(db, dsn, graph_name):
+    _, (remembered, recalled) = _call(
+        _server(dsn, graph_name, "--namespace", "rui"),
+        [
+            ("remember", {"conversation": "c", "messages": [{"role": "user", "content": "I live in Porto."}]}),
+            ("recall", {"question": "Porto?"}),
+        ],
+    )
+    assert not remembered.is_error, remembered.content
+    got = remembered.structured_content
+    assert got["status"] == "pending" and "no model" in got["errors"][0]
+    assert [m["text"] for m in recalled.structured_content["messages"]] == ["I live in Porto."]

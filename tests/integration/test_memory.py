@@ -12,7 +12,6 @@ import pytest
 
 from agefacts import AsyncMemory, LLMClient, Memory, MemoryFact, QueryError
 from agefacts.cli import main
-from agefacts.errors import ExtractionError
 from agefacts.load import Loader, load_paths
 from agefacts.named import run_named
 from agefacts.reads import digest
@@ -241,10 +240,44 @@ def test_two_memories_adding_to_one_conversation_at_once_keep_both_messages(dsn,
         }
 
 
-def test_add_without_a_model_names_what_is_missing(dsn, graph_name, db):
-    with Memory(dsn, graph_name) as memory, pytest.raises(ExtractionError, match="no model"):
-        memory.add([{"role": "user", "content": "I live in Porto."}], namespace="rui", conversation="c")
-    assert run_named(db, "conversations", {"namespace": "rui"}).rows == []
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_add_without_a_model_stores_the_messages_and_a_later_add_with_one_extracts_them(
+    dsn, graph_name, db, server, asynchronous
+):
+    """Without a model nothing was remembered (ExtractionError, nothing stored), while a dead
+    model stored the messages as pending: one behaviour now. The messages are kept and found
+    by their words, the add says plainly that facts need a model, and the next add with one
+    extracts the turns left."""
+    import asyncio
+
+    from agefacts.memory import AsyncMemory
+
+    said = [{"role": "user", "content": "I live in Porto.", "at": "2026-03-01T10:00:00Z"}]
+
+    def add_without():
+        if not asynchronous:
+            with Memory(dsn, graph_name) as memory:
+                return memory.add(said, namespace="rui", conversation="c"), memory.ask("Porto?", namespace="rui")
+
+        async def go():
+            async with AsyncMemory(dsn, graph_name) as memory:
+                return await memory.add(said, namespace="rui", conversation="c"), await memory.ask(
+                    "Porto?", namespace="rui"
+                )
+
+        return asyncio.run(go())
+
+    added, recalled = add_without()
+    assert (added.status, added.extracted, added.failed) == ("pending", 0, 1)
+    (why,) = added.errors
+    assert "no model" in why and "llm=LLMClient(url, model)" in why and "kept" in why
+    assert [m.text for m in recalled.messages] == ["I live in Porto."]  # found by its words now
+    assert recalled.facts == ()
+    url, script = server({"I live in Porto.": [("json", 200, completion(json.dumps(LIVES)))]})
+    with Memory(dsn, graph_name, llm=LLMClient(url, "m", backoff=0.01)) as memory:
+        later = memory.add([{"role": "assistant", "content": "Noted."}], namespace="rui", conversation="c")
+        assert (later.status, later.extracted) == ("loaded", 1) and len(script.requests) == 1
+        assert [(f.predicate, f.object) for f in memory.facts("user", namespace="rui")] == [("lives_in", "Porto")]
 
 
 # -- forget and export ----------------------------------------------------------------------------------
