@@ -49,8 +49,8 @@ from .keys import (
     statement_key,
     user_key,
 )
-from .models import USER, Conversation, ConversationResult, Entity, KeyphraseHit, llm_provenance
-from .names import CORE_EDGE_LABELS, CORE_VERTEX_LABELS
+from .models import Conversation, ConversationResult, Entity, KeyphraseHit, llm_provenance
+from .names import CORE_EDGE_LABELS, CORE_VERTEX_LABELS, USER
 from .ontology import Ontology
 
 __all__ = [

@@ -17,7 +17,6 @@ from typing import Any
 
 from .derive import one_per_place
 from .models import (
-    USER,
     Conversation,
     ConversationResult,
     Entity,
@@ -27,6 +26,7 @@ from .models import (
     Rejection,
     TurnResult,
 )
+from .names import USER
 from .ontology import Ontology
 
 __all__ = [

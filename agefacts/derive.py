@@ -24,11 +24,13 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import cypher as cy
 from .keys import SUPERSEDES_PREFIX, supersedes_key
-from .models import Evidence
+
+if TYPE_CHECKING:
+    from .models import Evidence
 
 __all__ = [
     "ENTITY_DERIVED",

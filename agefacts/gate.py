@@ -37,7 +37,6 @@ from .ground import locate
 from .keys import keyphrase_text
 from .models import (
     AUTHORED,
-    USER,
     Claim,
     Entity,
     Evidence,
@@ -49,7 +48,7 @@ from .models import (
     Rejection,
     TurnResult,
 )
-from .names import is_identifier
+from .names import USER, is_identifier
 from .ontology import Ontology
 from .temporal import normalise_instant, normalise_rrule, normalise_valid
 

@@ -15,7 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .models import USER, Claim, Conversation, ConversationResult, Entity, Fact, Proposal
+from .models import Claim, Conversation, ConversationResult, Entity, Fact, Proposal
+from .names import USER
 from .ontology import Ontology
 
 __all__ = [

@@ -29,10 +29,13 @@ import json
 import re
 import unicodedata
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .models import USER, Entity
+from .names import USER
 from .typography import fold_quotes
+
+if TYPE_CHECKING:  # a read needs keys, not the models (pydantic: a tenth of a command's start)
+    from .models import Entity
 
 __all__ = [
     "SUPERSEDES_PREFIX",

@@ -56,14 +56,10 @@ __all__ = [
     "Tense",
     "Turn",
     "TurnResult",
-    "USER",
     "check_text",
     "describe",
     "llm_provenance",
 ]
-
-USER = "user"
-"""The handle that always means the namespace's owner; it needs no entity entry."""
 
 AUTHORED = "authored"
 """The provenance of what a person wrote rather than an extractor produced."""

@@ -14,15 +14,18 @@ import functools
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .asyncdb import AsyncDatabase
 from .db import Database, Table, check_label
 from .derive import SUPERSESSION_ORDER
 from .errors import QueryError
 from .keys import message_key
 from .names import is_entity_label
 from .query import _return_items, run
+
+if TYPE_CHECKING:
+    # Only the async twins take one: a synchronous read does not pay for asyncio.
+    from .asyncdb import AsyncDatabase
 
 __all__ = [
     "NamedQuery",

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 
 __all__ = [
+    "USER",
     "CORE_EDGE_LABELS",
     "CORE_VERTEX_LABELS",
     "MAX_TYPE_LENGTH",
@@ -18,6 +19,9 @@ __all__ = [
     "is_label",
     "is_predicate",
 ]
+
+USER = "user"
+"""The handle that always means the namespace's owner; it needs no entity entry."""
 
 # agefacts' own labels: no entity type may take one of these names.
 CORE_VERTEX_LABELS = frozenset({"Conversation", "Message", "Statement", "Keyphrase"})

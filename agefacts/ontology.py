@@ -16,8 +16,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .errors import OntologyError
-from .models import USER, Polarity, Tense, describe
-from .names import CORE_EDGE_LABELS, CORE_VERTEX_LABELS, MAX_TYPE_LENGTH, is_label, is_predicate
+from .models import Polarity, Tense, describe
+from .names import CORE_EDGE_LABELS, CORE_VERTEX_LABELS, MAX_TYPE_LENGTH, USER, is_label, is_predicate
 
 __all__ = [
     "Admit",

@@ -10,14 +10,17 @@ import json
 import shlex
 import unicodedata
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .asyncdb import AsyncDatabase
 from .db import Database, Table
 from .errors import QueryError, UsageError, need_text
 from .named import named_queries, run_named, run_named_async
-from .ontology import Ontology
 from .timeline import FACT_COLUMNS, fact_order, fact_rows
+
+if TYPE_CHECKING:
+    # Only the async twins take one: a synchronous read does not pay for asyncio.
+    from .asyncdb import AsyncDatabase
+    from .ontology import Ontology
 
 __all__ = [
     "TimeArg",

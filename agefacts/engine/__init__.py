@@ -97,6 +97,9 @@ class EngineState:
         return f"host={self.host} port={self.port} user=postgres dbname=postgres sslmode=disable"
 
 
+_STATE_FIELDS = frozenset(f.name for f in dataclasses.fields(EngineState))
+
+
 def _pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -335,7 +338,8 @@ class Engine:
             raw = None
         ok = (
             isinstance(raw, dict)
-            and set(raw) <= {"pid", "port", "data", "host", "script"}
+            # Keys a later agefacts may add are passed over, not taken for a broken file (an
+            # agefacts that removed a file it could not read orphaned the engine it named).
             and type(raw.get("pid")) is int
             and raw["pid"] > 1
             and type(raw.get("port")) is int
@@ -347,7 +351,7 @@ class Engine:
         if not ok:
             self.state_file.unlink(missing_ok=True)
             return None
-        return EngineState(**raw)
+        return EngineState(**{k: v for k, v in raw.items() if k in _STATE_FIELDS})
 
     def _foreign(self, state: EngineState) -> str | None:
         """Why the process ``state`` names is not this home's engine (None when it is): its

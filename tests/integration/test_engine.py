@@ -186,6 +186,12 @@ def test_status_from_another_cache_keeps_the_engine_and_its_state_file(own_engin
     assert main(["db", "status"]) == 0
     assert f"running: pid {state.pid}" in capsys.readouterr().out
     assert own_engine.state_file.exists()
+    # A key a later agefacts adds to the file is passed over, not taken for a broken file
+    # (which was removed, orphaning the engine it named).
+    recorded = json.loads(own_engine.state_file.read_text())
+    own_engine.state_file.write_text(json.dumps({**recorded, "added_later": [1, 2]}))
+    assert main(["db", "status"]) == 0 and own_engine.state_file.exists()
+    capsys.readouterr()
     assert main(["db", "stop"]) == 0 and "embedded engine stopped" in capsys.readouterr().out
     assert own_engine.status() == {"running": False}
 
