@@ -448,22 +448,56 @@ def _stored(db: Database, namespace: str | None, conversation: str | None) -> tu
 _ADD_TRIES = 8
 
 
-def _paid(conv: Conversation, paid: dict[str, Turn]) -> Conversation:
+@dataclass
+class _Paid:
+    """What one add asked the model, by the user turn's text: the turn as it came back
+    (recorded, or with its error), and the model that answered, so that an add built again
+    (appending was refused, or another writer got there first) asks nothing twice."""
+
+    turns: dict[str, Turn] = field(default_factory=dict)
+    model: str | None = None
+
+
+def _takes_model(conv: Conversation) -> bool:
+    """Whether the conversation can be given a model without changing what it wrote: none of
+    its turns recorded a statement (the evidence carries the conversation's model)."""
+    return conv.model is None and not any(t.recorded is not None and t.recorded.statements for t in conv.turns)
+
+
+def _paid(conv: Conversation, paid: _Paid) -> Conversation:
     """``conv`` with the extractions this add already paid for (by the user turn's text) put
-    back on the turns that have none, so an add built again does not ask the model again."""
-    if not paid:
+    back on the turns that have none, so an add built again does not ask the model again;
+    and the model that answered, on a conversation that had none (one the assistant opened)."""
+    if not paid.turns:
         return conv
     turns = [
-        t.model_copy(update={"recorded": paid[t.text].recorded, "error": paid[t.text].error})
-        if t.speaker == "user" and t.recorded is None and t.text in paid
+        t.model_copy(update={"recorded": paid.turns[t.text].recorded, "error": paid.turns[t.text].error})
+        if t.speaker == "user" and t.recorded is None and t.text in paid.turns
         else t
         for t in conv.turns
     ]
-    return conv.model_copy(update={"turns": turns})
+    update: dict[str, Any] = {"turns": turns}
+    if paid.model is not None and _takes_model(conv):
+        update["model"] = paid.model
+    return conv.model_copy(update=update)
 
 
-def _remember_paid(conv: Conversation, paid: dict[str, Turn]) -> None:
-    paid.update({t.text: t for t in conv.turns if t.speaker == "user" and t.recorded is not None})
+def _remember_paid(conv: Conversation, paid: _Paid) -> None:
+    paid.turns.update(
+        {t.text: t for t in conv.turns if t.speaker == "user" and (t.recorded is not None or t.error is not None)}
+    )
+    paid.model = conv.model or paid.model
+
+
+def _asked_already(conv: Conversation, paid: _Paid | None) -> list[str] | None:
+    """When every turn ``conv`` would send was asked in this add already (and failed), their
+    errors, so that it is not paid for twice; None when some turn is new to this add."""
+    if paid is None:
+        return None
+    waiting = [t for t in conv.turns if t.speaker == "user" and (t.recorded is None or t.error is not None)]
+    if not waiting or any(t.text not in paid.turns for t in waiting):
+        return None
+    return [f"turn {t.text[:40]!r}: {t.error}" for t in waiting if t.error]
 
 
 def _load(loader: Loader, conv: Conversation, extracted: int, errors: list[str], based_on: str | None) -> Added:
@@ -573,6 +607,8 @@ def _appended(
     """Write what the new turns of ``conv`` add to ``tail``; None when they cannot be
     appended (the whole conversation is loaded then)."""
     n = len(tail.conv.turns)
+    # A conversation the assistant opened has no model until a user turn is extracted: that
+    # add loads it whole, with the model (_paid), and the adds after it append.
     if conv.model != tail.conv.model or any(
         a is not b and a != b for a, b in zip(tail.conv.turns, conv.turns[:n], strict=True)
     ):
@@ -634,11 +670,13 @@ def _no_model(conv: Conversation, n: int) -> str:
 
 
 async def _extract(
-    llm: LLMClient | None, conv: Conversation, ontology: Ontology, context_turns: int
+    llm: LLMClient | None, conv: Conversation, ontology: Ontology, context_turns: int, paid: _Paid | None = None
 ) -> tuple[Conversation, int, list[str]]:
     n = pending_turns(conv)
     if n == 0:
         return conv, 0, []
+    if (again := _asked_already(conv, paid)) is not None:
+        return conv, 0, again
     if llm is None:
         # As with a model that is down: the messages are stored (searchable now), the user
         # turns stay unrecorded, and the add is pending until a model reads them.
@@ -948,7 +986,7 @@ class Memory:
             pass
         else:
             raise UsageError("Memory.add was called inside a running event loop; use AsyncMemory there")
-        paid: dict[str, Turn] = {}
+        paid = _Paid()
         asked = 0
         raced: int | None = None
         start = _appendable(self._tails, self.ontology, messages, ns, cid, title) if self.via == "bulk" else None
@@ -965,7 +1003,7 @@ class Memory:
             stored, based_on = _stored(self.db, ns, cid)
             conv = _paid(extended(stored, messages, namespace, conversation, title, raced), paid)
             raced = len(stored.turns) if stored is not None else 0
-            conv, n, errors = self._extract(conv)
+            conv, n, errors = self._extract(conv, paid)
             _remember_paid(conv, paid)
             asked += n
             try:
@@ -976,9 +1014,11 @@ class Memory:
             return self._wrote(added)
         raise _kept_changing(ns, cid)
 
-    def _extract(self, conv: Conversation) -> tuple[Conversation, int, list[str]]:
+    def _extract(self, conv: Conversation, paid: _Paid | None = None) -> tuple[Conversation, int, list[str]]:
         if pending_turns(conv) == 0:
             return conv, 0, []  # an event loop for nothing costs more than the rest of a short add
+        if (again := _asked_already(conv, paid)) is not None:
+            return conv, 0, again
         return asyncio.run(_extract(self.llm, conv, self.ontology, self.context_turns))
 
     def facts(
@@ -1289,7 +1329,7 @@ class AsyncMemory:
                 write=True,
             )
         db, _ = self._writer()
-        paid: dict[str, Turn] = {}
+        paid = _Paid()
         asked = 0
         raced: int | None = None
         if self._via == "bulk":
@@ -1312,7 +1352,7 @@ class AsyncMemory:
                 stored, based_on = await asyncio.to_thread(_stored, db, ns, cid)
             conv = _paid(extended(stored, messages, namespace, conversation, title, raced), paid)
             raced = len(stored.turns) if stored is not None else 0
-            conv, n, errors = await _extract(self.llm, conv, self.ontology, self.context_turns)
+            conv, n, errors = await _extract(self.llm, conv, self.ontology, self.context_turns, paid)
             _remember_paid(conv, paid)
             asked += n
             try:

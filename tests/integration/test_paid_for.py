@@ -249,3 +249,67 @@ def test_a_load_leaves_the_hosts_interpreter_alone_unless_asked(db, opted_in):
     else:
         assert seen == {before}
     assert (sys.getswitchinterval(), gc.get_threshold()) == before
+
+
+def _adds(memory, chat, ns="live"):
+    for i, (who, text) in enumerate(chat):
+        yield memory.add(
+            [{"role": who, "content": text, "at": f"2026-03-01T10:{i:02d}:00Z"}], namespace=ns, conversation="c"
+        )
+
+
+def test_a_conversation_the_assistant_opens_appends_with_the_models_name(dsn, graph_name, server, caplog):
+    """The first add stored it with no model; each user add's append then named the model,
+    was refused for it, loaded the whole conversation again, and the model was never set:
+    every add a whole load, the model's facts stored as authored."""
+    import logging
+
+    from agefacts.extract import LLMClient
+    from agefacts.memory import Memory
+
+    from ..helpers import LIVES
+    from ..llm_server import completion
+
+    url, script = server({"I live in Porto.": [("json", 200, completion(json.dumps(LIVES), model="live-model"))]})
+    chat = [
+        ("assistant", "Hello! How can I help?"),
+        ("user", "I live in Porto."),
+        ("assistant", "Noted."),
+        ("assistant", "Anything else?"),
+    ]
+    caplog.set_level(logging.DEBUG, logger="agefacts.memory")
+    with Memory(dsn, graph_name, llm=LLMClient(url, "m", backoff=0.01)) as memory:
+        added = list(_adds(memory, chat))
+        assert [a.status for a in added] == ["loaded"] * 4
+        assert len(script.requests) == 1  # the one user turn, once
+        (conv,) = memory.export("live")
+        assert conv.model == "live-model"
+        (fact,) = memory.facts("user", namespace="live")
+        assert (fact.object, fact.citation.quote) == ("Porto", "I live in Porto")
+    # After the first user add, the adds append.
+    appended = [r for r in caplog.records if "appended to conversation" in r.getMessage()]
+    assert len(appended) == 2, [r.getMessage() for r in caplog.records]
+    from agefacts.db import Database
+
+    with Database(dsn, graph_name) as db:
+        rows = db.cypher(
+            "MATCH (:Statement)-[e:EVIDENCED_BY]->(:Message) RETURN e.extractor, e.model", columns=("x", "m")
+        ).rows
+    assert rows == [("llm:live-model", "live-model")]
+
+
+def test_a_failing_turn_is_asked_once_an_add_not_twice(dsn, graph_name, server):
+    """With the model failing a message, every add asked it twice: the append asked, was
+    refused (a turn waits for its extraction), and the whole load asked again."""
+    from agefacts.extract import LLMClient
+    from agefacts.memory import Memory
+
+    url, script = server({"I live in Porto.": [("json", 500, {"error": "down"})]})
+    chat = [("user", "I live in Porto."), ("assistant", "Noted."), ("assistant", "Still there?"), ("user", "Hello?")]
+    with Memory(dsn, graph_name, llm=LLMClient(url, "m", retries=0, backoff=0.01, give_up_after=0)) as memory:
+        seen = []
+        for added in _adds(memory, chat):
+            assert added.status == "pending"
+            seen.append(len([r for r in script.requests if ":\nI live in Porto.\n" in r["messages"][-1]["content"]]))
+    # The failing turn: asked once by each add (its retry), never twice in one add.
+    assert seen == [1, 2, 3, 4], seen
