@@ -911,7 +911,7 @@ def _cmd_extract(args: argparse.Namespace) -> int:
     import asyncio
     from pathlib import Path
 
-    from .extract import Progress, extract_to, extract_with
+    from .extract import Progress, extract_to, extract_with, unasked_turns
 
     ontology = _ontology(args)
     statistical = None
@@ -971,7 +971,9 @@ def _cmd_extract(args: argparse.Namespace) -> int:
     recorded = sum(oc.recorded for oc in outcomes)
     errored = sum(oc.failed for oc in outcomes)
     kept = sum(oc.kept for oc in outcomes)
-    unasked = turns - recorded - errored - kept
+    # A model's run counts what still waits for it (a turn an earlier run recorded waits for
+    # nothing); the keyphrase extractor records no model's extraction, so it counts its own.
+    unasked = unasked_turns(outcomes) if statistical is None else turns - recorded - errored - kept
     if statistical is None and client.down is not None:
         failed = True
         print(

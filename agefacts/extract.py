@@ -51,6 +51,7 @@ from .models import (
 from .ontology import Ontology
 
 __all__ = [
+    "unasked_turns",
     "ConversationOutcome",
     "DEFAULT_CONTEXT_TURNS",
     "DEFAULT_KEY_ENV",
@@ -458,6 +459,13 @@ def pending_turns(conv: Conversation, redo: bool = False) -> int:
     """The user turns a run sends to the model: those with no recording or with an error
     (every user turn with ``redo``)."""
     return sum(1 for t in conv.turns if t.speaker == "user" and (redo or t.recorded is None or t.error is not None))
+
+
+def unasked_turns(outcomes: Sequence[ConversationOutcome]) -> int:
+    """The user turns still waiting for an extraction after a run that were not asked in it
+    (it stopped first): every turn a run would send, but those it asked and that failed. Not
+    every turn without a fresh recording: those recorded by an earlier run wait for nothing."""
+    return sum(pending_turns(oc.conversation) for oc in outcomes) - sum(oc.failed for oc in outcomes)
 
 
 @dataclass

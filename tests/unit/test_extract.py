@@ -694,3 +694,27 @@ def test_a_reply_the_server_says_was_cut_off_is_the_turns_error_whatever_it_pars
     assert turn.recorded is None
     assert "cut off at its length limit (finish_reason 'length')" in (turn.error or ""), turn
     assert len(out.errors) == 1
+
+
+def test_the_turns_not_asked_are_those_still_waiting_not_those_recorded_before():
+    """ "N user turns were not asked" counted the turns earlier runs had recorded, in the
+    conversations a stopped run never began (LoCoMo: 1,755 when 21 were waiting)."""
+    from agefacts.extract import ConversationOutcome, unasked_turns
+
+    empty = {"entities": [], "statements": [], "followups": []}
+
+    def with_recorded(c, keep):
+        return c.model_copy(
+            update={"turns": [t.model_copy(update={"recorded": empty}) if t.text in keep else t for t in c.turns]}
+        )
+
+    begun = with_recorded(conv("a", "x1", "x2", "x3"), {"x1"})  # x1 recorded now, x2 failed, x3 not reached
+    begun = begun.model_copy(
+        update={"turns": [t.model_copy(update={"error": "HTTP 500"}) if t.text == "x2" else t for t in begun.turns]}
+    )
+    never = with_recorded(conv("b", "b1", "b2", "b3", "b4"), {"b1", "b2", "b3"})  # one waits, three recorded before
+    outcomes = [
+        ConversationOutcome(begun, ["HTTP 500"], recorded=1, failed=1),
+        ConversationOutcome(never, [], asked=False),
+    ]
+    assert unasked_turns(outcomes) == 2  # x3 and b4
