@@ -45,7 +45,7 @@ RANKS: list[set[str]] = [
     {"retrieve", "picture", "output"},
     {"placed"},
     {"memory"},
-    {"mcp_server"},
+    {"mcp_server", "langchain"},
     {"grade", "bench", "recall"},
     {"cli"},
     {"__main__"},
