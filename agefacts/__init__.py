@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from .inputs import parse_conversation as parse_conversation
     from .inputs import read_conversations as read_conversations
     from .keyphrases import StatisticalExtractor as StatisticalExtractor
+    from .langchain import AgefactsRetriever as AgefactsRetriever
     from .load import Loader as Loader
     from .load import Outcome as Outcome
     from .load import Summary as Summary

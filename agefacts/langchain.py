@@ -14,11 +14,17 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
-from langchain_core.documents import Document
-from langchain_core.retrievers import BaseRetriever
-
 from .errors import UsageError
+
+try:
+    from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
+    from langchain_core.documents import Document
+    from langchain_core.retrievers import BaseRetriever
+except ImportError:  # pragma: no cover - the optional extra is not installed
+    raise UsageError(
+        "agefacts.langchain needs langchain-core: pip install 'agefacts[langchain]' (or pip install langchain-core)"
+    ) from None
+
 from .memory import AsyncMemory, Memory, MemoryFact, Recall, TopicMessage
 
 __all__ = ["AgefactsRetriever", "documents"]

@@ -17,6 +17,7 @@ import dataclasses
 import datetime as dt
 import functools
 import inspect
+import re
 import typing
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Annotated, Any
@@ -32,6 +33,7 @@ from .placement import Placement
 
 __all__ = [
     "arguments_refused",
+    "compact_fact",
     "build_server",
     "compact_recall",
     "jsonable",
@@ -113,20 +115,27 @@ def arguments_refused(tool: str, exc: ValidationError) -> str:
     return f"{tool}: " + "; ".join(parts) + " (the tool's schema says what each argument takes)"
 
 
+_CLI_HINT = re.compile(r"`agefacts [^`]*` lists them")
+
+
+def compact_fact(f: Mapping[str, Any]) -> dict[str, Any]:
+    """One fact as a model reads it: what it says, when it was true and learned, and the words
+    it came from (no keys, offsets or empty fields)."""
+    cite = f["citation"]
+    fact = {k: f[k] for k in ("subject", "predicate") if f.get(k) is not None}
+    fact |= {"object": f["object"]} if f.get("object") is not None else {"value": f.get("value")}
+    fact |= {k: f[k] for k in ("valid_from", "valid_until", "recorded_at", "recurrence") if f.get(k) is not None}
+    fact |= {"quote": cite["quote"], "conversation": cite["conversation"], "message": cite["message"]}
+    fact |= {"said_at": cite["at"]}
+    return fact
+
+
 def compact_recall(answer: Mapping[str, Any]) -> dict[str, Any]:
     """What ``recall`` answers a model: the prompt-ready ``context``, and each fact and
     message with what a model reads (no keys, offsets or internal scores), ``reason`` when
     nothing was found. The whole :class:`~agefacts.memory.Recall` was about six times its
     context's size."""
-    facts = []
-    for f in answer["facts"]:
-        cite = f["citation"]
-        fact = {k: f[k] for k in ("subject", "predicate") if f.get(k) is not None}
-        fact |= {"object": f["object"]} if f.get("object") is not None else {"value": f.get("value")}
-        fact |= {k: f[k] for k in ("valid_from", "valid_until", "recorded_at", "recurrence") if f.get(k) is not None}
-        fact |= {"quote": cite["quote"], "conversation": cite["conversation"], "message": cite["message"]}
-        fact |= {"said_at": cite["at"]}
-        facts.append(fact)
+    facts = [compact_fact(f) for f in answer["facts"]]
     # A fact's own message is cited by the fact already (as in the context).
     cited = {(f["conversation"], f["message"]) for f in facts}
     messages = [
@@ -197,7 +206,8 @@ def build_server(
         try:
             return jsonable(await call(held["memory"]))
         except AgeFactsError as exc:
-            raise ToolError(str(exc)) from None
+            # A model cannot type a command: the tool that does the same is named instead.
+            raise ToolError(_CLI_HINT.sub("the entities tool lists them", str(exc))) from None
 
     scoped = f" (namespace {namespace!r})" if namespace else " (each call names its namespace)"
 
@@ -287,7 +297,9 @@ def build_server(
         rows: list[dict[str, Any]] = await run(
             lambda m: m.facts(entity, namespace=ns, valid_at=valid_at, known_at=known_at)
         )
-        return rows
+        # What a model reads, as recall gives it (keys, offsets and empty fields cost a model's
+        # context and say nothing to it: 3.3 KB for five facts).
+        return [compact_fact(f) for f in rows]
 
     async def history(entity: _Entity, predicate: _Predicate, namespace: _Namespace = None) -> list[dict[str, Any]]:
         """An entity's values for one predicate (such as lives_in) over time, with when each

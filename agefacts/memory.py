@@ -794,9 +794,18 @@ def correction(
         fix: dict[str, Any] = {"value": instead}
         if old["object_key"] is not None:
             again = find_entities(db, instead, namespace)
-            if not again:
-                raise QueryError(f"no entity {instead!r} in namespace {namespace!r} to put in its place")
-            ent = declared(again[0]["key"], f"e{len(entities) + 1}")
+            if again:
+                ent = declared(again[0]["key"], f"e{len(entities) + 1}")
+            else:
+                # Named here for the first time ("it is Bath", Bath never mentioned): an entity of
+                # the type of the one it replaces.
+                ent = {
+                    "handle": f"e{len(entities) + 1}",
+                    "type": old["object_type"],
+                    "mention": instead,
+                    "resolution": "resolved",
+                    "name": instead,
+                }
             if ent:
                 entities.append(ent)
             fix = {"object": ent["handle"] if ent else "user"}
@@ -816,7 +825,10 @@ def correction(
             "notes": reason,
             "turns": [
                 {
+                    # The owner's turn (what the gate reads), said in the words of who corrected:
+                    # shown as theirs wherever the message is shown.
                     "speaker": "user",
+                    "name": by,
                     "text": text,
                     "at": when,
                     "recorded": {"entities": entities, "statements": statements, "followups": []},

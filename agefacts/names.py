@@ -9,7 +9,9 @@ from __future__ import annotations
 import re
 
 __all__ = [
+    "ROLE_WORDS",
     "USER",
+    "role_named",
     "CORE_EDGE_LABELS",
     "CORE_VERTEX_LABELS",
     "MAX_TYPE_LENGTH",
@@ -22,6 +24,27 @@ __all__ = [
 
 USER = "user"
 """The handle that always means the namespace's owner; it needs no entity entry."""
+
+ROLE_WORDS = {
+    "spouse_of": ["husband", "wife", "spouse"],
+    "partner_of": ["partner", "boyfriend", "girlfriend"],
+    "sibling_of": ["sister", "brother", "sibling"],
+    "parent_of": ["son", "daughter", "child", "kid"],
+    "child_of": ["mother", "father", "mum", "mom", "dad", "parent"],
+    "friend_of": ["friend"],
+    "colleague_of": ["colleague", "coworker"],
+    "boss_of": ["boss", "manager"],
+}
+"""Words that name an entity by its role to the user (``attrs.rel``), said with "my"."""
+
+
+def role_named(text: str) -> str | None:
+    """The role ``attrs.rel`` that "my partner" (or "my wife", ...) names, or None."""
+    words = text.casefold().split()
+    if len(words) != 2 or words[0] != "my":
+        return None
+    return next((f"{rel}:user" for rel, said in ROLE_WORDS.items() if words[1] in said), None)
+
 
 # agefacts' own labels: no entity type may take one of these names.
 CORE_VERTEX_LABELS = frozenset({"Conversation", "Message", "Statement", "Keyphrase"})

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from .db import Database, Table
 from .errors import QueryError, UsageError, need_text
 from .named import named_queries, run_named, run_named_async
+from .names import role_named
 from .timeline import FACT_COLUMNS, fact_order, fact_rows
 
 if TYPE_CHECKING:
@@ -87,7 +88,10 @@ def find_entities(db: Database, text: str, namespace: str | None = None) -> list
         by_key = run_named(db, "entity_by_key", {"text": text, "namespace": namespace}).dicts()
         if by_key:
             return by_key
-    return run_named(db, "entities", {"text": text, "namespace": namespace}).dicts()
+    found = run_named(db, "entities", {"text": text, "namespace": namespace}).dicts()
+    if found or (rel := role_named(text)) is None:
+        return found
+    return _by_role(run_named(db, "entity_names", {"namespace": namespace}).dicts(), rel)
 
 
 def check_scope(namespace: str | None, all_namespaces: bool, found: Iterable[str], what: str) -> None:
@@ -115,7 +119,20 @@ async def find_entities_async(db: AsyncDatabase, text: str, namespace: str | Non
         by_key = (await run_named_async(db, "entity_by_key", {"text": text, "namespace": namespace})).dicts()
         if by_key:
             return by_key
-    return (await run_named_async(db, "entities", {"text": text, "namespace": namespace})).dicts()
+    found = (await run_named_async(db, "entities", {"text": text, "namespace": namespace})).dicts()
+    if found or (rel := role_named(text)) is None:
+        return found
+    return _by_role((await run_named_async(db, "entity_names", {"namespace": namespace})).dicts(), rel)
+
+
+def _by_role(rows: list[dict[str, Any]], rel: str) -> list[dict[str, Any]]:
+    """The entities whose role to the owner is ``rel``: "my partner" finds the one mentioned
+    as "my partner Alex" (a mention is matched whole, and this one was longer)."""
+    return [
+        {"key": r["key"], "namespace": r["namespace"], "type": None, "name": r["name"], "mentions": r["mentions"]}
+        for r in rows
+        if (r.get("attrs") or {}).get("rel") == rel
+    ]
 
 
 def _entity_keys(db: Database, entity: str, namespace: str | None, all_namespaces: bool) -> list[str]:

@@ -41,6 +41,7 @@ from .errors import UsageError, need_text
 from .keys import keyphrase_key, keyphrase_text, message_key
 from .limits import QUESTION_CHARS
 from .named import run_named, run_named_async
+from .names import ROLE_WORDS
 from .ontology import Ontology
 from .reads import TimeArg, as_of, check_scope, facts_of_each, facts_of_each_async
 from .temporal import to_python
@@ -53,7 +54,6 @@ __all__ = [
     "FUSION_WEIGHTS",
     "Linked",
     "about",
-    "ROLE_WORDS",
     "answer_from",
     "ask",
     "ask_async",
@@ -75,18 +75,6 @@ __all__ = [
 ]
 
 _TOKEN = re.compile(r"\w+", re.UNICODE)
-
-ROLE_WORDS = {
-    "spouse_of": ["husband", "wife", "spouse"],
-    "partner_of": ["partner", "boyfriend", "girlfriend"],
-    "sibling_of": ["sister", "brother", "sibling"],
-    "parent_of": ["son", "daughter", "child", "kid"],
-    "child_of": ["mother", "father", "mum", "mom", "dad", "parent"],
-    "friend_of": ["friend"],
-    "colleague_of": ["colleague", "coworker"],
-    "boss_of": ["boss", "manager"],
-}
-"""Words that name an entity by its role to the user (``attrs.rel``), said with "my"."""
 
 
 # Pronouns and determiners are not names: a mention like "it" alone links nothing.

@@ -8,7 +8,7 @@ import asyncio
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 
-from agefacts.langchain import AgefactsRetriever
+from agefacts import AgefactsRetriever
 from agefacts.load import load_paths
 from agefacts.memory import AsyncMemory, Memory
 

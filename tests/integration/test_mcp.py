@@ -286,3 +286,54 @@ def test_remember_without_a_model_keeps_the_messages_and_says_facts_need_one(db,
     got = remembered.structured_content
     assert got["status"] == "pending" and "no model" in got["errors"][0]
     assert [m["text"] for m in recalled.structured_content["messages"]] == ["I live in Porto."]
+
+
+def test_correct_brings_a_value_never_mentioned_and_facts_speak_as_recall_does(db, dsn, graph_name):
+    """instead: "Bath" failed ("no entity 'Bath'") unless Bath had been mentioned; facts with
+    "my partner" failed where the mention was "my partner Alex", pointing a model at a command
+    line; the correction read as the user's own words; facts sent keys and offsets."""
+    from agefacts.load import Loader
+
+    from ..helpers import claim, conversation, user_turn
+
+    alex = {"handle": "e1", "type": "Person", "mention": "my partner Alex", "resolution": "resolved", "name": "Alex"}
+    alex["attrs"] = {"rel": "partner_of:user"}
+    bristol = {"handle": "e2", "type": "Place", "mention": "Bristol", "resolution": "resolved", "name": "Bristol"}
+    said = conversation(
+        "c1",
+        [
+            user_turn(
+                "My partner Alex lives in Bristol.",
+                "2025-01-02T10:00:00Z",
+                entities=[alex, bristol],
+                statements=[
+                    claim("user", "partner_of", "My partner Alex", obj="e1"),
+                    claim("e1", "lives_in", "lives in Bristol", obj="e2"),
+                ],
+            )
+        ],
+        namespace="rui",
+    )
+    assert Loader(db, ONTO).load(said).status == "loaded"
+    _, (partner, nobody, fixed, now, recalled) = _call(
+        _server(dsn, graph_name, "--namespace", "rui"),
+        [
+            ("facts", {"entity": "my partner"}),
+            ("facts", {"entity": "Nobody At All"}),
+            (
+                "correct",
+                {"entity": "Alex", "predicate": "lives_in", "said": "Bristol", "by": "assistant", "instead": "Bath"},
+            ),
+            ("facts", {"entity": "Alex"}),
+            ("recall", {"question": "Where does Alex live? Bristol?"}),
+        ],
+    )
+    assert not partner.is_error, partner.content
+    assert [f["object"] for f in partner.structured_content["result"] if f["predicate"] == "lives_in"] == ["Bristol"]
+    assert all(set(f) <= {"subject", "predicate", "object", "value", "valid_from", "valid_until", "recorded_at",
+                          "recurrence", "quote", "conversation", "message", "said_at"} for f in partner.structured_content["result"])  # fmt: skip
+    assert nobody.is_error and "the entities tool lists them" in nobody.content[0].text
+    assert "agefacts query" not in nobody.content[0].text
+    assert not fixed.is_error, fixed.content
+    assert [f["object"] for f in now.structured_content["result"] if f["predicate"] == "lives_in"] == ["Bath"]
+    assert "user said" not in recalled.structured_content["context"]
