@@ -490,14 +490,27 @@ _TIMES = [
     ("my", re.compile(rf"\b{_MONTH},?\s+(?:of\s+)?{_YEAR}\b")),
     ("y", re.compile(rf"\b(?:in|during|of|since|by)\s+{_YEAR}\b")),
     ("rel", re.compile(r"\b(today|yesterday|(?:this|last)\s+(?:week|month|year))\b")),
+    ("season", re.compile(r"\b(this|last)\s+(spring|summer|autumn|fall|winter)\b")),
+    (
+        "ago",
+        re.compile(
+            r"\b(a|an|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|\d{1,2})\s+(year|month)s?\s+ago\b"
+        ),
+    ),
 ]
+# A season's first month and how many months it lasts (the northern hemisphere's, by month).
+_SEASONS = {"spring": 3, "summer": 6, "autumn": 9, "fall": 9, "winter": 12}
+_COUNTS = {w: n for n, w in enumerate("zero one two three four five six seven eight nine ten eleven twelve".split())}
+_COUNTS |= {"a": 1, "an": 1}
 
 
 def named_times(question: str, now: dt.datetime | None = None) -> list[tuple[str, str]]:
     """The times a question names, as [start, end) instants (``2023-07-01T00:00:00Z``):
     "on 8 May 2023", "May 8, 2023", "in July 2023", "in 2023", and, counted back from ``now``
     (the time asked at: the known time given, else the clock), "today", "yesterday", "this" or
-    "last" week, month or year. A date said once is one time, however many patterns see it."""
+    "last" week, month, year or season ("last summer": the latest that has ended), and "two
+    years ago", "three months ago" (that year, that month). A date said once is one time,
+    however many patterns see it."""
     text = unicodedata.normalize("NFC", question).casefold()
     out: list[tuple[str, str]] = []
     taken: list[tuple[int, int]] = []
@@ -525,6 +538,23 @@ def _interval(kind: str, g: tuple[str | Any, ...], now: dt.datetime) -> tuple[st
             end = dt.datetime(start.year + start.month // 12, start.month % 12 + 1, 1)
         elif kind == "y":
             start, end = dt.datetime(int(g[0]), 1, 1), dt.datetime(int(g[0]) + 1, 1, 1)
+        elif kind == "season":
+            # "last summer": the latest summer that has ended; "this summer": this year's.
+            first = _SEASONS[g[1]]
+            # In January and February, "this winter" is the one that began in December.
+            start = dt.datetime(now.year - (first == 12 and now.month < 3), first, 1)
+            if g[0] == "last":
+                while _months_after(start, 3) > now.replace(tzinfo=None):
+                    start = start.replace(year=start.year - 1)
+            end = _months_after(start, 3)
+        elif kind == "ago":
+            n = _COUNTS[g[0]] if g[0] in _COUNTS else int(g[0])
+            if g[1] == "year":
+                start = dt.datetime(now.year - n, 1, 1)
+                end = dt.datetime(start.year + 1, 1, 1)
+            else:
+                start = _months_after(dt.datetime(now.year, now.month, 1), -n)
+                end = _months_after(start, 1)
         else:
             today = dt.datetime(now.year, now.month, now.day)
             what = " ".join(g[0].split())
@@ -545,6 +575,12 @@ def _interval(kind: str, g: tuple[str | Any, ...], now: dt.datetime) -> tuple[st
     except ValueError:  # "31 February 2023" names no day
         return None
     return start.strftime("%Y-%m-%dT%H:%M:%SZ"), end.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _months_after(start: dt.datetime, months: int) -> dt.datetime:
+    """The first of the month ``months`` after (or, negative, before) ``start``'s month."""
+    index = start.year * 12 + start.month - 1 + months
+    return dt.datetime(index // 12, index % 12 + 1, 1)
 
 
 FUSION_K = 10

@@ -91,3 +91,11 @@ def test_the_times_a_question_names():
     assert named_times("last month", now) == [("2026-11-01T00:00:00Z", "2026-12-01T00:00:00Z")]
     assert named_times("last month", dt.datetime(2027, 1, 5)) == [("2026-12-01T00:00:00Z", "2027-01-01T00:00:00Z")]
     assert named_times("I may have 2023 apples", now) == []  # "may" without a month's place, a bare number
+    # Seasons and times counted back, as a person says them (they were not read at all).
+    assert named_times("Where did I live last summer?", now) == [("2026-06-01T00:00:00Z", "2026-09-01T00:00:00Z")]
+    july = dt.datetime(2026, 7, 2)
+    assert named_times("last summer", july) == [("2025-06-01T00:00:00Z", "2025-09-01T00:00:00Z")]  # not over yet
+    assert named_times("this winter", dt.datetime(2027, 1, 10)) == [("2026-12-01T00:00:00Z", "2027-03-01T00:00:00Z")]
+    assert named_times("two years ago", now) == [("2024-01-01T00:00:00Z", "2025-01-01T00:00:00Z")]
+    assert named_times("3 months ago", now) == [("2026-09-01T00:00:00Z", "2026-10-01T00:00:00Z")]
+    assert named_times("a month ago", dt.datetime(2027, 1, 5)) == [("2026-12-01T00:00:00Z", "2027-01-01T00:00:00Z")]
