@@ -27,14 +27,13 @@ sentence (they are not lost: the caller sends them again when the move is done).
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import UsageError
+from .errors import InputError, UsageError
 
 __all__ = [
     "PLACEMENT_ENV",
@@ -42,6 +41,7 @@ __all__ = [
     "Server",
     "placement_from",
     "read_placement",
+    "toml_string",
 ]
 
 PLACEMENT_ENV = "AGEFACTS_PLACEMENT"
@@ -157,8 +157,11 @@ _TABLE = re.compile(r"^\s*\[([^\]]+)\]\s*(#.*)?$")
 def _write_pin(path: Path, namespace: str, server: str) -> None:
     """The file with ``namespace = "server"`` in its [namespaces] table (replacing a pin of
     that namespace, or added), the rest of the text as it was."""
-    lines = path.read_text(encoding="utf-8").splitlines()
-    line = f"{json.dumps(namespace, ensure_ascii=False)} = {json.dumps(server, ensure_ascii=False)}"
+    # Lines by "\n" only: splitlines() also splits at U+2028 and the like, inside a string.
+    lines = path.read_text(encoding="utf-8").split("\n")
+    while lines and not lines[-1]:
+        lines.pop()
+    line = f"{toml_string(namespace)} = {toml_string(server)}"
     table = None
     out: list[str] = []
     placed = False
@@ -181,8 +184,36 @@ def _write_pin(path: Path, namespace: str, server: str) -> None:
         else:
             out += ["", "[namespaces]", line]
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text("\n".join(out) + "\n", encoding="utf-8")
+    text = "\n".join(out) + "\n"
+    tmp.write_text(text, encoding="utf-8")
+    # Read back before it replaces the file: a file every later command refuses is never left.
+    try:
+        written = tomllib.loads(tmp.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        tmp.unlink(missing_ok=True)
+        raise InputError(
+            f"{path}: pinning {namespace!r} would make it unreadable ({exc}); it was left as it was"
+        ) from None
+    if written.get("namespaces", {}).get(namespace) != server:
+        tmp.unlink(missing_ok=True)
+        raise InputError(f"{path}: pinning {namespace!r} did not read back as written; the file was left as it was")
     os.replace(tmp, path)
+
+
+def toml_string(text: str) -> str:
+    """``text`` as a TOML basic string: backslash, quote and every control character escaped
+    (TOML forbids U+007F raw, which JSON allows), and the Unicode line and paragraph separators
+    too, so that no reader of lines splits the file inside it."""
+    out = []
+    for ch in text:
+        code = ord(ch)
+        if ch in ('"', "\\"):
+            out.append("\\" + ch)
+        elif code < 0x20 or code == 0x7F or 0x80 <= code < 0xA0 or ch in "\u2028\u2029":
+            out.append(f"\\u{code:04X}")
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
 
 
 def _insert_before_blank(out: list[str], line: str) -> None:

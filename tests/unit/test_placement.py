@@ -8,6 +8,8 @@ import subprocess
 import sys
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from agefacts.errors import UsageError
 from agefacts.placement import Placement, Server, read_placement
@@ -91,3 +93,30 @@ def test_a_pin_is_written_into_the_file_with_the_rest_of_it_kept(tmp_path):
     assert path.read_text().count("ann") == 1
     with pytest.raises(UsageError, match="no server 'c'"):
         read_placement(path).pin("ann", "c")
+
+
+@given(
+    st.text(min_size=1, max_size=12).filter(
+        lambda t: "\x00" not in t and not any(0xD800 <= ord(c) <= 0xDFFF for c in t)
+    )
+)
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_any_namespace_pinned_leaves_a_file_every_command_reads(tmp_path_factory, namespace):
+    """A namespace holding U+007F, or U+2028 followed by any later pin, left a placement file
+    that was not TOML, and every command on it exited 2."""
+    path = tmp_path_factory.mktemp("p") / "p.toml"
+    path.write_text(TWO)
+    read_placement(path).pin(namespace, "a")
+    read_placement(path).pin("later", "b")  # a pin after it reads and rewrites the file
+    assert read_placement(path).pinned == {namespace: "a", "later": "b"}
+
+
+def test_toml_strings_escape_what_toml_refuses_and_what_splits_lines():
+    import tomllib
+
+    from agefacts.placement import toml_string
+
+    for text in ["a\x7fb", "x\u2028y\u2029", 'q"\\', "\t\n\r", "\x85"]:
+        quoted = toml_string(text)
+        assert "\n" not in quoted and len(quoted.splitlines()) == 1
+        assert tomllib.loads(f"k = {quoted}")["k"] == text
