@@ -34,6 +34,7 @@ from .errors import ExtractionError as ExtractionError
 from .errors import InputError as InputError
 from .errors import LoadInterrupted as LoadInterrupted
 from .errors import NamespaceMoved as NamespaceMoved
+from .errors import NotFound as NotFound
 from .errors import OntologyError as OntologyError
 from .errors import QueryError as QueryError
 from .errors import UsageError as UsageError

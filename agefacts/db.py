@@ -31,7 +31,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from .errors import DatabaseError, EngineError, QueryError
+from .errors import DatabaseError, EngineError, NotFound, QueryError
 from .names import is_entity_label, is_graph_name, is_identifier, is_label
 
 __all__ = [
@@ -474,7 +474,7 @@ class Database:
             self.ensure_graph()
         elif not self.graph_exists():
             self.close()
-            raise QueryError(
+            raise NotFound(
                 f"graph {self.graph!r} does not exist in this database: nothing was loaded into it "
                 f"(load conversations with `agefacts load FILES --graph {self.graph}`, or name another graph)"
             )

@@ -22,6 +22,7 @@ __all__ = [
     "InputError",
     "LoadInterrupted",
     "NamespaceMoved",
+    "NotFound",
     "OntologyError",
     "QueryError",
     "TimeError",
@@ -99,6 +100,11 @@ def need_text(value: object, what: str, *, optional: bool = False) -> None:
 
 class QueryError(AgeFactsError):
     """A query is malformed or names something that does not exist."""
+
+
+class NotFound(QueryError):
+    """What a read names is not in this database: no such entity, or no such graph. Over the
+    servers of a placement, those that hold it answer and the others are passed over."""
 
 
 # -- what a caller can meet besides the stages' errors ----------------------------------------------

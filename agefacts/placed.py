@@ -21,7 +21,7 @@ from typing import Any, Generic, TypeVar
 
 from . import ledger
 from .db import Database
-from .errors import AgeFactsError, InputError, LoadInterrupted, NamespaceMoved
+from .errors import AgeFactsError, InputError, LoadInterrupted, NamespaceMoved, NotFound
 from .load import Loader, Outcome, Summary, read_told
 from .models import Conversation
 from .ontology import Ontology, default_ontology
@@ -137,14 +137,20 @@ class Router(Generic[_M]):
         raise _circle(namespace)
 
     def everywhere(self, call: Callable[[_M], _T]) -> list[tuple[_T, _Notes]]:
-        """``call`` on every server at once, each with the notes of the namespaces that left it."""
-        members = self.members()
+        """``call`` on every server at once, each with the notes of the namespaces that left it.
+        A server that holds nothing of what is asked (:class:`NotFound`: no such entity, or no
+        graph yet) is passed over; when none holds it, the first server's answer is raised."""
+        names = sorted(self.placement.servers)
 
-        def one(m: _M) -> tuple[_T, _Notes]:
-            return call(m), self._notes(m, None)
+        def one(name: str) -> tuple[_T, _Notes] | NotFound:
+            try:
+                m = self.member(name)
+                return call(m), self._notes(m, None)
+            except NotFound as exc:
+                return exc
 
-        with ThreadPoolExecutor(max_workers=len(members)) as pool:
-            return list(pool.map(one, members))
+        with ThreadPoolExecutor(max_workers=len(names)) as pool:
+            return _answered(list(pool.map(one, names)))
 
 
 class AsyncRouter(Generic[_M]):
@@ -195,12 +201,27 @@ class AsyncRouter(Generic[_M]):
         raise _circle(namespace)
 
     async def everywhere(self, call: Callable[[_M], Awaitable[_T]]) -> list[tuple[_T, _Notes]]:
-        members = [await self.member(name) for name in sorted(self.placement.servers)]
+        """See :meth:`Router.everywhere`."""
 
-        async def one(m: _M) -> tuple[_T, _Notes]:
-            return await call(m), await self._notes(m, None)
+        async def one(name: str) -> tuple[_T, _Notes] | NotFound:
+            try:
+                m = await self.member(name)
+                return await call(m), await self._notes(m, None)
+            except NotFound as exc:
+                return exc
 
-        return list(await asyncio.gather(*(one(m) for m in members)))
+        return _answered(list(await asyncio.gather(*(one(name) for name in sorted(self.placement.servers)))))
+
+
+def _answered(got: list[tuple[_T, _Notes] | NotFound]) -> list[tuple[_T, _Notes]]:
+    """The servers' answers, those that held nothing of it passed over (the first one's
+    refusal raised when every server's was one)."""
+    answers = [g for g in got if not isinstance(g, NotFound)]
+    if not answers and got:
+        first = got[0]
+        assert isinstance(first, NotFound)
+        raise first
+    return answers
 
 
 def _circle(namespace: str) -> AgeFactsError:

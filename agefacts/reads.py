@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .db import Database, Table
-from .errors import QueryError, UsageError, need_text
+from .errors import NotFound, QueryError, UsageError, need_text
 from .named import named_queries, run_named, run_named_async
 from .names import role_named
 from .timeline import FACT_COLUMNS, fact_order, fact_rows
@@ -147,7 +147,7 @@ def _keys_found(found: list[dict[str, Any]], entity: str, namespace: str | None,
             if namespace
             else "agefacts query --name entity_names"
         )
-        raise QueryError(f"no entity {entity!r}{where}: give a key, a name or a mention (`{listing}` lists them)")
+        raise NotFound(f"no entity {entity!r}{where}: give a key, a name or a mention (`{listing}` lists them)")
     check_scope(namespace, all_namespaces, (e["namespace"] for e in found), repr(entity))
     return [e["key"] for e in found]
 

@@ -281,3 +281,36 @@ def test_agefacts_move_on_the_command_line_says_each_step(servers, graph_name, c
     monkeypatch.delenv("AGEFACTS_PLACEMENT", raising=False)
     assert main(["move", "--dsn", "host=nowhere", "--graph", graph_name, "--namespace", ns, "--to", "b"]) == 2
     assert "give --placement FILE" in capsys.readouterr().err
+
+
+def test_merged_reads_answer_from_the_servers_that_hold_it_when_another_holds_nothing(
+    servers, graph_name, monkeypatch, capsys
+):
+    """One empty server in a placement: facts and history --all-namespaces failed "no entity
+    'user'", and facts Tom --all-namespaces exited 1 whenever one server lacked the name."""
+    path, dbs = servers
+    dbs["b"].drop_graph()  # server b holds nothing at all, not even the graph
+    from agefacts.load import load_paths
+
+    load_paths(dbs["a"], [EXAMPLES / "ann-01.json", EXAMPLES / "nina-01.json"], ONTO)
+    monkeypatch.setenv("AGEFACTS_GRAPH", graph_name)
+    monkeypatch.delenv("AGEFACTS_DSN", raising=False)
+    for argv in (
+        ["facts", "user", "--all-namespaces"],
+        ["facts", "Tom", "--all-namespaces"],
+        ["history", "user", "lives_in", "--all-namespaces"],
+    ):
+        capsys.readouterr()
+        assert main([*argv, "--placement", str(path), "--format", "json"]) == 0, capsys.readouterr().err
+        assert json.loads(capsys.readouterr().out), argv
+    # Nothing anywhere is still said, once.
+    assert main(["facts", "Nobody At All", "--all-namespaces", "--placement", str(path)]) == 1
+    assert "no entity 'Nobody At All'" in capsys.readouterr().err
+    with Memory(placement=path, graph=graph_name) as memory:
+        assert memory.facts("Tom", all_namespaces=True)
+
+    async def on_async():
+        async with AsyncMemory(placement=path, graph=graph_name) as memory:
+            return await memory.facts("Tom", all_namespaces=True)
+
+    assert asyncio.run(on_async())
