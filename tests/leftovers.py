@@ -73,6 +73,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return
     deadline = time.monotonic() + GRACE
     left = marked(run)
+    if not left:
+        # A process caught in its exec shows no environment for a moment: looked at again.
+        time.sleep(0.5)
+        left = marked(run)
     while left and time.monotonic() < deadline:
         time.sleep(0.2)
         left = marked(run)

@@ -20,7 +20,10 @@ def test_a_run_that_leaves_a_process_running_fails_and_names_it(tmp_path):
             def test_starts_and_forgets():
                 # In a session of its own, as the embedded engine is started: not a child
                 # that pytest would take down with it.
-                subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
+                p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
+                # Running (past its exec) before the run ends, as a leftover always is.
+                while b"sleep" not in open(f"/proc/{p.pid}/cmdline", "rb").read():
+                    pass
             """
         )
     )
