@@ -130,6 +130,8 @@ _STORE = [
     " graph text NOT NULL, model text NOT NULL, message text NOT NULL, namespace text NOT NULL,"
     " text_md5 text NOT NULL, embedding vector NOT NULL, PRIMARY KEY (graph, model, message))",
     "CREATE INDEX IF NOT EXISTS message_vectors_namespace ON agefacts.message_vectors (graph, model, namespace)",
+    # Kept to tenants as the logs are, from the moment it exists (it had no policy at all).
+    "SELECT agefacts.protect_table('message_vectors')",
 ]
 _NO_VECTOR = (
     "embeddings need the pgvector extension in this database: install it on the server and run "

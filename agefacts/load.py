@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
+from psycopg import sql
+
 from . import ledger
 from .compile import EXTRACTOR, FollowupRow, Plan, executable, plan, to_cypher
 from .consolidate import result_of
@@ -1066,6 +1068,14 @@ def setup(
                 (db.graph, role, namespace),
             )
             done.append(f"tenant: role {role} sees and writes namespace {namespace!r} only")
+            # What configures every graph is read-only to a tenant: who is a tenant of what,
+            # the moves that route writes, the ontology everyone is answered by, the schema.
+            db.execute(
+                sql.SQL(
+                    "REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON agefacts.tenants, agefacts.moves, "
+                    "agefacts.graph_ontology, agefacts.schema_version FROM {}"
+                ).format(sql.Identifier(role))
+            )
         db.execute("SELECT agefacts.protect_graph(%s)", (db.graph,))
     return done, refused
 

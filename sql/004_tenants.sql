@@ -19,10 +19,11 @@ DROP POLICY IF EXISTS agefacts_self ON agefacts.tenants;
 CREATE POLICY agefacts_self ON agefacts.tenants USING (role = current_user);
 GRANT SELECT ON agefacts.tenants TO PUBLIC;
 
--- Whether this role is a tenant of the graph; and whether it may see a namespace's rows.
+-- Whether this role is a tenant (of any graph: a tenant of one graph sees nothing of another's,
+-- where it saw every row of graphs it was no tenant of); and whether it may see a namespace's rows.
 CREATE OR REPLACE FUNCTION agefacts.is_tenant(graph_name text)
 RETURNS boolean LANGUAGE sql STABLE AS $fn$
-    SELECT EXISTS (SELECT 1 FROM agefacts.tenants t WHERE t.graph = graph_name AND t.role = current_user)
+    SELECT EXISTS (SELECT 1 FROM agefacts.tenants t WHERE t.role = current_user)
 $fn$;
 
 CREATE OR REPLACE FUNCTION agefacts.sees(graph_name text, ns text)
@@ -30,6 +31,23 @@ RETURNS boolean LANGUAGE sql STABLE AS $fn$
     SELECT NOT agefacts.is_tenant(graph_name)
         OR EXISTS (SELECT 1 FROM agefacts.tenants t
                    WHERE t.graph = graph_name AND t.role = current_user AND t.namespace = ns)
+$fn$;
+
+-- A table of rows by graph and namespace kept to its tenants (what message_vectors is made
+-- with when embeddings are first used, and the logs at setup).
+CREATE OR REPLACE FUNCTION agefacts.protect_table(table_name text)
+RETURNS void LANGUAGE plpgsql AS $fn$
+BEGIN
+    -- Missing, or not this role's to change (its owner, or setup, protects it).
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_class c
+                   WHERE c.oid = to_regclass(format('agefacts.%I', table_name))
+                     AND pg_catalog.pg_has_role(c.relowner, 'USAGE')) THEN
+        RETURN;
+    END IF;
+    EXECUTE format('ALTER TABLE agefacts.%I ENABLE ROW LEVEL SECURITY', table_name);
+    EXECUTE format('DROP POLICY IF EXISTS agefacts_tenant ON agefacts.%I', table_name);
+    EXECUTE format('CREATE POLICY agefacts_tenant ON agefacts.%I USING (agefacts.sees(graph, namespace))', table_name);
+END
 $fn$;
 
 -- One label kept to its tenants: a vertex by its namespace property, an edge by its start
@@ -64,10 +82,8 @@ BEGIN
              WHERE g.name = graph_name ORDER BY lb.name LOOP
         PERFORM agefacts.protect_label(graph_name, l.name, l.kind);
     END LOOP;
-    FOREACH t IN ARRAY ARRAY['ingest_log', 'ingest_turns', 'questions'] LOOP
-        EXECUTE format('ALTER TABLE agefacts.%I ENABLE ROW LEVEL SECURITY', t);
-        EXECUTE format('DROP POLICY IF EXISTS agefacts_tenant ON agefacts.%I', t);
-        EXECUTE format('CREATE POLICY agefacts_tenant ON agefacts.%I USING (agefacts.sees(graph, namespace))', t);
+    FOREACH t IN ARRAY ARRAY['ingest_log', 'ingest_turns', 'questions', 'message_vectors'] LOOP
+        PERFORM agefacts.protect_table(t);
     END LOOP;
 END
 $fn$;

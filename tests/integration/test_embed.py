@@ -146,3 +146,39 @@ def test_memory_async_memory_and_the_command_line_use_it(dsn, graph_name, embedd
     assert json.loads(capsys.readouterr().out)["messages"][0]["text"] == SAID[0]
     assert main([*argv, "--embed-url", embeddings.url]) == 2  # no model named
     assert "embeddings need a model name" in capsys.readouterr().err
+
+
+def test_a_tenant_reads_no_other_namespaces_vectors(db, embeddings):
+    """message_vectors had no policy: a tenant read every namespace's vectors, and its own
+    ask over every namespace deleted the others'."""
+    import uuid
+
+    from agefacts.db import age_version_at_least
+    from agefacts.load import setup
+
+    if not age_version_at_least(db.age_version, (1, 7, 0)):
+        return  # setup refuses tenants there (test_tenants holds it)
+    embedder = Embedder(embeddings.url, "toy")
+    for ns in ("em", "other"):
+        conv = conversation(f"{ns}-1", [{"speaker": "user", "text": t} for t in SAID], namespace=ns)
+        Loader(db, ONTO).load(conv)
+        assert embed_missing(db, embedder, ns) == 3
+    role = "tenant_" + uuid.uuid4().hex[:8]
+    db.execute(f'CREATE ROLE "{role}" LOGIN')
+    try:
+        setup(db, ONTO, tenants=[(role, "em")])
+        db.execute(f'SET ROLE "{role}"')
+        try:
+            seen = db.execute("SELECT DISTINCT namespace FROM agefacts.message_vectors WHERE graph = %s", (db.graph,))
+            assert seen == [("em",)]
+            db.execute("DELETE FROM agefacts.message_vectors WHERE graph = %s", (db.graph,))
+        finally:
+            db.execute("RESET ROLE")
+        left = db.execute(
+            "SELECT namespace, count(*) FROM agefacts.message_vectors WHERE graph = %s GROUP BY 1", (db.graph,)
+        )
+        assert left == [("other", 3)]  # its own went; the other namespace's stayed
+    finally:
+        db.execute("DELETE FROM agefacts.tenants WHERE role = %s", (role,))
+        db.execute(f'DROP OWNED BY "{role}"')
+        db.execute(f'DROP ROLE "{role}"')

@@ -101,3 +101,43 @@ def test_a_tenant_reads_and_writes_only_its_namespace(db, dsn, graph_name, caplo
         with contextlib.suppress(DatabaseError, psycopg.Error):
             db.execute(f'DROP OWNED BY "{role}"')
             db.execute(f'DROP ROLE "{role}"')
+
+
+def test_a_tenant_cannot_change_what_configures_every_graph_nor_read_another_graphs_logs(db, other_graph, graph_name):
+    """setup --tenant granted writes on every agefacts table: a tenant deleted its own tenant
+    row and then read everything, wrote agefacts.moves (blocking or hiding another namespace),
+    changed the ontology everyone is answered by and the schema version; and it read the
+    ingest log, turns and vectors of every other graph (the policy was by namespace only)."""
+    if not age_version_at_least(db.age_version, (1, 7, 0)):
+        return  # setup refuses tenants there (the test above holds it)
+    load_paths(db, [EXAMPLES / "ann-01.json"], ONTO)
+    elsewhere = other_graph("elsewhere")
+    load_paths(elsewhere, [EXAMPLES / "nina-01.json", EXAMPLES / "ann-02.json"], ONTO)
+    role = "tenant_" + uuid.uuid4().hex[:8]
+    db.execute(f'CREATE ROLE "{role}" LOGIN')
+    try:
+        setup(db, ONTO, tenants=[(role, "ann")])
+        with _as(db, role):
+            for statement in (
+                "DELETE FROM agefacts.tenants",
+                f"UPDATE agefacts.tenants SET namespace = 'nina' WHERE role = '{role}'",
+                f"INSERT INTO agefacts.moves (graph, namespace, server, state) VALUES ('{graph_name}', 'nina', 'x', 'moving')",
+                "UPDATE agefacts.graph_ontology SET digest = 'x'",
+                "UPDATE agefacts.schema_version SET version = 'x'",
+            ):
+                with pytest.raises(DatabaseError, match="permission denied"):
+                    db.execute(statement)
+            # Another graph's log, even of its own namespace's name, is not its to read.
+            for table in ("ingest_log", "questions"):
+                rows = db.execute(f"SELECT count(*) FROM agefacts.{table} WHERE graph = %s", (elsewhere.graph,))
+                assert rows == [(0,)], table
+            assert db.execute("SELECT role, namespace FROM agefacts.tenants") == [(role, "ann")]
+        # Still a tenant, still kept to its namespace.
+        assert db.execute("SELECT namespace FROM agefacts.tenants WHERE role = %s", (role,)) == [("ann",)]
+        assert db.execute("SELECT count(*) FROM agefacts.moves WHERE namespace = 'nina'") == [(0,)]
+    finally:
+        with contextlib.suppress(DatabaseError):
+            db.execute("DELETE FROM agefacts.tenants WHERE role = %s", (role,))
+        with contextlib.suppress(DatabaseError, psycopg.Error):
+            db.execute(f'DROP OWNED BY "{role}"')
+            db.execute(f'DROP ROLE "{role}"')
