@@ -458,6 +458,29 @@ class _Paid:
     model: str | None = None
 
 
+class _Unwritten:
+    """What adds paid for and did not write (the write failed: the engine stopped, the
+    connection dropped), by conversation, so that the add tried again reuses it rather than
+    asking the model again; dropped once the conversation is written. Bounded: the oldest go."""
+
+    def __init__(self, most: int = 64) -> None:
+        self._kept: OrderedDict[tuple[str | None, str | None], _Paid] = OrderedDict()
+        self._most = most
+        self._lock = threading.Lock()
+
+    def of(self, ident: tuple[str | None, str | None]) -> _Paid:
+        with self._lock:
+            paid = self._kept.pop(ident, None) or _Paid()
+            self._kept[ident] = paid
+            while len(self._kept) > self._most:
+                self._kept.popitem(last=False)
+            return paid
+
+    def written(self, ident: tuple[str | None, str | None]) -> None:
+        with self._lock:
+            self._kept.pop(ident, None)
+
+
 def _takes_model(conv: Conversation) -> bool:
     """Whether the conversation can be given a model without changing what it wrote: none of
     its turns recorded a statement (the evidence carries the conversation's model)."""
@@ -908,6 +931,7 @@ class Memory:
         self.tune_interpreter = tune_interpreter
         self.embedder = embedder
         self._tails = _Tails()
+        self._unwritten = _Unwritten()
         placed = _placement(dsn, placement)
         self._router: Router[Memory] | None = None
         self._db: Database | None = None
@@ -998,16 +1022,17 @@ class Memory:
             pass
         else:
             raise UsageError("Memory.add was called inside a running event loop; use AsyncMemory there")
-        paid = _Paid()
+        paid = self._unwritten.of((ns, cid))
         asked = 0
         raced: int | None = None
         start = _appendable(self._tails, self.ontology, messages, ns, cid, title) if self.via == "bulk" else None
         if start is not None:
             tail, conv = start
-            conv, asked, errors = self._extract(conv)
+            conv, asked, errors = self._extract(_paid(conv, paid), paid)
             _remember_paid(conv, paid)
             done = _appended(self._tails, self._loader(), tail, conv, asked, errors)
             if done is not None:
+                self._unwritten.written((ns, cid))
                 return self._wrote(done)
             raced = len(tail.conv.turns)
         # Built on the version read; when another writer loads one first, built again on that.
@@ -1023,6 +1048,7 @@ class Memory:
             except ConversationMoved:
                 continue
             self._tails.keep((conv.namespace, conv.id), conv)
+            self._unwritten.written((ns, cid))
             return self._wrote(added)
         raise _kept_changing(ns, cid)
 
@@ -1235,6 +1261,7 @@ class AsyncMemory:
         self._adb: AsyncDatabase | None = None
         self._writing = asyncio.Lock()
         self._tails = _Tails()
+        self._unwritten = _Unwritten()
         placed = _placement(dsn, placement)
         self._router: AsyncRouter[AsyncMemory] | None = None
         self._replica = replica
@@ -1341,7 +1368,7 @@ class AsyncMemory:
                 write=True,
             )
         db, _ = self._writer()
-        paid = _Paid()
+        paid = self._unwritten.of((ns, cid))
         asked = 0
         raced: int | None = None
         if self._via == "bulk":
@@ -1349,11 +1376,14 @@ class AsyncMemory:
             start = await asyncio.to_thread(_appendable, self._tails, self.ontology, messages, ns, cid, title)
             if start is not None:
                 tail, conv = start
-                conv, asked, errors = await _extract(self.llm, conv, self.ontology, self.context_turns)
+                conv, asked, errors = await _extract(
+                    self.llm, _paid(conv, paid), self.ontology, self.context_turns, paid
+                )
                 _remember_paid(conv, paid)
                 async with self._writing:
                     done = await asyncio.to_thread(_appended, self._tails, self._writer()[1], tail, conv, asked, errors)
                 if done is not None:
+                    self._unwritten.written((ns, cid))
                     return await self._wrote(done)
                 raced = len(tail.conv.turns)
         for _ in range(_ADD_TRIES):
@@ -1373,6 +1403,7 @@ class AsyncMemory:
             except ConversationMoved:
                 continue
             self._tails.keep((conv.namespace, conv.id), conv)
+            self._unwritten.written((ns, cid))
             return await self._wrote(added)
         raise _kept_changing(ns, cid)
 

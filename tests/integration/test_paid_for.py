@@ -313,3 +313,55 @@ def test_a_failing_turn_is_asked_once_an_add_not_twice(dsn, graph_name, server):
             seen.append(len([r for r in script.requests if ":\nI live in Porto.\n" in r["messages"][-1]["content"]]))
     # The failing turn: asked once by each add (its retry), never twice in one add.
     assert seen == [1, 2, 3, 4], seen
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_an_extraction_paid_for_and_not_written_is_not_paid_for_again(
+    dsn, graph_name, server, monkeypatch, asynchronous
+):
+    """The engine stopped between the model's reply and the write: the add tried again asked
+    the model again (extract keeps a journal for this; a memory kept nothing)."""
+    import asyncio
+
+    import agefacts.memory as memory_module
+    from agefacts.errors import DatabaseError
+    from agefacts.extract import LLMClient
+    from agefacts.memory import AsyncMemory, Memory
+
+    from ..helpers import LIVES
+    from ..llm_server import completion
+
+    url, script = server({"I live in Porto.": [("json", 200, completion(json.dumps(LIVES)))]})
+    real_load = memory_module._load
+    failed = []
+
+    def load_failing_once(*a, **kw):
+        if not failed:
+            failed.append(True)
+            raise DatabaseError(
+                "writing: the database connection failed: server closed the connection", connection_lost=True
+            )
+        return real_load(*a, **kw)
+
+    monkeypatch.setattr(memory_module, "_load", load_failing_once)
+    said = [{"role": "user", "content": "I live in Porto.", "at": "2026-03-01T10:00:00Z"}]
+    llm = LLMClient(url, "m", backoff=0.01)
+
+    async def on_async():
+        async with AsyncMemory(dsn, graph_name, llm=llm) as memory:
+            with pytest.raises(DatabaseError):
+                await memory.add(said, namespace="rui", conversation="c")
+            added = await memory.add(said, namespace="rui", conversation="c")
+            return added, await memory.facts("user", namespace="rui")
+
+    if asynchronous:
+        added, got = asyncio.run(on_async())
+    else:
+        with Memory(dsn, graph_name, llm=llm) as memory:
+            with pytest.raises(DatabaseError):
+                memory.add(said, namespace="rui", conversation="c")
+            added = memory.add(said, namespace="rui", conversation="c")
+            got = memory.facts("user", namespace="rui")
+    assert failed and added.status == "loaded"
+    assert len(script.requests) == 1  # paid once
+    assert [f.object for f in got] == ["Porto"]
