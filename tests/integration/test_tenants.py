@@ -28,6 +28,15 @@ def _as(db: Database, role: str):
         db.execute("RESET ROLE")
 
 
+def _drop_tenant(db: Database, role: str) -> None:
+    """The tenant role a test made, and all it owns, gone."""
+    with contextlib.suppress(DatabaseError):
+        db.execute("DELETE FROM agefacts.tenants WHERE role = %s", (role,))
+    with contextlib.suppress(DatabaseError, psycopg.Error):
+        db.execute(f'DROP OWNED BY "{role}"')
+        db.execute(f'DROP ROLE "{role}"')
+
+
 def test_a_tenant_reads_and_writes_only_its_namespace(db, dsn, graph_name, caplog):
     load_paths(db, [EXAMPLES], ONTO)
     role = "tenant_" + uuid.uuid4().hex[:8]
@@ -96,11 +105,7 @@ def test_a_tenant_reads_and_writes_only_its_namespace(db, dsn, graph_name, caplo
         assert db.cypher("MATCH (p:Person) WHERE p.namespace = 'nina' RETURN count(p)", columns=("n",)).rows[0][0] > 0
         assert {r["namespace"] for r in facts(db, "user", all_namespaces=True).dicts()} >= {"ann", "nina"}
     finally:
-        with contextlib.suppress(DatabaseError):
-            db.execute("DELETE FROM agefacts.tenants WHERE role = %s", (role,))
-        with contextlib.suppress(DatabaseError, psycopg.Error):
-            db.execute(f'DROP OWNED BY "{role}"')
-            db.execute(f'DROP ROLE "{role}"')
+        _drop_tenant(db, role)
 
 
 def test_a_tenant_cannot_change_what_configures_every_graph_nor_read_another_graphs_logs(db, other_graph, graph_name):
@@ -136,8 +141,4 @@ def test_a_tenant_cannot_change_what_configures_every_graph_nor_read_another_gra
         assert db.execute("SELECT namespace FROM agefacts.tenants WHERE role = %s", (role,)) == [("ann",)]
         assert db.execute("SELECT count(*) FROM agefacts.moves WHERE namespace = 'nina'") == [(0,)]
     finally:
-        with contextlib.suppress(DatabaseError):
-            db.execute("DELETE FROM agefacts.tenants WHERE role = %s", (role,))
-        with contextlib.suppress(DatabaseError, psycopg.Error):
-            db.execute(f'DROP OWNED BY "{role}"')
-            db.execute(f'DROP ROLE "{role}"')
+        _drop_tenant(db, role)

@@ -11,6 +11,18 @@ from pathlib import Path
 ROOT = Path(__file__).parents[2]
 
 
+def _pytest_with_the_check(folder: Path) -> subprocess.CompletedProcess[str]:
+    """pytest on ``folder``'s tests with the leftovers check, in a process of its own."""
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "tests.leftovers", "-q", "-p", "no:cacheprovider", str(folder)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "TEST_LEFTOVERS_GRACE": "2"},
+    )
+
+
 def test_a_run_that_leaves_a_process_running_fails_and_names_it(tmp_path):
     (tmp_path / "test_leaves.py").write_text(
         textwrap.dedent(
@@ -27,14 +39,7 @@ def test_a_run_that_leaves_a_process_running_fails_and_names_it(tmp_path):
             """
         )
     )
-    run = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "tests.leftovers", "-q", "-p", "no:cacheprovider", str(tmp_path)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "TEST_LEFTOVERS_GRACE": "2"},
-    )
+    run = _pytest_with_the_check(tmp_path)
     assert run.returncode == 1, run.stdout + run.stderr
     assert "1 passed" in run.stdout  # the test itself passed: the run fails for what it left
     assert "the test run left 1 process(es) running; they are ended now:" in run.stdout
@@ -45,14 +50,7 @@ def test_a_run_that_leaves_a_process_running_fails_and_names_it(tmp_path):
 
 def test_a_run_that_leaves_nothing_passes(tmp_path):
     (tmp_path / "test_clean.py").write_text("def test_nothing():\n    pass\n")
-    run = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "tests.leftovers", "-q", "-p", "no:cacheprovider", str(tmp_path)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "TEST_LEFTOVERS_GRACE": "2"},
-    )
+    run = _pytest_with_the_check(tmp_path)
     assert run.returncode == 0, run.stdout + run.stderr
 
 
