@@ -796,7 +796,8 @@ def resumed(conv: Conversation, folder: Path) -> Conversation:
     """``conv`` with the recordings an earlier run left in ``folder`` for its turns (its
     recording, then its journal): a turn takes an earlier recording when that recording is of
     the same turn (same position, speaker, text and time) and has no error, so an interrupted
-    run, or a conversation that grew, is extended rather than paid for again."""
+    run, or a conversation that grew, is extended rather than paid for again; a turn whose
+    earlier recording failed keeps that error until it is asked again."""
     path = folder / recording_name(conv)
     earlier: dict[int, Turn] = {}
     model = None
@@ -817,6 +818,10 @@ def resumed(conv: Conversation, folder: Path) -> Conversation:
         same = (old.speaker, old.text, old.at) == (turn.speaker, turn.text, turn.at)
         if same and turn.recorded is None and old.recorded is not None and old.error is None:
             turns[i] = turns[i].model_copy(update={"recorded": old.recorded, "error": None})
+        elif same and turn.recorded is None and turn.error is None and old.error is not None:
+            # Its earlier failure, kept until it is asked again: a run that stops before it
+            # wrote it with neither a recording nor an error, and a load counted it as nothing.
+            turns[i] = turns[i].model_copy(update={"error": old.error})
         if same and turn.keyphrases is None and old.keyphrases is not None:
             turns[i] = turns[i].model_copy(update={"keyphrases": old.keyphrases})
     return conv.model_copy(update={"turns": turns, "model": conv.model or model})

@@ -718,3 +718,22 @@ def test_the_turns_not_asked_are_those_still_waiting_not_those_recorded_before()
         ConversationOutcome(never, [], asked=False),
     ]
     assert unasked_turns(outcomes) == 2  # x3 and b4
+
+
+def test_a_run_that_stops_early_keeps_the_errors_of_the_turns_it_did_not_reach(server, tmp_path, capsys):
+    """A first run left five errors; a second stopped early (the endpoint judged down) and
+    wrote the turns it did not reach with neither a recording nor an error, so a load counted
+    fewer failed turns than there were."""
+    # Each turn refused at first (every turn fails, none judges the endpoint down), then 500s
+    # (three in a row and the second run stops).
+    url, _ = server({f"x{i}": [("json", 400, {"error": "no"}), ("json", 500, {"error": "down"})] for i in range(1, 6)})
+    src = tmp_path / "in.jsonl"
+    src.write_text(conv("a", "x1", "x2", "x3", "x4", "x5").model_dump_json() + "\n")
+    out = tmp_path / "out"
+    argv = ["extract", str(src), "--out", str(out), "--llm-url", url, "--model", "m", "--retries", "0"]
+    for _ in range(2):
+        main(argv)
+    capsys.readouterr()
+    (recording,) = [json.loads(p.read_text()) for p in out.iterdir() if p.suffix == ".json"]
+    users = [t for t in recording["turns"] if t["speaker"] == "user"]
+    assert all(t.get("error") for t in users), [(t["text"], t.get("error")) for t in users]
