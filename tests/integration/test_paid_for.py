@@ -365,3 +365,34 @@ def test_an_extraction_paid_for_and_not_written_is_not_paid_for_again(
     assert failed and added.status == "loaded"
     assert len(script.requests) == 1  # paid once
     assert [f.object for f in got] == ["Porto"]
+
+
+@pytest.mark.parametrize("via", ["bulk", "cypher"])
+def test_a_turn_asked_again_may_name_a_handle_a_later_turn_declared(db, via):
+    """A turn asked again is shown every handle the recording holds, later turns' included; a
+    statement that named one (the model meaning that very entity) was refused unknown_handle."""
+    from agefacts.load import Loader
+    from agefacts.reads import facts
+
+    from ..helpers import ONTO, claim, conversation, place, user_turn
+
+    conv = conversation(
+        "c",
+        [
+            # Asked again after the turn below was recorded: its statement names e1, which the
+            # prompt listed, declared by the later turn.
+            user_turn(
+                "Lisbon is where I grew up.",
+                "2024-01-01T10:00:00Z",
+                [],
+                [claim("user", "from_place", "Lisbon is where I grew up", obj="e1")],
+            ),
+            user_turn("I visited Lisbon again.", "2024-02-01T10:00:00Z", [place("e1", "Lisbon")], []),
+        ],
+        namespace="h",
+    )
+    out = Loader(db, ONTO, via=via).load(conv)
+    assert out.status == "loaded" and not [r for r in out.rejections if r[2] == "unknown_handle"], out.rejections
+    assert [(f["predicate"], f["object"]) for f in facts(db, "user", namespace="h").dicts()] == [
+        ("from_place", "Lisbon")
+    ]
