@@ -557,12 +557,11 @@ async def extract_conversation(
     """Extract the user turns of ``conv`` in order (``on_turn(ok)`` is called after each
     turn sent, ``checkpoint(i, turn)`` with each turn recorded). A turn that already has a recording (and
     no error) is kept as it is and not asked for again, unless ``redo``. A turn that fails
-    keeps its error in the conversation (``error``) and the next turns go on."""
-    turns: list[Turn] = []
+    keeps its error in the conversation (``error``) and the next turns go on; turns that
+    failed before are asked after those never asked."""
     known: dict[str, Entity] = {}
     errors: list[str] = []
     model_id = ""
-    kept = 0
 
     done = [0, 0]  # recorded, failed
     # Every handle the recording already holds, later turns' included: a turn asked again
@@ -574,24 +573,29 @@ async def extract_conversation(
                 for ent in turn.recorded.entities:
                     known[ent.handle] = known[ent.handle].merged(ent) if ent.handle in known else ent
 
+    turns = list(conv.turns)  # each turn as this run leaves it, in place
+
     def record(i: int, turn: Turn, proposal: Proposal | None, error: str | None = None) -> None:
         if error is not None:
             errors.append(f"conversation {conv.id!r} turn {i}: {error}")
         done[error is not None] += 1
-        turns.append(turn.model_copy(update={"recorded": proposal, "error": error}))
+        turns[i] = turn.model_copy(update={"recorded": proposal, "error": error})
         if error is None and checkpoint is not None:
-            checkpoint(i, turns[-1])
+            checkpoint(i, turns[i])
         if on_turn is not None:
             on_turn(error is None)
 
-    for i, turn in enumerate(conv.turns):
-        if turn.speaker != "user":
-            turns.append(turn)
-            continue
-        if not redo and turn.recorded is not None and turn.error is None:
-            turns.append(turn)
-            kept += 1
-            continue
+    waiting = [
+        i
+        for i, t in enumerate(conv.turns)
+        if t.speaker == "user" and (redo or t.recorded is None or t.error is not None)
+    ]
+    kept = sum(1 for t in conv.turns if t.speaker == "user") - len(waiting)
+    # Turns never asked go first, those that failed before after them: a message that always
+    # fails (three of them judge the endpoint down) never again holds back the ones behind it.
+    order = waiting if redo else sorted(waiting, key=lambda i: (conv.turns[i].error is not None, i))
+    for i in order:
+        turn = conv.turns[i]
         if not turn.text.strip():
             record(i, turn, Proposal())  # a blank message states nothing: not paid for
             continue
@@ -606,14 +610,13 @@ async def extract_conversation(
                 "not sent to the model; add 'at' (when it was said, ISO-8601) to the turn",
             )
             continue
-        messages = build_messages(ontology, turns, list(known.values()), turn.text, turn.at, context_turns)
+        messages = build_messages(ontology, turns[:i], list(known.values()), turn.text, turn.at, context_turns)
         try:
             text, model_id = await client.complete(messages, ontology.result_schema())
             proposal = parse_reply(text)
         except EndpointDown as exc:
             # This turn failed; the rest are left as they are, for a run when it answers.
             record(i, turn, None, str(exc))
-            turns.extend(conv.turns[i + 1 :])
             break
         except ExtractionError as exc:
             record(i, turn, None, str(exc))

@@ -737,3 +737,32 @@ def test_a_run_that_stops_early_keeps_the_errors_of_the_turns_it_did_not_reach(s
     (recording,) = [json.loads(p.read_text()) for p in out.iterdir() if p.suffix == ".json"]
     users = [t for t in recording["turns"] if t["speaker"] == "user"]
     assert all(t.get("error") for t in users), [(t["text"], t.get("error")) for t in users]
+
+
+def test_turns_behind_three_always_failing_turns_are_asked(server, tmp_path, capsys):
+    """Three turns that always fail, then "I live in Lyon.": each run asked the three again
+    first, judged the endpoint down after them, and never asked the fourth (9 requests in three
+    runs, none for Lyon)."""
+    down = [("json", 500, {"error": "down"})]
+    lyon = [("json", 200, completion(json.dumps(REPLY_LYON)))]
+    url, script = server({"bad1": down, "bad2": down, "bad3": down, "I live in Lyon.": lyon})
+    src = tmp_path / "in.jsonl"
+    # A first run (another day) asked the three and recorded their failures.
+    failed_before = conv("a", "bad1", "bad2", "bad3", "I live in Lyon.")
+    failed_before = failed_before.model_copy(
+        update={
+            "turns": [
+                t.model_copy(update={"error": "HTTP 500"}) if t.text.startswith("bad") else t
+                for t in failed_before.turns
+            ]
+        }
+    )
+    src.write_text(failed_before.model_dump_json() + "\n")
+    out = tmp_path / "out"
+    main(["extract", str(src), "--out", str(out), "--llm-url", url, "--model", "m", "--retries", "0"])
+    capsys.readouterr()
+    asked = [r["messages"][-1]["content"] for r in script.requests]
+    assert any(":\nI live in Lyon.\n" in m for m in asked)
+    (recording,) = [json.loads(p.read_text()) for p in out.iterdir() if p.suffix == ".json"]
+    lyon_turn = next(t for t in recording["turns"] if t["text"] == "I live in Lyon.")
+    assert lyon_turn["recorded"]["statements"][0]["predicate"] == "lives_in" and lyon_turn.get("error") is None
