@@ -768,6 +768,8 @@ class AddBench:
     adds: int
     rows: list[dict[str, float]]
     digest_equal: bool
+    requests: int | None = None  # sent to the model, with one
+    user_turns: int | None = None  # the person's messages added one at a time, with a model
 
     def table(self) -> str:
         lines = [
@@ -781,6 +783,8 @@ class AddBench:
             )
         lines.append("")
         lines.append(f"digest equal to a fresh load of the export: {'yes' if self.digest_equal else 'NO'}")
+        if self.requests is not None:
+            lines.append(f"requests to the model: {self.requests} for {self.user_turns} of the person's messages")
         return "\n".join(lines)
 
 
@@ -827,33 +831,103 @@ def run_add_bench(
     sizes: tuple[int, ...] = (10, 100, 1000),
     adds: int = 30,
     log: Callable[[str], None] = lambda s: None,
+    model: bool = False,
+    opening: str = "user",
+    asynchronous: bool = False,
 ) -> AddBench:
     """For each size, a conversation of that many turns (half the person's, each with its
     extraction, half the assistant's) added at once, then ``adds`` single messages added one
-    by one through :class:`agefacts.Memory`; then the memory's export loaded into a new graph."""
-    from .memory import Memory
+    by one through :class:`agefacts.Memory`; then the memory's export loaded into a new graph.
+
+    With ``model``, the adds are the person's messages without their extraction, asked of a
+    local stand-in for a model endpoint (:mod:`agefacts.fake_model`) that answers each with
+    it: the path a live model takes. ``opening="assistant"``: each conversation opens with
+    the assistant's greeting. ``asynchronous``: through :class:`agefacts.AsyncMemory`."""
+    import asyncio
+
+    from .extract import LLMClient
+    from .fake_model import FakeModel, completion
+    from .memory import AsyncMemory, Memory
 
     graph = "agefacts_bench_add"
     rows: list[dict[str, float]] = []
     Database(dsn, graph).connect().drop_graph()
-    with Memory(dsn, graph, ontology=ontology) as memory:
-        for size in sorted(sizes):
-            log(f"{size} turns")
-            cid = f"chat{size}"
-            memory.add(_chat(0, size // 2), namespace="bench", conversation=cid)
-            first, _ = _timed(
-                lambda: memory.add(_chat(size // 2, 1)[:1], namespace="bench", conversation=cid)  # noqa: B023
+    fake: FakeModel | None = None
+    if model:
+        replies = {t.text: t.recorded for t in _chat(0, max(sizes) // 2 + adds + 2) if t.recorded is not None}
+
+        def answer(body: dict[str, Any]) -> tuple[int, Any, dict[str, str]]:
+            text = body["messages"][-1]["content"].split("Message to extract from:\n", 1)[1].split("\n\nReply", 1)[0]
+            said = replies.get(text)
+            return (
+                200,
+                completion(
+                    (said.model_dump_json() if said else '{"entities":[],"statements":[],"followups":[]}'),
+                    "bench-model",
+                ),
+                {},
             )
-            times = []
-            for k in range(adds):
-                seconds, _ = _timed(
-                    lambda: memory.add(_chat(size // 2 + 1 + k, 1)[:1], namespace="bench", conversation=cid)  # noqa: B023
-                )
-                times.append(seconds * 1000)
-            p = _percentiles(times)
-            rows.append({"turns": size, "first_ms": first * 1000, "p50_ms": p["p50"], "p95_ms": p["p95"]})
-        exported = memory.export("bench")
-        mine = digest(memory.db)
+
+        fake = FakeModel(answer).start()
+
+    def message(i: int) -> list[Turn]:
+        t = _chat(i, 1)[0]
+        return [t.model_copy(update={"recorded": None})] if model else [t]
+
+    def opened(size: int) -> list[Turn]:
+        turns = _chat(0, size // 2)
+        if opening == "assistant":
+            turns = [Turn(speaker="assistant", text="Hello! How can I help?", at=turns[0].at), *turns]
+        return turns
+
+    llm = LLMClient(fake.url, "bench-model") if fake is not None else None
+
+    async def timed_async(memory: Any, cid: str, i: int) -> float:
+        start = time.perf_counter()
+        await memory.add(message(i), namespace="bench", conversation=cid)
+        return time.perf_counter() - start
+
+    async def on_async() -> tuple[list[dict[str, float]], list[Conversation], str]:
+        out = []
+        async with AsyncMemory(dsn, graph, ontology=ontology, llm=llm) as memory:
+            for size in sorted(sizes):
+                log(f"{size} turns")
+                cid = f"chat{size}"
+                await memory.add(opened(size), namespace="bench", conversation=cid)
+                first = await timed_async(memory, cid, size // 2)
+                times = [1000 * await timed_async(memory, cid, size // 2 + 1 + k) for k in range(adds)]
+                p = _percentiles(times)
+                out.append({"turns": size, "first_ms": first * 1000, "p50_ms": p["p50"], "p95_ms": p["p95"]})
+            exported = await memory.export("bench")
+        with Database(dsn, graph) as db:
+            return out, exported, digest(db)
+
+    try:
+        if asynchronous:
+            rows, exported, mine = asyncio.run(on_async())
+        else:
+            with Memory(dsn, graph, ontology=ontology, llm=llm) as memory:
+                for size in sorted(sizes):
+                    log(f"{size} turns")
+                    cid = f"chat{size}"
+                    memory.add(opened(size), namespace="bench", conversation=cid)
+                    first, _ = _timed(
+                        lambda: memory.add(message(size // 2), namespace="bench", conversation=cid)  # noqa: B023
+                    )
+                    times = []
+                    for k in range(adds):
+                        seconds, _ = _timed(
+                            lambda: memory.add(message(size // 2 + 1 + k), namespace="bench", conversation=cid)  # noqa: B023
+                        )
+                        times.append(seconds * 1000)
+                    p = _percentiles(times)
+                    rows.append({"turns": size, "first_ms": first * 1000, "p50_ms": p["p50"], "p95_ms": p["p95"]})
+                exported = memory.export("bench")
+                mine = digest(memory.db)
+    finally:
+        if fake is not None:
+            fake.stop()
+    requests = len(fake.requests) if fake is not None else None
     for r in rows:
         r["ratio"] = r["p50_ms"] / rows[0]["p50_ms"]
     check = Database(dsn, graph + "_fresh").connect()
@@ -868,4 +942,6 @@ def run_add_bench(
     end = Database(dsn, graph).connect()
     end.drop_graph()
     end.close()
-    return AddBench(adds, rows, equal)
+    # Each person's message added one at a time asks the model once (those in the opening
+    # conversation carry their extraction).
+    return AddBench(adds, rows, equal, requests, len(sizes) * (adds + 1) if model else None)

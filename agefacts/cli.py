@@ -529,6 +529,9 @@ def _cmd_bench_add(args: argparse.Namespace) -> int:
         sizes=sizes,
         adds=args.adds,
         log=(lambda s: print(f"bench-add: {s}", file=sys.stderr)) if not args.json else (lambda s: None),
+        model=args.model_path,
+        opening=args.opening,
+        asynchronous=args.use_async,
     )
     _print(json.dumps(result.__dict__, indent=2) if args.json else result.table())
     return _EXIT_OK if result.digest_equal else _EXIT_FAILED
@@ -1194,6 +1197,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="a conversation length to try (repeat; default 10, 100, 1000)",
     )
     p.add_argument("--adds", type=int, default=30, help="single-message adds timed per length (default %(default)s)")
+    p.add_argument(
+        "--model",
+        dest="model_path",
+        action="store_true",
+        help="add the person's messages without their extraction, asked of a local stand-in for a model endpoint",
+    )
+    p.add_argument("--opening", choices=["user", "assistant"], default="user", help="who opens each conversation")
+    p.add_argument("--async", dest="use_async", action="store_true", help="through AsyncMemory")
     p.add_argument("--json", action="store_true", help="print the results as JSON")
     p.set_defaults(func=_cmd_bench_add)
 

@@ -396,3 +396,17 @@ def test_a_turn_asked_again_may_name_a_handle_a_later_turn_declared(db, via):
     assert [(f["predicate"], f["object"]) for f in facts(db, "user", namespace="h").dicts()] == [
         ("from_place", "Lisbon")
     ]
+
+
+@pytest.mark.parametrize("opening", ["user", "assistant"])
+def test_bench_add_through_the_model_path_asks_once_per_message_and_keeps_one_digest(dsn, opening):
+    """bench-add measured only adds fed recorded extractions: the model path is measured too
+    (its own stand-in endpoint), and asks the model once per message the person adds."""
+    from agefacts.bench import run_add_bench
+
+    from ..helpers import ONTO
+
+    result = run_add_bench(dsn, ONTO, sizes=(4, 8), adds=3, model=True, opening=opening)
+    assert result.digest_equal
+    assert result.requests == result.user_turns == 2 * (3 + 1)
+    assert [r["turns"] for r in result.rows] == [4, 8]
