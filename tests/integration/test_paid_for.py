@@ -7,11 +7,13 @@ import json
 import threading
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from agefacts import AsyncMemory, LLMClient, Memory
 from agefacts.fake_model import FakeModel
 
-from ..helpers import LIKES, at_once, likes
+from ..helpers import LIKES, at_once, fuzz, likes
 from ..llm_server import completion
 
 
@@ -410,3 +412,106 @@ def test_bench_add_through_the_model_path_asks_once_per_message_and_keeps_one_di
     assert result.digest_equal
     assert result.requests == result.user_turns == 2 * (3 + 1)
     assert [r["turns"] for r in result.rows] == [4, 8]
+
+
+@st.composite
+def _faulty_chats(draw):
+    """A chat (the person's messages, each with what the model does with it, and the
+    assistant's replies) and the adds at which the write fails."""
+    n = draw(st.integers(2, 7))
+    said = []
+    for i in range(n):
+        if draw(st.booleans()) or i == 0:
+            said.append(
+                ("user", f"I like thing{i}.", draw(st.sampled_from(["ok", "ok", "fails", "prose", "cut", "stalls"])))
+            )
+        else:
+            said.append(("assistant", f"Noted {i}.", None))
+    failing_writes = draw(st.sets(st.integers(0, n - 1), max_size=2))
+    return said, failing_writes
+
+
+@fuzz(12)
+@given(chat=_faulty_chats())
+def test_generated_chats_with_a_faulty_model_and_failing_writes_pay_once_and_keep_one_digest(
+    dsn, graph_name, server, other_graph, monkeypatch, chat
+):
+    """Whatever the model does (answers, fails, refuses in prose, is cut off, stalls) and
+    whichever writes fail: every message the person said is recorded or marked failed with
+    its reason, a message recorded was paid for once, and the graph is a fresh load of its
+    export."""
+    import uuid
+
+    import agefacts.memory as memory_module
+    from agefacts.errors import DatabaseError
+    from agefacts.extract import LLMClient
+    from agefacts.memory import Memory
+    from agefacts.reads import digest
+
+    from ..helpers import ONTO
+    from ..llm_server import completion
+
+    said, failing_writes = chat
+    steps = {}
+    for who, text, does in said:
+        if who != "user":
+            continue
+        thing = text.split()[-1].rstrip(".")
+        good = completion(json.dumps({"entities": [], "statements": [
+            {"subject": "user", "predicate": "likes", "value": thing, "quote": f"I like {thing}",
+             "polarity": "asserted", "tense": "current"}], "followups": []}))  # fmt: skip
+        cut = dict(good, choices=[dict(good["choices"][0], finish_reason="length")])
+        steps[text] = {
+            "ok": [("json", 200, good)],
+            "fails": [("json", 500, {"error": "down"})],
+            "prose": [("json", 200, completion("Sorry, I cannot do that."))],
+            "cut": [("json", 200, cut)],
+            "stalls": [("sleep", 1.5)],
+        }[does]
+    url, script = server(steps)
+    ns = "g" + uuid.uuid4().hex[:8]
+    real_load, real_appended = memory_module._load, memory_module._appended
+    writes = {"n": 0}
+
+    def failing(real):
+        def write(*a, **kw):
+            writes["n"] += 1
+            if writes["n"] - 1 in failing_writes:
+                raise DatabaseError("writing: the database connection failed", connection_lost=True)
+            return real(*a, **kw)
+
+        return write
+
+    monkeypatch.setattr(memory_module, "_load", failing(real_load))
+    monkeypatch.setattr(memory_module, "_appended", failing(real_appended))
+    llm = LLMClient(url, "m", retries=1, backoff=0.01, timeout=0.5, give_up_after=0)
+    with Memory(dsn, graph_name, llm=llm) as memory:
+        for i, (who, text, _) in enumerate(said):
+            msg = [{"role": who, "content": text, "at": f"2026-03-01T10:{i:02d}:00Z"}]
+            for _attempt in range(3):  # an add whose write failed is tried again, as a caller would
+                try:
+                    memory.add(msg, namespace=ns, conversation="c")
+                    break
+                except DatabaseError:
+                    continue
+        (conv,) = memory.export(ns)
+        mine = digest(memory.db, namespace=ns)
+    users = [t for t in conv.turns if t.speaker == "user"]
+    assert [t.text for t in users] == [text for who, text, _ in said if who == "user"]
+    for t in users:
+        assert (t.recorded is not None and t.error is None) or t.error, t  # recorded, or failed with why
+    # A message once recorded was never asked again (200 answers per text).
+    answered = {}
+    for r in script.requests:
+        content = r["messages"][-1]["content"]
+        for t in users:
+            if f":\n{t.text}\n" in content:
+                answered[t.text] = answered.get(t.text, 0) + 1
+    for who, text, does in said:
+        if who == "user" and does == "ok":
+            assert answered.get(text, 0) == 1, (text, answered)
+    from agefacts.load import Loader
+
+    fresh = other_graph("fresh" + uuid.uuid4().hex[:6])
+    assert Loader(fresh, ONTO).load(conv).status == "loaded"
+    assert digest(fresh, namespace=ns) == mine
