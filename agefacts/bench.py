@@ -875,7 +875,9 @@ def run_add_bench(
         return [t.model_copy(update={"recorded": None})] if model else [t]
 
     def opened(size: int) -> list[Turn]:
-        turns = _chat(0, size // 2)
+        # With a model, the opening turns are the model's to read too, as in a live chat: a
+        # conversation recorded by hand and then by a model changes its model (loaded whole).
+        turns = [t.model_copy(update={"recorded": None}) if model else t for t in _chat(0, size // 2)]
         if opening == "assistant":
             turns = [Turn(speaker="assistant", text="Hello! How can I help?", at=turns[0].at), *turns]
         return turns
@@ -942,6 +944,7 @@ def run_add_bench(
     end = Database(dsn, graph).connect()
     end.drop_graph()
     end.close()
-    # Each person's message added one at a time asks the model once (those in the opening
-    # conversation carry their extraction).
-    return AddBench(adds, rows, equal, requests, len(sizes) * (adds + 1) if model else None)
+    # Each of the person's messages asks the model once: the opening conversation's and those
+    # added one at a time.
+    said = sum(sum(1 for t in _chat(0, size // 2) if t.speaker == "user") + adds + 1 for size in sizes)
+    return AddBench(adds, rows, equal, requests, said if model else None)

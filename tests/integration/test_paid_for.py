@@ -410,7 +410,7 @@ def test_bench_add_through_the_model_path_asks_once_per_message_and_keeps_one_di
 
     result = run_add_bench(dsn, ONTO, sizes=(4, 8), adds=3, model=True, opening=opening)
     assert result.digest_equal
-    assert result.requests == result.user_turns == 2 * (3 + 1)
+    assert result.requests == result.user_turns == (2 + 3 + 1) + (4 + 3 + 1)  # opening chats' and added
     assert [r["turns"] for r in result.rows] == [4, 8]
 
 
