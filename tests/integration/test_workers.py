@@ -124,7 +124,9 @@ def test_a_load_whose_worker_process_is_killed_prepares_the_rest_itself(db, othe
     assert "a worker process that prepares batches ended" in caplog.text
     for p in procs:  # the fault happened (its status comes through the fork server: waited for)
         p.join(30)
-        assert p.exitcode == -signal.SIGKILL, [q.exitcode for q in procs]
+        # Killed; 255 is what multiprocessing says when the fork server could not pass the
+        # status of a process killed under it (seen once in 50 runs on a busy machine).
+        assert not p.is_alive() and p.exitcode in (-signal.SIGKILL, 255), [q.exitcode for q in procs]
     one = other_graph("one")
     list(Loader(one, ONTO, batch_statements=150).load_many((c.id, c) for c in convs))
     assert digest(db) == digest(one)
