@@ -125,15 +125,6 @@ def turn_results(conv: Conversation, ontology: Ontology, known: dict[str, Entity
     entities of the turns before, by handle) is updated as they go."""
     from .gate import gate_keyphrases, gate_turn
 
-    # Handles later turns declare: a turn asked again is shown every handle the recording
-    # holds (so it gives none of them to someone else), and may name one declared after it.
-    later: dict[int, dict[str, Entity]] = {}
-    ahead: dict[str, Entity] = {}
-    for i in range(len(conv.turns) - 1, start - 1, -1):
-        later[i] = dict(ahead)
-        recorded = conv.turns[i].recorded
-        if conv.turns[i].speaker == "user" and recorded is not None:
-            ahead.update({e.handle: e for e in recorded.entities})
     results: list[TurnResult] = []
     for i in range(start, len(conv.turns)):
         turn = conv.turns[i]
@@ -148,10 +139,7 @@ def turn_results(conv: Conversation, ontology: Ontology, known: dict[str, Entity
             results.append(TurnResult(turn=i, keyphrases=hits, rejected=refused))
         if turn.speaker != "user" or turn.recorded is None:
             continue
-        own = {e.handle for e in turn.recorded.entities}
-        ahead_only = {h: e for h, e in later[i].items() if h not in known and h not in own}
-        seen = {**ahead_only, **known} if ahead_only else known
-        tr = gate_turn(i, turn.text, turn.at, turn.recorded, ontology, seen)
+        tr = gate_turn(i, turn.text, turn.at, turn.recorded, ontology, known)
         for ent in tr.entities:
             known[ent.handle] = known[ent.handle].merged(ent) if ent.handle in known else ent
         results.append(tr)

@@ -621,6 +621,7 @@ async def extract_conversation(
         except ExtractionError as exc:
             record(i, turn, None, str(exc))
             continue
+        proposal = _declared_here(proposal, known, turns[:i])
         for ent in proposal.entities:
             known[ent.handle] = known[ent.handle].merged(ent) if ent.handle in known else ent
         record(i, turn, proposal)
@@ -629,6 +630,20 @@ async def extract_conversation(
     return ConversationOutcome(
         Conversation.model_validate(recorded.model_dump()), errors, kept, recorded=done[0], failed=done[1]
     )
+
+
+def _declared_here(proposal: Proposal, known: dict[str, Entity], before: Sequence[Turn]) -> Proposal:
+    """A turn asked again is shown every handle the recording holds, later turns' too; a
+    statement of its reply that names one declared only after it declares it here as well
+    (as the later turn does), so that the turn reads the same whether the turns after it are
+    loaded yet or not (gated in order, it was refused as an unknown handle)."""
+    declared = {e.handle for t in before if t.recorded is not None for e in t.recorded.entities}
+    declared |= {e.handle for e in proposal.entities}
+    named = {h for c in proposal.statements for h in (c.subject, c.object) if h is not None}
+    missing = [known[h] for h in sorted(named - declared) if h in known]
+    if not missing:
+        return proposal
+    return proposal.model_copy(update={"entities": [*proposal.entities, *missing]})
 
 
 async def extract_all(

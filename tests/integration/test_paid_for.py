@@ -370,31 +370,36 @@ def test_an_extraction_paid_for_and_not_written_is_not_paid_for_again(
 
 
 @pytest.mark.parametrize("via", ["bulk", "cypher"])
-def test_a_turn_asked_again_may_name_a_handle_a_later_turn_declared(db, via):
+def test_a_turn_asked_again_may_name_a_handle_a_later_turn_declared(db, server, via):
     """A turn asked again is shown every handle the recording holds, later turns' included; a
-    statement that named one (the model meaning that very entity) was refused unknown_handle."""
+    statement of its reply that named one (the model meaning that very entity) was refused
+    unknown_handle. The reply's turn now declares it too, so it reads the same whether the
+    turn that declared it first is loaded yet or not."""
+    import asyncio
+
+    from agefacts.extract import LLMClient, extract_conversation
     from agefacts.load import Loader
     from agefacts.reads import facts
 
-    from ..helpers import ONTO, claim, conversation, place, user_turn
+    from ..helpers import ONTO, conversation, place, user_turn
+    from ..llm_server import completion
 
-    conv = conversation(
-        "c",
-        [
-            # Asked again after the turn below was recorded: its statement names e1, which the
-            # prompt listed, declared by the later turn.
-            user_turn(
-                "Lisbon is where I grew up.",
-                "2024-01-01T10:00:00Z",
-                [],
-                [claim("user", "from_place", "Lisbon is where I grew up", obj="e1")],
-            ),
-            user_turn("I visited Lisbon again.", "2024-02-01T10:00:00Z", [place("e1", "Lisbon")], []),
-        ],
-        namespace="h",
-    )
-    out = Loader(db, ONTO, via=via).load(conv)
-    assert out.status == "loaded" and not [r for r in out.rejections if r[2] == "unknown_handle"], out.rejections
+    grew_up = {"subject": "user", "predicate": "from_place", "object": "e1", "quote": "Lisbon is where I grew up"}
+    reply = {"entities": [], "statements": [grew_up | {"polarity": "asserted", "tense": "current"}], "followups": []}
+    url, script = server({"Lisbon is where I grew up.": [("json", 200, completion(json.dumps(reply)))]})
+    failed = user_turn("Lisbon is where I grew up.", "2024-01-01T10:00:00Z") | {"recorded": None, "error": "HTTP 500"}
+    later = user_turn("I visited Lisbon again.", "2024-02-01T10:00:00Z", [place("e1", "Lisbon")], [])
+    conv = conversation("c", [failed, later], namespace="h")
+
+    async def again():
+        async with LLMClient(url, "m", backoff=0.01) as client:
+            return await extract_conversation(client, conv, ONTO)
+
+    out = asyncio.run(again())
+    assert len(script.requests) == 1 and out.errors == []
+    assert [e.handle for e in out.conversation.turns[0].recorded.entities] == ["e1"]
+    loaded = Loader(db, ONTO, via=via).load(out.conversation)
+    assert loaded.status == "loaded" and not [r for r in loaded.rejections if r[2] == "unknown_handle"]
     assert [(f["predicate"], f["object"]) for f in facts(db, "user", namespace="h").dicts()] == [
         ("from_place", "Lisbon")
     ]
