@@ -625,11 +625,14 @@ async def extract_conversation(
         for ent in proposal.entities:
             known[ent.handle] = known[ent.handle].merged(ent) if ent.handle in known else ent
         record(i, turn, proposal)
+    # The turns this run recorded are validated as turns of a conversation (a turn with
+    # statements must carry its time); the others were, as read. Validating the whole
+    # conversation again cost each add to a long chat time that grew with its length.
+    for i in order:
+        if turns[i] is not conv.turns[i]:
+            Conversation.model_validate({"id": conv.id, "namespace": conv.namespace, "turns": [turns[i].model_dump()]})
     recorded = conv.model_copy(update={"turns": turns, "model": model_id or conv.model or client.model})
-    # Validate the whole again: a turn with statements must carry its time.
-    return ConversationOutcome(
-        Conversation.model_validate(recorded.model_dump()), errors, kept, recorded=done[0], failed=done[1]
-    )
+    return ConversationOutcome(recorded, errors, kept, recorded=done[0], failed=done[1])
 
 
 def _declared_here(proposal: Proposal, known: dict[str, Entity], before: Sequence[Turn]) -> Proposal:
