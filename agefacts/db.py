@@ -146,21 +146,25 @@ def _one_line(exc: BaseException) -> str:
 
 
 def describe_dsn(dsn: str) -> str:
-    """Where a connection string leads, for a person: host, port, database and user (never
-    its password)."""
-    try:
-        parts = psycopg.conninfo.conninfo_to_dict(dsn)
-    except psycopg.ProgrammingError:
+    """Where a connection string leads, for a person: host, port and database (never its
+    password)."""
+    parts = _parts(dsn)
+    if parts is None:
         return "a server whose connection string is not valid"
-    where = f"{parts.get('host') or 'localhost'}:{parts.get('port') or 5432}"
-    return f"the server at {where}, database {parts.get('dbname') or parts.get('user') or 'postgres'!s}"
+    return f"the server at {_where(dsn)}, database {parts.get('dbname') or parts.get('user') or 'postgres'}"
+
+
+def _parts(dsn: str) -> dict[str, str] | None:
+    try:
+        return {k: str(v) for k, v in psycopg.conninfo.conninfo_to_dict(dsn).items() if v is not None}
+    except psycopg.ProgrammingError:
+        return None
 
 
 def _where(dsn: str) -> str:
     """host:port of a connection string, for a sentence (never its password)."""
-    try:
-        parts = psycopg.conninfo.conninfo_to_dict(dsn)
-    except psycopg.ProgrammingError:
+    parts = _parts(dsn)
+    if parts is None:
         return "its connection string is not valid"
     return f"{parts.get('host') or 'localhost'}:{parts.get('port') or 5432}"
 

@@ -145,9 +145,7 @@ def as_number(value: object) -> int | float | None:
 
 def _nearest(predicate: str, ontology: Ontology) -> str:
     """The ontology's predicates nearest a word it does not have, for a sentence."""
-    import difflib
-
-    near = difflib.get_close_matches(predicate, [p.name for p in ontology.predicates], n=3)
+    near = ontology.nearest_predicates(predicate)
     return (
         f" (did you mean {', '.join(near)}? `agefacts ontology` lists them all)"
         if near

@@ -128,11 +128,8 @@ def read_texts(paths: Iterable[str | Path]) -> Iterator[Raw]:
                     lineno += 1
                     if len(line) > most:
                         # Where its end is cannot be known without reading on, perhaps for ever.
-                        yield (
-                            src,
-                            InputError(_too_large(src, "line", most) + "; the rest of the file is not read"),
-                            True,
-                        )
+                        refused = f"{src}: {FILE_MB.beyond('the line')}; a JSONL file holds one conversation a line"
+                        yield src, InputError(refused + ", and the rest of the file is not read"), True
                         break
                     if not line.strip():
                         continue
@@ -142,7 +139,7 @@ def read_texts(paths: Iterable[str | Path]) -> Iterator[Raw]:
             with path.open(encoding="utf-8") as fh:
                 text = fh.read(most + 1)
             if len(text) > most:
-                yield str(path), InputError(_too_large(str(path), "file", most)), False
+                yield str(path), InputError(f"{path}: {FILE_MB.beyond('the file')}"), False
                 continue
         except UnicodeDecodeError as exc:
             yield str(path), InputError(f"{path}: not UTF-8 text ({exc.reason}); save the file as UTF-8"), False
@@ -151,13 +148,6 @@ def read_texts(paths: Iterable[str | Path]) -> Iterator[Raw]:
             yield str(path), InputError(f"{path}: cannot read it: {exc.strerror}"), False
             continue
         yield str(path), text, False
-
-
-def _too_large(source: str, what: str, most: int) -> str:
-    return (
-        f"{source}: the {what} is larger than {most // 2**20:,} MB, more than agefacts reads at once "
-        f"(set {FILE_MB.variable} to raise the limit; a JSONL file holds one conversation a line)"
-    )
 
 
 def parse_text(raw: Raw) -> Iterator[tuple[str, Conversation | InputError]]:

@@ -48,6 +48,14 @@ class Limit:
             f"(set {self.variable} to raise the limit)"
         )
 
+    def beyond(self, what: str | None = None) -> str:
+        """The sentence for something larger than the limit whose size is not known (reading
+        stopped at the limit: a file that may never end)."""
+        return (
+            f"{what or self.what} is larger than {self.value():,} {self.unit}, more than agefacts reads at once "
+            f"(set {self.variable} to raise the limit)"
+        )
+
     def check(self, size: int, what: str | None = None, error: type[Exception] = InputError) -> None:
         if size > self.value():
             raise error(self.exceeded(size, what))

@@ -159,6 +159,13 @@ class Ontology(BaseModel):
         gating = self.model_dump(mode="json", exclude={"predicates": {"__all__": {"words"}}})
         return hashlib.sha256(json.dumps(gating, sort_keys=True).encode()).hexdigest()
 
+    def nearest_predicates(self, name: str, n: int = 3) -> list[str]:
+        """The predicates whose names are nearest ``name`` (a word it does not have), nearest
+        first: what a refusal suggests instead."""
+        import difflib
+
+        return difflib.get_close_matches(name, sorted(p.name for p in self.predicates), n=n)
+
     def vocabulary(self) -> list[dict[str, Any]]:
         """Each predicate as a person reads it: what it is said of (``subject``), what it
         points at (entity types, or ``a value``, ``a number``), whether it holds one value at

@@ -358,10 +358,8 @@ async def history_async(
 def _check_history(predicate: str, ontology: Ontology | None) -> None:
     need_text(predicate, "the predicate")
     if ontology is not None and ontology.predicate(predicate) is None:
-        import difflib
-
+        near = ontology.nearest_predicates(predicate)
         known = sorted(p.name for p in ontology.predicates)
-        near = difflib.get_close_matches(predicate, known, n=3)
         hint = f"did you mean {', '.join(near)}?" if near else f"the ontology's predicates: {', '.join(known)}"
         raise QueryError(f"predicate {predicate!r} is not in the ontology; {hint}")
 
