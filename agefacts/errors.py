@@ -104,7 +104,14 @@ class QueryError(AgeFactsError):
 
 class NotFound(QueryError):
     """What a read names is not in this database: no such entity, or no such graph. Over the
-    servers of a placement, those that hold it answer and the others are passed over."""
+    servers of a placement, those that hold it answer and the others are passed over.
+    ``listing`` is the command that lists what there is, which the message names; a front
+    door without a command line (the MCP server) names its own way instead, from ``bare``."""
+
+    def __init__(self, message: str, listing: str | None = None):
+        super().__init__(message + (f" (`{listing}` lists them)" if listing else ""))
+        self.bare = message
+        self.listing = listing
 
 
 # -- what a caller can meet besides the stages' errors ----------------------------------------------

@@ -17,7 +17,6 @@ import dataclasses
 import datetime as dt
 import functools
 import inspect
-import re
 import typing
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Annotated, Any
@@ -25,7 +24,7 @@ from typing import Annotated, Any
 from pydantic import Field, ValidationError
 
 from .embed import Embedder
-from .errors import AgeFactsError, UsageError
+from .errors import AgeFactsError, NotFound, UsageError
 from .extract import LLMClient
 from .memory import AsyncMemory
 from .ontology import Ontology
@@ -33,8 +32,8 @@ from .placement import Placement
 
 __all__ = [
     "arguments_refused",
-    "compact_fact",
     "build_server",
+    "compact_fact",
     "compact_recall",
     "jsonable",
     "serve",
@@ -113,9 +112,6 @@ def arguments_refused(tool: str, exc: ValidationError) -> str:
         got = repr(err.get("input"))
         parts.append(f"{where} {said}" + ("" if err["type"] == "missing" else f", not {got[:60]}"))
     return f"{tool}: " + "; ".join(parts) + " (the tool's schema says what each argument takes)"
-
-
-_CLI_HINT = re.compile(r"`agefacts [^`]*` lists them")
 
 
 def compact_fact(f: Mapping[str, Any]) -> dict[str, Any]:
@@ -205,9 +201,11 @@ def build_server(
     async def run(call: Callable[[AsyncMemory], Any]) -> Any:
         try:
             return jsonable(await call(held["memory"]))
-        except AgeFactsError as exc:
+        except NotFound as exc:
             # A model cannot type a command: the tool that does the same is named instead.
-            raise ToolError(_CLI_HINT.sub("the entities tool lists them", str(exc))) from None
+            raise ToolError(f"{exc.bare} (the entities tool lists them)" if exc.listing else str(exc)) from None
+        except AgeFactsError as exc:
+            raise ToolError(str(exc)) from None
 
     scoped = f" (namespace {namespace!r})" if namespace else " (each call names its namespace)"
 

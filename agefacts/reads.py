@@ -147,7 +147,7 @@ def _keys_found(found: list[dict[str, Any]], entity: str, namespace: str | None,
             if namespace
             else "agefacts query --name entity_names"
         )
-        raise NotFound(f"no entity {entity!r}{where}: give a key, a name or a mention (`{listing}` lists them)")
+        raise NotFound(f"no entity {entity!r}{where}: give a key, a name or a mention", listing)
     check_scope(namespace, all_namespaces, (e["namespace"] for e in found), repr(entity))
     return [e["key"] for e in found]
 
