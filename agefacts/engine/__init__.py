@@ -292,24 +292,24 @@ class Engine:
         pid now runs a program that is no engine at all (used again). A process that may be an
         engine but cannot be confirmed as this one is never reported running, nor signalled,
         and its file is kept: :meth:`unconfirmed` says which, and how to stop it."""
-        state = self._recorded()
-        if state is None:
-            return None
-        if not _pid_alive(state.pid) or self._reused(state):
-            self.state_file.unlink(missing_ok=True)
-            return None
-        if self._foreign(state):
-            return None
-        return state
+        return self._look()[0]
 
     def unconfirmed(self) -> tuple[EngineState, str] | None:
         """The state file's process, and why, when it is alive and may be an engine but is not
         confirmed as this home's (see :meth:`state`)."""
+        return self._look()[1]
+
+    def _look(self) -> tuple[EngineState | None, tuple[EngineState, str] | None]:
+        """The state file read once, and its process looked at once: this home's running
+        engine, or the process it names that cannot be confirmed as one (and why)."""
         state = self._recorded()
-        if state is None or not _pid_alive(state.pid) or self._reused(state):
-            return None
+        if state is None:
+            return None, None
+        if not _pid_alive(state.pid) or self._reused(state):
+            self.state_file.unlink(missing_ok=True)
+            return None, None
         why = self._foreign(state)
-        return None if why is None else (state, why)
+        return (state, None) if why is None else (None, (state, why))
 
     def unconfirmed_hint(self, state: EngineState, why: str) -> str:
         """A sentence for :meth:`unconfirmed`: the pid, why, and how to stop it."""
@@ -383,9 +383,8 @@ class Engine:
         return str(self.server_script()) not in cmdline
 
     def status(self) -> dict[str, Any]:
-        state = self.state()
+        state, unsure = self._look()
         if state is None:
-            unsure = self.unconfirmed()
             if unsure is not None:
                 return {"running": False, "unconfirmed": unsure[0].pid, "hint": self.unconfirmed_hint(*unsure)}
             return {"running": False}
@@ -414,8 +413,8 @@ class Engine:
         self.home.mkdir(parents=True, exist_ok=True)
         with open(self.home / ".start.lock", "w") as lockf:
             fcntl.flock(lockf, fcntl.LOCK_EX)
-            running = self.state()
-            if running is None and (unsure := self.unconfirmed()) is not None:
+            running, unsure = self._look()
+            if unsure is not None:
                 raise EngineError(self.unconfirmed_hint(*unsure))
             if running is not None:
                 if running.data != data_arg or running.port != port:
@@ -600,10 +599,9 @@ class Engine:
         """Stop the engine. Returns False when none was running (not an error). A state file
         that names a process not confirmed as this home's engine is an error: nothing is
         signalled (see :meth:`state`)."""
-        unsure = self.unconfirmed()
+        state, unsure = self._look()
         if unsure is not None:
             raise EngineError(self.unconfirmed_hint(*unsure))
-        state = self.state()
         if state is None:
             return False
         self._terminate(state.pid, timeout)
