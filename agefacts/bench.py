@@ -897,9 +897,8 @@ def run_add_bench(
                 cid = f"chat{size}"
                 await memory.add(opened(size), namespace="bench", conversation=cid)
                 first = await timed_async(memory, cid, size // 2)
-                times = [1000 * await timed_async(memory, cid, size // 2 + 1 + k) for k in range(adds)]
-                p = _percentiles(times)
-                out.append({"turns": size, "first_ms": first * 1000, "p50_ms": p["p50"], "p95_ms": p["p95"]})
+                times = [await timed_async(memory, cid, size // 2 + 1 + k) for k in range(adds)]
+                out.append(_add_row(size, first, times))
             exported = await memory.export("bench")
         with Database(dsn, graph) as db:
             return out, exported, digest(db)
@@ -913,17 +912,11 @@ def run_add_bench(
                     log(f"{size} turns")
                     cid = f"chat{size}"
                     memory.add(opened(size), namespace="bench", conversation=cid)
-                    first, _ = _timed(
-                        lambda: memory.add(message(size // 2), namespace="bench", conversation=cid)  # noqa: B023
-                    )
-                    times = []
-                    for k in range(adds):
-                        seconds, _ = _timed(
-                            lambda: memory.add(message(size // 2 + 1 + k), namespace="bench", conversation=cid)  # noqa: B023
-                        )
-                        times.append(seconds * 1000)
-                    p = _percentiles(times)
-                    rows.append({"turns": size, "first_ms": first * 1000, "p50_ms": p["p50"], "p95_ms": p["p95"]})
+                    timed = [
+                        _timed(lambda: memory.add(message(i), namespace="bench", conversation=cid))[0]  # noqa: B023
+                        for i in range(size // 2, size // 2 + 1 + adds)
+                    ]
+                    rows.append(_add_row(size, timed[0], timed[1:]))
                 exported = memory.export("bench")
                 mine = digest(memory.db)
     finally:
@@ -944,7 +937,13 @@ def run_add_bench(
     end = Database(dsn, graph).connect()
     end.drop_graph()
     end.close()
-    # Each of the person's messages asks the model once: the opening conversation's and those
-    # added one at a time.
-    said = sum(sum(1 for t in _chat(0, size // 2) if t.speaker == "user") + adds + 1 for size in sizes)
+    # Each of the person's messages asks the model once: the opening conversation's (half its
+    # turns) and those added one at a time.
+    said = sum(size // 2 + adds + 1 for size in sizes)
     return AddBench(adds, rows, equal, requests, said if model else None)
+
+
+def _add_row(size: int, first: float, times: list[float]) -> dict[str, float]:
+    """One length's row of the add bench, from the first add's and the timed adds' seconds."""
+    p = _percentiles([1000 * t for t in times])
+    return {"turns": size, "first_ms": first * 1000, "p50_ms": p["p50"], "p95_ms": p["p95"]}

@@ -51,7 +51,6 @@ from .models import (
 from .ontology import Ontology
 
 __all__ = [
-    "unasked_turns",
     "ConversationOutcome",
     "DEFAULT_CONTEXT_TURNS",
     "DEFAULT_KEY_ENV",
@@ -69,6 +68,7 @@ __all__ = [
     "pending_turns",
     "recording_name",
     "resumed",
+    "unasked_turns",
     "write_atomically",
     "write_recording",
 ]

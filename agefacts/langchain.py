@@ -26,6 +26,7 @@ except ImportError:  # pragma: no cover - the optional extra is not installed
     ) from None
 
 from .memory import AsyncMemory, Memory, MemoryFact, Recall, TopicMessage
+from .retrieve import valid_words
 
 __all__ = ["AgefactsRetriever", "documents"]
 
@@ -77,7 +78,6 @@ def _text(value: Any) -> Any:
 def _fact(f: MemoryFact) -> Document:
     what = f.object if f.object is not None else f.value
     since, until = f.valid_from_text, f.valid_until_text
-    valid = f"from {since or 'the start'}" + (f" until {until}" if until else "")
     metadata = {
         "kind": "fact",
         "namespace": f.namespace,
@@ -94,7 +94,7 @@ def _fact(f: MemoryFact) -> Document:
         "said_at": _text(f.citation.at),
         "statement": f.statement,
     }
-    return Document(page_content=f"{f.subject} {f.predicate} {what} ({valid})", metadata=metadata)
+    return Document(page_content=f"{f.subject} {f.predicate} {what} ({valid_words(since, until)})", metadata=metadata)
 
 
 def _message(m: TopicMessage) -> Document:

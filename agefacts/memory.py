@@ -688,10 +688,6 @@ _NO_MODEL = (
 )
 
 
-def _no_model(conv: Conversation, n: int) -> str:
-    return _NO_MODEL.format(n=n)
-
-
 async def _extract(
     llm: LLMClient | None, conv: Conversation, ontology: Ontology, context_turns: int, paid: _Paid | None = None
 ) -> tuple[Conversation, int, list[str]]:
@@ -704,7 +700,7 @@ async def _extract(
         # As with a model that is down: the messages are stored (searchable now), the user
         # turns stay unrecorded, and the add is pending until a model reads them.
         _say_no_model_once()
-        return conv, 0, [_no_model(conv, n)]
+        return conv, 0, [_NO_MODEL.format(n=n)]
     async with llm:
         outcome = await extract_conversation(llm, conv, ontology, context_turns=context_turns)
     return outcome.conversation, n, outcome.errors

@@ -9,17 +9,17 @@ from __future__ import annotations
 import re
 
 __all__ = [
-    "ROLE_WORDS",
-    "USER",
-    "role_named",
     "CORE_EDGE_LABELS",
     "CORE_VERTEX_LABELS",
     "MAX_TYPE_LENGTH",
+    "ROLE_WORDS",
+    "USER",
+    "is_entity_label",
     "is_graph_name",
     "is_identifier",
-    "is_entity_label",
     "is_label",
     "is_predicate",
+    "role_named",
 ]
 
 USER = "user"

@@ -71,6 +71,7 @@ __all__ = [
     "relevance",
     "topic_texts",
     "topics_from",
+    "valid_words",
     "withdrawal",
 ]
 
@@ -160,11 +161,15 @@ class Answer:
         )
 
 
+def valid_words(since: str | None, until: str | None) -> str:
+    """When a fact held, as a reader says it: "from 2024-06 until 2025-03-01"."""
+    return f"from {since or 'the start'}" + (f" until {until}" if until else "")
+
+
 def context_line(n: int, f: dict[str, Any], namespaced: bool = False) -> str:
     """One fact as one line of a prompt-ready block (saying its namespace when ``namespaced``)."""
     what = f["object"] if f.get("object_key") is not None else json.dumps(f["value"], ensure_ascii=False)
-    since, until = f.get("valid_from"), f.get("valid_until")
-    valid = f"from {since or 'the start'}" + (f" until {until}" if until else "")
+    valid = valid_words(f.get("valid_from"), f.get("valid_until"))
     if f.get("recurrence"):
         valid += f", repeating {f['recurrence']}"
     said = json.dumps(f.get("quote"), ensure_ascii=False)

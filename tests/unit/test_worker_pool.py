@@ -95,7 +95,11 @@ def test_a_worker_killed_while_a_large_call_is_sent_to_it_ends_nothing_in_a_hang
     (proc,) = p.processes
     busy = p.submit(time.sleep, 30)
     big = p.submit(len, b"x" * (64 << 20))  # blocks in the pipe: the worker is busy sleeping
-    time.sleep(0.5)
+    (worker,) = p._workers
+    deadline = time.monotonic() + 20
+    while not worker.outbox.empty():  # the sender has taken it, and is writing it to the pipe
+        assert time.monotonic() < deadline, "the call was never taken to be sent"
+        time.sleep(0.01)
     os.kill(proc.pid, signal.SIGKILL)
     for task in (busy, big):
         with pytest.raises(WorkerLost):
