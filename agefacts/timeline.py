@@ -47,6 +47,7 @@ that ended it (a negation, or the next run's) became known.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -57,10 +58,16 @@ __all__ = [
     "FACT_COLUMNS",
     "Run",
     "STATEMENT_FIELDS",
+    "VERSION_FIELDS",
+    "Version",
+    "chain_of",
     "fact_of",
     "fact_order",
     "fact_rows",
+    "known_at",
+    "run_rows",
     "runs",
+    "versions",
 ]
 
 # What a statement row carries (the ``fact_statements`` and ``statements`` queries return
@@ -269,27 +276,32 @@ def _chain_runs(rows: list[Mapping[str, Any]]) -> list[Run]:
     return done
 
 
+def chain_of(row: Mapping[str, Any]) -> tuple[str, ...]:
+    """The chain a statement belongs to (rule 3): its subject and predicate when the
+    predicate holds one value at a time, else its fact."""
+    fact = fact_of(row)
+    return fact[:2] if row.get("single_valued") else fact
+
+
 def runs(rows: Iterable[Mapping[str, Any]]) -> list[Run]:
     """Every run the statements make (rules 1 to 3), those that hold at no time included."""
     chains: dict[tuple[str, ...], list[Mapping[str, Any]]] = {}
     for r in _as_known(rows):
-        fact = fact_of(r)
-        chains.setdefault(fact[:2] if r.get("single_valued") else fact, []).append(r)
+        chains.setdefault(chain_of(r), []).append(r)
     return [run for _, chain in sorted(chains.items()) for run in _chain_runs(chain)]
 
 
-def fact_rows(rows: Iterable[Mapping[str, Any]], valid_at: str, about: str | None = None) -> list[dict[str, Any]]:
-    """The facts that hold at ``valid_at`` as rows (:data:`FACT_COLUMNS`), from the statement
-    rows known at K; with ``about``, only those whose subject or object is that entity key.
-    A row cites its run's earliest evidence (by ``at``, then the evidence key) and that
-    evidence's statement; ``evidence`` counts the evidence of every statement it coalesces."""
+def run_rows(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Every run that holds at some valid time, as a row (:data:`FACT_COLUMNS`, and
+    ``statements``: the keys of the statements it rests on, sorted), from the statement rows
+    known at K. A row cites its run's earliest evidence (by ``at``, then the evidence key)
+    and that evidence's statement; ``evidence`` counts the evidence of every statement it
+    coalesces."""
     out = []
     for run in runs(rows):
-        if not run.holds_at(valid_at):
-            continue
+        if run.start is not None and run.end is not None and run.end <= run.start:
+            continue  # holds at no time
         cited = min(run.members, key=lambda m: (m["quoted_at"], m["evidence_key"]))
-        if about is not None and about not in (cited["subject_key"], cited["object_key"]):
-            continue
         by_time = sorted(run.members, key=lambda m: (m["recorded_at"], m["statement"]))
         row = {c: cited.get(c) for c in FACT_COLUMNS}
         row.update(
@@ -299,9 +311,116 @@ def fact_rows(rows: Iterable[Mapping[str, Any]], valid_at: str, about: str | Non
             superseded_at=run.superseded_at,
             recurrence=next((m["recurrence"] for m in by_time if m.get("recurrence")), None),
             evidence=sum(m["evidence"] for m in run.members),
+            statements=sorted({m["statement"] for m in run.members}),
         )
         out.append(row)
+    return out
+
+
+def fact_rows(rows: Iterable[Mapping[str, Any]], valid_at: str, about: str | None = None) -> list[dict[str, Any]]:
+    """The facts that hold at ``valid_at`` as rows (:data:`FACT_COLUMNS`), from the statement
+    rows known at K; with ``about``, only those whose subject or object is that entity key."""
+    out = []
+    for row in run_rows(rows):
+        start, end = row["valid_from"], row["valid_until"]
+        if not ((start is None or start <= valid_at) and (end is None or valid_at < end)):
+            continue
+        if about is not None and about not in (row["subject_key"], row["object_key"]):
+            continue
+        del row["statements"]
+        out.append(row)
     return sorted(out, key=fact_order)
+
+
+# -- fact versions: the reading stored ------------------------------------------------------------
+# What a fact version holds besides its known interval: a run's row without the names of its
+# subject and object (those are the entities', and change with them, not with what was said).
+VERSION_FIELDS = (
+    "namespace",
+    "subject_key",
+    "predicate",
+    "object_key",
+    "value",
+    "valid_from",
+    "valid_until",
+    "recorded_at",
+    "superseded_at",
+    "recurrence",
+    "evidence",
+    "statement",
+    "quote",
+    "quoted_at",
+    "conversation",
+    "message",
+    "char_start",
+    "char_end",
+    "statements",
+)
+
+
+@dataclass(frozen=True)
+class Version:
+    """One fact version: a run as the rule reads it (``row``: :data:`VERSION_FIELDS`) while
+    what had been said was read that way, from ``known_from`` (an evidence's time) until
+    ``known_until`` (when something said next read it otherwise; None: it still is)."""
+
+    row: Mapping[str, Any]
+    known_from: str
+    known_until: str | None
+
+
+def known_at(rows: Iterable[Mapping[str, Any]], k: str) -> list[dict[str, Any]]:
+    """Statement rows with every piece of evidence (``said``) as the statement queries give
+    them as known at ``k``: each with its evidence said by then (its earliest cited, the time
+    of each, how many), those with none left out."""
+    out = []
+    for r in rows:
+        said = [e for e in r["said"] if e[0] <= k]
+        if not said:
+            continue
+        first = min(said, key=_evidence_order)
+        row = dict(r, said=said, said_at=[e[0] for e in said], evidence=len(said), recorded_at=first[0])
+        row.update(zip(_CITED, first, strict=True))
+        out.append(row)
+    return out
+
+
+def _identity(row: Mapping[str, Any]) -> str:
+    return json.dumps([row.get(f) for f in VERSION_FIELDS], sort_keys=True, ensure_ascii=False)
+
+
+def versions(rows: Iterable[Mapping[str, Any]]) -> list[Version]:
+    """The fact versions of the statements of whole chains (every statement of each, with
+    all its evidence as ``said``): the rule read as known at each time something was said,
+    a run that reads alike from one such time to the next being one version. A version holds
+    at K when ``known_from <= K`` and, if it has one, ``K < known_until``; at K, the versions
+    that hold are the runs :func:`run_rows` reads from what was said by K."""
+    rows = list(rows)
+    by_chain: dict[tuple[str, ...], list[Mapping[str, Any]]] = {}
+    for r in rows:
+        by_chain.setdefault(chain_of(r), []).append(r)
+    out: list[Version] = []
+    for _, chain in sorted(by_chain.items()):
+        times = sorted({e[0] for r in chain for e in r["said"]})
+        open_: dict[str, list[tuple[str, Mapping[str, Any]]]] = {}
+        for t in times:
+            now: dict[str, list[Mapping[str, Any]]] = {}
+            for row in run_rows(known_at(chain, t)):
+                kept = {f: row.get(f) for f in VERSION_FIELDS}
+                now.setdefault(_identity(kept), []).append(kept)
+            for ident, before in list(open_.items()):
+                stays = len(now.get(ident, ()))
+                for since, was in before[stays:]:
+                    out.append(Version(was, since, t))
+                if stays:
+                    open_[ident] = before[:stays]
+                else:
+                    del open_[ident]
+            for ident, rows_now in now.items():
+                have = len(open_.get(ident, ()))
+                open_.setdefault(ident, []).extend((t, row) for row in rows_now[have:])
+        out += [Version(row, since, None) for before in open_.values() for since, row in before]
+    return sorted(out, key=lambda v: (v.known_from, fact_order(v.row), _identity(v.row)))
 
 
 def fact_order(row: Mapping[str, Any]) -> tuple[Any, ...]:
