@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 import logging
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,7 +40,7 @@ from .compile import Plan
 from .db import Database, copy_value
 from .derive import Member
 from .errors import DatabaseError
-from .names import CORE_VERTEX_LABELS
+from .names import CORE_EDGE_LABELS, CORE_VERTEX_LABELS
 from .retract import Retraction, Stale
 from .tables import _AG, _ENTRY, _KEY, _KEY_INDEXED, _as_agtype_key, _key, _props, dumps
 
@@ -99,6 +99,9 @@ class BulkWriter(Retraction):
         statements = {k for k in batch.statement_keys if k in existed}
         alike = _rewritten_alike(batch, stale) if stale else set()
         sv = single_valued or (lambda predicate: True)
+        # Every chain a statement written or removed here belongs to (the removed ones by the
+        # groups retraction saw, before settling takes away subjects left with nothing).
+        chains = self.chains_of(batch.statement_keys, stale.groups if stale else ())
         member_of: dict[str, tuple[str, str, str]] = {}
         if regroup:
             groups = set(batch.groups)
@@ -115,7 +118,10 @@ class BulkWriter(Retraction):
             else:
                 groups |= {g for k, g in member_of.items() if k in left.gone}
         member_of.update(batch.member_of)
-        self.recompute({label: keys - alike for label, keys in entities.items()}, statements - alike, groups, member_of)
+        renamed = self.recompute(
+            {label: keys - alike for label, keys in entities.items()}, statements - alike, groups, member_of
+        )
+        self.refresh_versions(chains | self.chains_of(objects=renamed))
 
     def _write_rows(self, batch: Batch) -> tuple[dict[str, tuple[int, int]], set[str]]:
         """Write the batch's vertices and edges; return each vertex key's id and the keys
@@ -322,17 +328,20 @@ class BulkWriter(Retraction):
         statements: set[str],
         groups: set[tuple[str, str, str]],
         member_of: Mapping[str, tuple[str, str, str]] | None = None,
-    ) -> None:
+    ) -> set[str]:
         """Apply :mod:`agefacts.derive` to the given entities (by label), statements and
         single-valued groups, from the rows the graph holds now, and write what changed. A
-        statement whose ``recorded_at`` changes brings its group (``member_of``) along."""
+        statement whose ``recorded_at`` changes brings its group (``member_of``) along.
+        Returns the keys of the entities whose name changed."""
+        renamed: set[str] = set()
         for label, keys in sorted(entities.items()):
             if keys:
-                self._recompute_entities(label, sorted(keys))
+                renamed |= self._recompute_entities(label, sorted(keys))
         moved = self._recompute_statements(sorted(statements)) if statements else set()
         groups = set(groups) | {member_of[k] for k in moved if member_of and k in member_of}
         if groups:
             self._supersede(sorted(groups))
+        return renamed
 
     def _edges_of(
         self, label: str, keys: list[str], edge: str
@@ -365,7 +374,8 @@ class BulkWriter(Retraction):
         # A single word needs no order; only sets of several were ranked.
         return lambda ws: sorted(ws, key=lambda w: rank.get(w, -1))
 
-    def _recompute_entities(self, label: str, keys: list[str]) -> None:
+    def _recompute_entities(self, label: str, keys: list[str]) -> set[str]:
+        """Returns the keys of those whose name changed."""
         rows = self._edges_of(label, keys, "MENTIONED_IN")
         to_order: set[str] = set()
         for _, _, mentions in rows.values():
@@ -373,12 +383,16 @@ class BulkWriter(Retraction):
             if len(words) > 1:
                 to_order |= words
         order = self._engine_order(to_order)
-        patches = []
-        for vid, props, mentions in rows.values():
+        patches, renamed = [], set()
+        for k, (vid, props, mentions) in rows.items():
             target = derive.entity_props(mentions, order)
             if target is not None:
-                patches += _patch(vid, props, target)
+                patch = _patch(vid, props, target)
+                if patch and ("name" in patch[0]["set"] or "name" in patch[0]["unset"]):
+                    renamed.add(k)
+                patches += patch
         self._write_patches(label, patches)
+        return renamed
 
     def _recompute_statements(self, keys: list[str]) -> set[str]:
         """Returns the statements whose ``recorded_at`` changed."""
@@ -512,6 +526,289 @@ class BulkWriter(Retraction):
                 a, b = ids[new_k], ids[old_k]
                 edges.append([a >> 48, a & _ENTRY, b >> 48, b & _ENTRY, {"k": k}])
             self._insert_edges("SUPERSEDES", edges)
+
+    # -- fact versions: the reading of time, stored ----------------------------------------------
+    def chains_of(
+        self,
+        statements: Iterable[str] = (),
+        groups: Iterable[tuple[str, str, str]] = (),
+        objects: Iterable[str] = (),
+    ) -> set[tuple[str, str]]:
+        """The (subject key, predicate) pairs whose fact versions depend on these statements
+        (by key), groups ((subject label, subject key, predicate), which may be gone) and
+        entities (by key: the statements about them, whose reading orders values by the
+        object's name)."""
+        out = {(k, pred) for _, k, pred in groups}
+        stks = sorted(set(statements))
+        fmt = self._fmt()
+        rows: list[tuple[str, str]] = []
+        if stks:
+            rows += self.db.execute(
+                sql.SQL(
+                    "SELECT so.start_id::text, ag_catalog.agtype_access_operator(u.properties, '\"predicate\"'::"
+                    + _AG
+                    + ")::text FROM ({lookup}) u "
+                    "CROSS JOIN LATERAL (SELECT so.start_id FROM {so} so WHERE so.end_id = u.id OFFSET 0) so"
+                ).format(lookup=self._lookup("Statement"), **fmt),
+                (stks,),
+            )
+        ents = sorted(set(objects))
+        if ents:
+            rows += self.db.execute(
+                sql.SQL(
+                    "SELECT so.start_id::text, ag_catalog.agtype_access_operator(s.properties, '\"predicate\"'::"
+                    + _AG
+                    + ")::text FROM unnest(%s::text[]) AS u(k) "
+                    "CROSS JOIN LATERAL (SELECT x.id FROM {all} x WHERE {kx} = "
+                    + _as_agtype_key("u.k")
+                    + " OFFSET 0) x "
+                    "CROSS JOIN LATERAL (SELECT a.start_id FROM {ab} a WHERE a.end_id = x.id OFFSET 0) a "
+                    "CROSS JOIN LATERAL (SELECT s.properties FROM {st} s WHERE s.id = a.start_id OFFSET 0) s "
+                    "CROSS JOIN LATERAL (SELECT so.start_id FROM {so} so WHERE so.end_id = a.start_id OFFSET 0) so"
+                ).format(all=self._table("_ag_label_vertex"), kx=_key("x"), **fmt),
+                (ents,),
+            )
+        if rows:
+            keys = self._keys_of({int(sid) for sid, _ in rows})
+            out |= {(keys[int(sid)], pred) for sid, pred in rows if int(sid) in keys}
+        return out
+
+    def every_chain(self, namespace: str | None = None) -> set[tuple[str, str]]:
+        """Every (subject key, predicate) pair with a statement or a fact version in the
+        graph (of one namespace)."""
+        self.db.ensure_labels(vertex=sorted(CORE_VERTEX_LABELS), edge=sorted(CORE_EDGE_LABELS))
+        fmt = self._fmt()
+        ns = (
+            ""
+            if namespace is None
+            else " WHERE ag_catalog.agtype_access_operator(s.properties, '\"namespace\"'::"
+            + _AG
+            + ") = "
+            + _as_agtype_key("%(ns)s::text")
+        )
+        nf = (
+            ""
+            if namespace is None
+            else " AND ag_catalog.agtype_access_operator(f.properties, '\"namespace\"'::"
+            + _AG
+            + ") = "
+            + _as_agtype_key("%(ns)s::text")
+        )
+        rows = self.db.execute(
+            sql.SQL(
+                "SELECT DISTINCT so.start_id::text, ag_catalog.agtype_access_operator(s.properties, '\"predicate\"'::"
+                + _AG
+                + ")::text FROM {st} s JOIN {so} so ON so.end_id = s.id"
+                + ns
+            ).format(**fmt),
+            {"ns": namespace},
+        )
+        keys = self._keys_of({int(sid) for sid, _ in rows})
+        out = {(keys[int(sid)], pred) for sid, pred in rows}
+        for sk, pred in self.db.execute(
+            sql.SQL(
+                "SELECT DISTINCT ag_catalog.agtype_access_operator(f.properties, '\"subject_key\"'::"
+                + _AG
+                + ")::text, "
+                "ag_catalog.agtype_access_operator(f.properties, '\"predicate\"'::"
+                + _AG
+                + ")::text FROM {f} f WHERE true"
+                + nf
+            ).format(f=self._table("Fact")),
+            {"ns": namespace},
+        ):
+            out.add((sk, pred))
+        return out
+
+    def refresh_versions(self, chains: set[tuple[str, str]]) -> None:
+        """Recompute the fact versions (:func:`agefacts.timeline.versions`) of every chain of
+        these (subject key, predicate) pairs from the statements the graph holds now, and
+        write what changed: a version is a ``Fact`` vertex keyed by its content and the time
+        it was first read, ``(subject)-[:HOLDS]->(fact)``, ``(fact)-[:OBJECT]->(object)``
+        and ``(fact)-[:RESTS_ON]->(statement)`` for each statement it rests on."""
+        if not chains:
+            return
+        from . import timeline
+        from .keys import edge_key, make_key
+
+        fmt = self._fmt()
+        subjects = sorted({k for k, _ in chains})
+        wanted_preds: dict[str, set[str]] = defaultdict(set)
+        for k, pred in chains:
+            wanted_preds[k].add(pred)
+        # The subjects that are still there, and their statements of those predicates.
+        sid_of: dict[str, int] = {}
+        for k, sid in self.db.execute(
+            sql.SQL(
+                "SELECT u.k, v.id::text FROM unnest(%s::text[]) AS u(k) CROSS JOIN LATERAL "
+                "(SELECT v.id FROM {all} v WHERE " + _KEY.format(t="v") + " = " + _as_agtype_key("u.k") + " OFFSET 0) v"
+            ).format(all=self._table("_ag_label_vertex")),
+            (subjects,),
+        ):
+            sid_of[k] = int(sid)
+        statements: dict[int, dict[str, Any]] = {}
+        objects: dict[int, int] = {}
+        if sid_of:
+            pairs = [
+                {"a": sid_of[k] >> 48, "b": sid_of[k] & _ENTRY, "k": k, "pred": pred}
+                for k, pred in sorted(chains)
+                if k in sid_of
+            ]
+            for sk, stid, ptext, obj in self.db.execute(
+                sql.SQL(
+                    "SELECT g.k, s.id::text, s.properties::text, o.id::text "
+                    "FROM jsonb_to_recordset(%s::jsonb) AS g(a int, b bigint, k text, pred text) "
+                    "CROSS JOIN LATERAL (SELECT s.id, s.properties FROM {so} so JOIN {st} s ON s.id = so.end_id "
+                    "  WHERE so.start_id = ag_catalog._graphid(g.a, g.b) AND "
+                    "  ag_catalog.agtype_access_operator(s.properties, '\"predicate\"'::"
+                    + _AG
+                    + ")::text = g.pred OFFSET 0) s "
+                    "LEFT JOIN LATERAL (SELECT a.end_id AS id FROM {ab} a WHERE a.start_id = s.id OFFSET 0) o ON true"
+                ).format(**fmt),
+                (dumps(pairs),),
+            ):
+                p = json.loads(ptext)
+                p["subject_key"] = sk
+                statements[int(stid)] = p
+                if obj is not None:
+                    objects[int(stid)] = int(obj)
+        said: dict[int, list[list[Any]]] = defaultdict(list)
+        if statements:
+            for stid, etext, conv, ordinal in self.db.execute(
+                sql.SQL(
+                    "SELECT e.start_id::text, e.properties::text, "
+                    "ag_catalog.agtype_access_operator(m.properties, '\"conversation\"'::" + _AG + ")::text, "
+                    "ag_catalog.agtype_access_operator(m.properties, '\"ordinal\"'::" + _AG + ")::text "
+                    "FROM jsonb_to_recordset(%s::jsonb) AS u(a int, b bigint) "
+                    "CROSS JOIN LATERAL (SELECT e.end_id, e.start_id, e.properties FROM {eb} e "
+                    "  WHERE e.start_id = ag_catalog._graphid(u.a, u.b) OFFSET 0) e "
+                    "CROSS JOIN LATERAL (SELECT m.properties FROM {msg} m WHERE m.id = e.end_id OFFSET 0) m"
+                ).format(**fmt),
+                (dumps([{"a": i >> 48, "b": i & _ENTRY} for i in sorted(statements)]),),
+            ):
+                e = json.loads(etext)
+                said[int(stid)].append(
+                    [e.get("at"), e["k"], e.get("quote"), conv, int(ordinal), e.get("char_start"), e.get("char_end")]
+                )
+        named = self._names_of(set(objects.values()))
+        rows = []
+        id_of: dict[str, int] = {}
+        for stid, p in statements.items():
+            if not said[stid]:
+                continue
+            obj = objects.get(stid)
+            okey, oname = named.get(obj, (None, None)) if obj is not None else (None, None)
+            id_of[p["k"]] = stid
+            if okey is not None and obj is not None:
+                id_of[okey] = obj
+            rows.append(
+                {
+                    "statement": p["k"],
+                    "subject_key": p["subject_key"],
+                    "predicate": p.get("predicate"),
+                    "object_key": okey,
+                    "object": oname if oname is not None else okey,
+                    "value": p.get("value"),
+                    "valid_from": p.get("valid_from"),
+                    "stated_until": None if p.get("valid_until_inferred") else p.get("valid_until"),
+                    "recurrence": p.get("recurrence"),
+                    "ends_fact": bool(p.get("ends_fact")),
+                    "corrects": bool(p.get("corrects")),
+                    "single_valued": bool(p.get("single_valued")),
+                    "namespace": p.get("namespace"),
+                    "said": said[stid],
+                }
+            )
+        wanted: dict[str, dict[str, Any]] = {}
+        links: dict[str, list[tuple[str, str, str, str]]] = {}  # fact key -> (label, edge key, start, end)
+        seen: dict[str, int] = defaultdict(int)
+        for v in timeline.versions(rows):
+            row = dict(v.row)
+            rests_on = row.pop("statements")
+            content = json.dumps([row, v.known_from], sort_keys=True, ensure_ascii=False)
+            seen[content] += 1
+            fk = make_key("fact", row["namespace"], row["subject_key"], row["predicate"], content, seen[content])
+            props = {f: x for f, x in row.items() if x is not None}
+            props.update(k=fk, known_from=v.known_from)
+            if v.known_until is not None:
+                props["known_until"] = v.known_until
+            wanted[fk] = props
+            ends = [("HOLDS", row["subject_key"], fk)]
+            if row.get("object_key") is not None:
+                ends.append(("OBJECT", fk, row["object_key"]))
+            ends += [("RESTS_ON", fk, sk) for sk in rests_on]
+            links[fk] = [(label, edge_key(label, a, b), a, b) for label, a, b in ends]
+        # What the graph holds for these chains now.
+        have: dict[str, tuple[int, dict[str, Any]]] = {}
+        for vid, ptext in self.db.execute(
+            sql.SQL(
+                "SELECT v.id::text, v.properties::text FROM unnest(%s::text[]) AS u(k) "
+                "CROSS JOIN LATERAL (SELECT v.id, v.properties FROM {f} v WHERE "
+                "ag_catalog.agtype_access_operator(v.properties, '\"subject_key\"'::"
+                + _AG
+                + ") = "
+                + _as_agtype_key("u.k")
+                + " OFFSET 0) v"
+            ).format(f=self._table("Fact")),
+            (subjects,),
+        ):
+            p = json.loads(ptext)
+            if p.get("predicate") in wanted_preds.get(p.get("subject_key"), ()):
+                have[p["k"]] = (int(vid), p)
+        gone = [vid for k, (vid, _) in have.items() if k not in wanted]
+        if gone:
+            payload = dumps([{"a": i >> 48, "b": i & _ENTRY} for i in gone])
+            ids = "ARRAY(SELECT ag_catalog._graphid(u.a, u.b) FROM jsonb_to_recordset(%s::jsonb) AS u(a int, b bigint))"
+            self.db.execute(
+                sql.SQL(
+                    "WITH d1 AS (DELETE FROM {h} e WHERE e.end_id = ANY(" + ids + ") RETURNING 1), "
+                    "d2 AS (DELETE FROM {o} e WHERE e.start_id = ANY(" + ids + ") RETURNING 1), "
+                    "d3 AS (DELETE FROM {r} e WHERE e.start_id = ANY(" + ids + ") RETURNING 1) "
+                    "DELETE FROM {f} v WHERE v.id = ANY(" + ids + ")"
+                ).format(
+                    h=self._table("HOLDS"), o=self._table("OBJECT"), r=self._table("RESTS_ON"), f=self._table("Fact")
+                ),
+                (payload, payload, payload, payload),
+            )
+        patches = []
+        for k, (vid, p) in have.items():
+            if k in wanted:
+                target = {f: wanted[k].get(f) for f in set(p) | set(wanted[k])}
+                patches += _patch(vid, p, target)
+        self._write_patches("Fact", patches)
+        new = sorted(k for k in wanted if k not in have)
+        if not new:
+            return
+        got, _ = self._upsert_vertices("Fact", dumps([wanted[k] for k in new]), new)
+        for k, pair in got.items():
+            id_of[k] = pair[0] << 48 | pair[1]
+        for k, sid in sid_of.items():
+            id_of.setdefault(k, sid)
+        edges: dict[str, list[list[Any]]] = defaultdict(list)
+        for fk in new:
+            for label, ek, a, b in links[fk]:
+                ia, ib = id_of[a], id_of[b]
+                edges[label].append([ia >> 48, ia & _ENTRY, ib >> 48, ib & _ENTRY, {"k": ek}])
+        for label, erows in sorted(edges.items()):
+            self._insert_edges(label, erows)
+
+    def _names_of(self, ids: set[int]) -> dict[int, tuple[str, str | None]]:
+        """The key and name of vertices given by id."""
+        if not ids:
+            return {}
+        out: dict[int, tuple[str, str | None]] = {}
+        for vid, k, name in self.db.execute(
+            sql.SQL(
+                "SELECT v.id::text, " + _KEY.format(t="v") + "::text, "
+                "ag_catalog.agtype_access_operator(v.properties, '\"name\"'::" + _AG + ")::text "
+                "FROM jsonb_to_recordset(%s::jsonb) AS u(a int, b bigint) "
+                "CROSS JOIN LATERAL (SELECT v.id, v.properties FROM {all} v "
+                "  WHERE v.id = ag_catalog._graphid(u.a, u.b) OFFSET 0) v"
+            ).format(all=self._table("_ag_label_vertex")),
+            (dumps([{"a": i >> 48, "b": i & _ENTRY} for i in sorted(ids)]),),
+        ):
+            out[int(vid)] = (k, name)
+        return out
 
 
 def _keep(label: str) -> Sequence[str]:

@@ -686,6 +686,16 @@ def _tenants(given: Sequence[str]) -> list[tuple[str, str]]:
     return out
 
 
+def _cmd_derive(args: argparse.Namespace) -> int:
+    from .load import Loader
+
+    with _open_db(args) as db:
+        n = Loader(db, _ontology(args)).derive(args.namespace)
+    scope = f"namespace {args.namespace!r}" if args.namespace else f"graph {args.graph!r}"
+    _print(f"derived the fact versions of {n} chain(s) of {scope}")
+    return _EXIT_OK
+
+
 def _cmd_forget(args: argparse.Namespace) -> int:
     from .load import Loader
 
@@ -1287,6 +1297,14 @@ def build_parser() -> argparse.ArgumentParser:
         "namespace only (repeat for more; AGE 1.7.0 or newer)",
     )
     p.set_defaults(func=_cmd_setup)
+
+    p = sub.add_parser(
+        "derive",
+        parents=[dbo, ont],
+        help="recompute the fact versions from the statements (after compiled Cypher run by hand, or an upgrade)",
+    )
+    p.add_argument("--namespace", default=None, help="of this namespace only")
+    p.set_defaults(func=_cmd_derive)
 
     p = sub.add_parser(
         "forget", parents=[dbo, ont], help="remove what a namespace's conversations wrote, and their log rows"

@@ -958,6 +958,12 @@ class Loader:
                     self.db.cypher_raw(line)
                 if stale:
                     self._recompute_cypher(writer.settle(stale))
+                # Fact versions are the one rule Cypher cannot state (agefacts derive runs it
+                # after compiled Cypher run by hand): here as on the bulk path.
+                named = (
+                    [k for _, k in p.entities] + [k for _, k in stale.entities] if stale else [k for _, k in p.entities]
+                )
+                writer.refresh_versions(writer.chains_of(p.statements, stale.groups if stale else (), named))
             self._record([e.loaded()])
 
     def _recompute_cypher(self, left: Stale) -> None:
@@ -972,6 +978,25 @@ class Loader:
             if self._single_valued(group[2]):
                 for line in supersession(*group):
                     self.db.cypher_raw(line)
+
+    def derive(self, namespace: str | None = None, *, chunk: int = 2000) -> int:
+        """Recompute every fact version of the graph (of one namespace) from the statements
+        it holds, in one transaction: a graph written by hand (the compiled Cypher) or by an
+        earlier agefacts then answers in Cypher as ``facts`` does. Loads do this for what
+        they touch; returns how many chains were read."""
+
+        def work() -> int:
+            with self.db.transaction():
+                writer = self._writer_for()
+                chains = sorted(writer.every_chain(namespace))
+                for i in range(0, len(chains), chunk):
+                    writer.refresh_versions(set(chains[i : i + chunk]))
+                return len(chains)
+
+        try:
+            return self._attempt(work)
+        except DatabaseError as exc:
+            raise self.db.refused(exc) from exc
 
     def forget(self, namespace: str, conversations: Sequence[str] | None = None) -> list[str]:
         """Remove what the namespace's conversations (those named, or all) wrote, as replacing
@@ -1006,6 +1031,8 @@ class Loader:
                     writer.write_batch(assemble([]), stale, self._single_valued)
                 else:
                     self._recompute_cypher(writer.settle(stale))
+                    named = [k for _, k in stale.entities]
+                    writer.refresh_versions(writer.chains_of(groups=stale.groups, objects=named))
                 ledger.drop(self.db, namespace, ids)
                 if not ledger.loaded_ids(self.db, namespace):
                     # Every load writes the owner, with no edge of its own: it goes with the

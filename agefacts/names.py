@@ -47,9 +47,21 @@ def role_named(text: str) -> str | None:
 
 
 # agefacts' own labels: no entity type may take one of these names.
-CORE_VERTEX_LABELS = frozenset({"Conversation", "Message", "Statement", "Keyphrase"})
+CORE_VERTEX_LABELS = frozenset({"Conversation", "Message", "Statement", "Keyphrase", "Fact"})
 CORE_EDGE_LABELS = frozenset(
-    {"PART_OF", "MENTIONED_IN", "SUBJECT_OF", "ABOUT", "EVIDENCED_BY", "SUPERSEDES", "APPEARS_IN", "CO_OCCURS"}
+    {
+        "PART_OF",
+        "MENTIONED_IN",
+        "SUBJECT_OF",
+        "ABOUT",
+        "EVIDENCED_BY",
+        "SUPERSEDES",
+        "APPEARS_IN",
+        "CO_OCCURS",
+        "HOLDS",
+        "OBJECT",
+        "RESTS_ON",
+    }
 )
 # An entity type becomes a label, whose table AGE pairs with a sequence named <label>_id_seq;
 # a longer name would be cut at PostgreSQL's 63 characters and could meet another's.

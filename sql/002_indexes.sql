@@ -58,6 +58,13 @@ BEGIN
             'CREATE INDEX IF NOT EXISTS %I ON %I.%I (ag_catalog.agtype_access_operator(properties, %L::ag_catalog.agtype))',
             'Statement_predicate', graph_name, label_name, '"predicate"');
     END IF;
+    -- Fact: a btree on the subject's key, for the fact versions of a subject's chains
+    -- (those the bulk path recomputes; the subject itself may be gone).
+    IF kind = 'v' AND label_name = 'Fact' AND NOT agefacts.relation_exists(graph_name, 'Fact_subject') THEN
+        EXECUTE format(
+            'CREATE INDEX IF NOT EXISTS %I ON %I.%I (ag_catalog.agtype_access_operator(properties, %L::ag_catalog.agtype))',
+            'Fact_subject', graph_name, label_name, '"subject_key"');
+    END IF;
     IF kind = 'v' AND label_name = 'Message' THEN
         PERFORM agefacts.index_messages(graph_name);  -- sql/003_search.sql
     END IF;
