@@ -18,6 +18,7 @@ from agefacts.timeline import fact_rows
 
 from ..helpers import ONTO, claim, conversation, user_turn
 from ..stories import ASK_KNOWN, ASK_VALID, PREDICATES, Said, oracle, stories
+from .recipes import ask
 
 _NAMESPACES = itertools.count()
 
@@ -92,6 +93,11 @@ def test_generated_stories_answer_as_the_oracle_on_both_load_paths(paths, story,
             shown = [(r["predicate"], r["object"] if r["object"] is not None else r["value"]) for r in got]
             assert len(shown) == len(set(shown)), ("a fact shown twice", valid_at, known_at, got)
             assert set(shown) == oracle(story, valid_at, known_at), (valid_at, known_at)
+            # The graph answers for itself: the recipe a person copies, on both graphs.
+            want = sorted(_recipe_row(r, r["object"] if r["object"] is not None else r["value"]) for r in got)
+            for db in (bulk, cypher):
+                rows = ask(db, "valid at T, as known at K", namespace=ns, valid=valid_at, known=known_at)
+                assert sorted(_recipe_row(r, r["value"]) for r in rows) == want, (valid_at, known_at)
             checked += 1
     assert checked == len(ASK_KNOWN) * len(ASK_VALID)
     # The library's own call reads the same, about the user and about each place and employer
@@ -103,6 +109,12 @@ def test_generated_stories_answer_as_the_oracle_on_both_load_paths(paths, story,
     for name in sorted({s.target for s in story if PREDICATES[s.predicate][1]}):
         about = facts(bulk, name, namespace=ns, valid_at=t, known_at=k).dicts()
         assert {(r["predicate"], r["object"]) for r in about} == {f for f in expected if f[1] == name}, name
+
+
+def _recipe_row(r: dict, value) -> tuple:
+    return tuple(
+        repr(x) for x in (r["predicate"], value, r["valid_from"], r["valid_until"], r["recorded_at"], r["quote"])
+    )
 
 
 def _by_key(row: dict) -> str:
