@@ -16,7 +16,7 @@ from .db import Database, Table
 from .errors import NotFound, QueryError, UsageError, need_text
 from .named import named_queries, run_named, run_named_async
 from .names import role_named
-from .timeline import FACT_COLUMNS, fact_order, fact_rows
+from .timeline import FACT_COLUMNS, fact_order
 
 if TYPE_CHECKING:
     # Only the async twins take one: a synchronous read does not pay for asyncio.
@@ -195,7 +195,7 @@ def _answers_key(table: Table, key: str, namespace: str | None) -> bool:
 def facts_of_keys(db: Database, keys: Sequence[str], valid_at: TimeArg = None, known_at: TimeArg = None) -> Table:
     """The facts about entities already found (by key), as :func:`facts` gives them."""
     valid, known = as_of(valid_at, known_at)
-    return _facts_table(_statements_of(db, keys, known), valid)
+    return _facts_table(_versions_of(db, keys, valid, known))
 
 
 def facts_of_each(
@@ -204,10 +204,12 @@ def facts_of_each(
     """The facts about each entity key, one list per key in order (``ask``'s linked
     entities), read in one query however many there are."""
     valid, known = as_of(valid_at, known_at)
-    return [_facts_table([one], valid).dicts() for one in _statements_of(db, keys, known)]
+    return [_facts_table([one]).dicts() for one in _versions_of(db, keys, valid, known)]
 
 
-def _statements_of(db: Database, keys: Sequence[str], known: str) -> list[tuple[str | None, list[dict[str, Any]]]]:
+def _versions_of(
+    db: Database, keys: Sequence[str], valid: str, known: str
+) -> list[tuple[str | None, list[dict[str, Any]]]]:
     # One key: its own query (planned and prepared once for every call with one key).
     # More: one query for all of them, where one per key cost a round trip and a plan each
     # (facts of "user" over 1,251 namespaces: 14 s against 0.8 s in one).
@@ -215,32 +217,24 @@ def _statements_of(db: Database, keys: Sequence[str], known: str) -> list[tuple[
     if not keys:
         return []
     if len(keys) == 1:
-        rows = {keys[0]: run_named(db, "fact_statements", {"entity": keys[0], "known_at": known}).dicts()}
-    else:
-        rows = _by_entity(keys, run_named(db, "fact_statements_of", {"entities": keys, "known_at": known}).dicts())
-    for k in keys:
-        for subject, predicate in _groups(rows[k], k):
-            rows[k] += run_named(
-                db, "group_statements", {"subject": subject, "predicate": predicate, "known_at": known}
-            ).dicts()
+        params = {"entity": keys[0], "valid_at": valid, "known_at": known}
+        return [(keys[0], run_named(db, "facts_about", params).dicts())]
+    each: dict[str, Any] = {"entities": keys, "valid_at": valid, "known_at": known}
+    rows = _by_entity(keys, run_named(db, "facts_about_each", each).dicts())
     return [(k, rows[k]) for k in keys]
 
 
-async def _statements_of_async(
-    db: AsyncDatabase, keys: Sequence[str], known: str
+async def _versions_of_async(
+    db: AsyncDatabase, keys: Sequence[str], valid: str, known: str
 ) -> list[tuple[str | None, list[dict[str, Any]]]]:
     keys = list(dict.fromkeys(keys))
     if not keys:
         return []
     if len(keys) == 1:
-        rows = {keys[0]: (await run_named_async(db, "fact_statements", {"entity": keys[0], "known_at": known})).dicts()}
-    else:
-        params = {"entities": keys, "known_at": known}
-        rows = _by_entity(keys, (await run_named_async(db, "fact_statements_of", params)).dicts())
-    for k in keys:
-        for subject, predicate in _groups(rows[k], k):
-            params = {"subject": subject, "predicate": predicate, "known_at": known}
-            rows[k] += (await run_named_async(db, "group_statements", params)).dicts()
+        params = {"entity": keys[0], "valid_at": valid, "known_at": known}
+        return [(keys[0], (await run_named_async(db, "facts_about", params)).dicts())]
+    each: dict[str, Any] = {"entities": keys, "valid_at": valid, "known_at": known}
+    rows = _by_entity(keys, (await run_named_async(db, "facts_about_each", each)).dicts())
     return [(k, rows[k]) for k in keys]
 
 
@@ -256,7 +250,7 @@ async def facts_of_each_async(
 ) -> list[list[dict[str, Any]]]:
     """:func:`facts_of_each` on an asynchronous connection."""
     valid, known = as_of(valid_at, known_at)
-    return [_facts_table([one], valid).dicts() for one in await _statements_of_async(db, keys, known)]
+    return [_facts_table([one]).dicts() for one in await _versions_of_async(db, keys, valid, known)]
 
 
 async def facts_async(
@@ -285,24 +279,17 @@ async def facts_of_keys_async(
 ) -> Table:
     """:func:`facts_of_keys` on an asynchronous connection."""
     valid, known = as_of(valid_at, known_at)
-    return _facts_table(await _statements_of_async(db, keys, known), valid)
+    return _facts_table(await _versions_of_async(db, keys, valid, known))
 
 
-def _groups(rows: list[dict[str, Any]], key: str) -> list[tuple[str, str]]:
-    """The single-valued groups ``key`` is a value of (as object), whose other values can end
-    its facts and are read besides."""
-    return sorted({(r["subject_key"], r["predicate"]) for r in rows if r["single_valued"] and r["object_key"] == key})
-
-
-def _facts_table(read: Sequence[tuple[str | None, list[dict[str, Any]]]], valid_at: str) -> Table:
-    """The facts about each entity key (every fact, for None), from the statements read for
-    it by the one reading of time (:mod:`agefacts.timeline`); a fact about two of the
-    entities is one row."""
-    rows: dict[tuple[Any, ...], dict[str, Any]] = {}
-    for key, statements in read:
-        once = list({r["statement"]: r for r in statements}.values())
-        for r in fact_rows(once, valid_at, about=key):
-            rows.setdefault((r["statement"], r["valid_from"], r["valid_until"]), r)
+def _facts_table(read: Sequence[tuple[str | None, list[dict[str, Any]]]]) -> Table:
+    """The facts read for each entity key from the fact versions (the reading of time,
+    stored: :func:`agefacts.timeline.versions`), in the order facts are listed; a fact about
+    two of the entities (or about one on both sides) is one row."""
+    rows: dict[str, dict[str, Any]] = {}
+    for _, found in read:
+        for r in found:
+            rows.setdefault(r["fact"], r)
     ordered = sorted(rows.values(), key=fact_order)
     return Table(list(FACT_COLUMNS), [tuple(d[c] for c in FACT_COLUMNS) for d in ordered])
 
@@ -313,9 +300,8 @@ def current_facts(
     """Every fact of one namespace (of all, without one) that holds at ``valid_at`` as known
     at ``known_at`` (both default to now), by the same reading as :func:`facts`."""
     valid, known = as_of(valid_at, known_at)
-    return _facts_table(
-        [(None, run_named(db, "statements", {"namespace": namespace, "known_at": known}).dicts())], valid
-    )
+    params = {"namespace": namespace, "valid_at": valid, "known_at": known}
+    return _facts_table([(None, run_named(db, "facts_in", params).dicts())])
 
 
 def history(

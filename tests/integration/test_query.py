@@ -174,6 +174,9 @@ def test_a_type_violating_fact_planted_in_the_graph_is_not_served(loaded):
         "MATCH (s:Statement), (m:Message {conversation: 'hana-01'}) WHERE s.k IN ['planted', 'planted2'] "
         "CREATE (s)-[:EVIDENCED_BY {k: s.k + 'e', quote: 'Kyoto', at: '2026-10-20T09:00:00Z'}]->(m)"
     )
+    # Reads serve fact versions: what was written by hand is read once they are derived.
+    assert [f["predicate"] for f in ask(db, "Tell me about Kyoto", ONTO, namespace="hana").facts] == ["lives_in"]
+    Loader(db, ONTO).derive("hana")
     answer = ask(db, "Tell me about Kyoto", ONTO, namespace="hana")
     assert [f["predicate"] for f in answer.facts] == ["lives_in"]
     (bad,) = answer.rejected
@@ -252,9 +255,10 @@ def test_every_shipped_query_states_its_parameters_and_columns_and_returns_them(
         "entity_keys": {},
         "entity_names": {"namespace": "ann"},
         "fact_statements": {"entity": nina, "known_at": when["known_at"]},
-        "fact_statements_of": {"entities": [nina], "known_at": when["known_at"]},
+        "facts_about": {"entity": nina, **when},
+        "facts_about_each": {"entities": [nina], **when},
+        "facts_in": {"namespace": "nina", **when},
         "graph_edges": {"namespace": "ann"},
-        "group_statements": {"subject": nina, "predicate": "lives_in", "known_at": when["known_at"]},
         "graph_vertices": {"namespace": None},
         "history": {"entity": nina, "predicate": "lives_in"},
         "message_statements": {"conversation": "ann-01", "ordinal": 0, "namespace": "ann"},
@@ -265,17 +269,18 @@ def test_every_shipped_query_states_its_parameters_and_columns_and_returns_them(
         "questions": {"namespace": None, "include_resolved": True},
         "rejections": {"namespace": None},
         "search_messages": {"namespace": "baker", "question": "Who bakes sourdough?", "k": 5},
-        "statements": {"namespace": "nina", "known_at": when["known_at"]},
         "topic_messages": {"keys": [keyphrase_key("baker", "sourdough")]},
         "topic_messages_by_text": {"texts": ["sourdough"]},
     }
     queries = named_queries()
     assert sorted(samples) == sorted(queries)
-    # What the reading of time reads, every query that feeds it returns.
-    from agefacts.timeline import STATEMENT_FIELDS
+    # What the reading of time reads, the statement query returns; what facts gives, the
+    # fact version queries do.
+    from agefacts.timeline import FACT_COLUMNS, STATEMENT_FIELDS
 
-    for name in ("fact_statements", "fact_statements_of", "group_statements", "statements"):
-        assert set(STATEMENT_FIELDS) <= set(queries[name].columns), name
+    assert set(STATEMENT_FIELDS) <= set(queries["fact_statements"].columns)
+    for name in ("facts_about", "facts_about_each", "facts_in"):
+        assert set(FACT_COLUMNS) <= set(queries[name].columns), name
     for name, q in queries.items():
         assert q.description and q.columns, f"{name} has no description or columns line"
         assert sorted(samples[name]) == sorted(q.params), name
