@@ -11,13 +11,14 @@ JSON parameter>)`` with ids from ``_graphid(label id, nextval(label sequence))``
 CONFLICT`` on the key index, which is all the embedded engine takes: ``COPY FROM STDIN``
 kills its connection (pinned by a test).
 
-The graph written is the one executing the compiled Cypher writes (``agefacts digest`` is
-equal; tests check it on the examples and on generated corpora): a vertex upsert merges the new
+The graph written is the one executing the compiled Cypher and then ``agefacts derive`` writes
+(``agefacts digest`` is equal; tests check it on the examples and on generated corpora): a
+vertex upsert merges the new
 properties over the old as ``MERGE ... SET`` does, an edge insert does nothing when the keyed
 edge exists as the guarded create does, and the properties computed from the whole graph
-(entity names and mentions, statement known times, supersession) are recomputed by the rules
-of :mod:`agefacts.derive` over rows read back from the label tables, and only what changes is
-written. Mention words are ordered by the engine, as AGE's own text comparison (collation)
+(entity names and mentions, statement known times) are recomputed by the rules of
+:mod:`agefacts.derive`, and the fact versions by :func:`agefacts.timeline.versions`, over rows
+read back from the label tables, and only what changes is written. Mention words are ordered by the engine, as AGE's own text comparison (collation)
 orders them.
 
 Retraction (what a changed conversation's old version wrote) is set-wise too, and serves both
@@ -38,7 +39,6 @@ from psycopg import sql
 from . import derive
 from .compile import Plan
 from .db import Database, copy_value
-from .derive import Member
 from .errors import DatabaseError
 from .names import CORE_EDGE_LABELS, CORE_VERTEX_LABELS
 from .retract import Retraction, Stale
@@ -72,24 +72,13 @@ class BulkWriter(Retraction):
     def write(self, plans: Sequence[Plan]) -> None:
         self.write_batch(assemble(plans))
 
-    def write_batch(
-        self,
-        batch: Batch,
-        stale: Stale | None = None,
-        single_valued: Callable[[str], bool] | None = None,
-        *,
-        regroup: bool = False,
-    ) -> None:
+    def write_batch(self, batch: Batch, stale: Stale | None = None) -> None:
         """Write an assembled batch. All the Python work was done by :func:`assemble` (the
         loader runs it in its worker thread); what is left here is the database's. ``stale``
         is what :meth:`retract` returned for the replaced conversations of this batch: it is
-        settled once the new versions are written, and recomputed with the batch.
-
-        Supersession is recomputed for the groups whose members changed: a statement new to
-        the graph, one removed, or one whose ``recorded_at`` moved (the only input of
-        :func:`agefacts.derive.supersede` that is derived; the others are part of a statement's
-        key). ``regroup`` recomputes every group the batch touches instead, which also repairs
-        a graph that some other writer left wrong (``load --force``)."""
+        settled once the new versions are written, and recomputed with the batch. The fact
+        versions of every chain a statement written or removed here belongs to are
+        recomputed last, from the statements as they then are."""
         self.db.ensure_labels(vertex=batch.vertex_labels, edge=batch.edge_labels)
         ids, existed = self._write_rows(batch)
         entities: dict[str, set[str]] = defaultdict(set)
@@ -98,29 +87,15 @@ class BulkWriter(Retraction):
                 entities[label].add(k)
         statements = {k for k in batch.statement_keys if k in existed}
         alike = _rewritten_alike(batch, stale) if stale else set()
-        sv = single_valued or (lambda predicate: True)
-        # Every chain a statement written or removed here belongs to (the removed ones by the
-        # groups retraction saw, before settling takes away subjects left with nothing).
+        # The removed statements' chains by the groups retraction saw, before settling takes
+        # away subjects left with nothing.
         chains = self.chains_of(batch.statement_keys, stale.groups if stale else ())
-        member_of: dict[str, tuple[str, str, str]] = {}
-        if regroup:
-            groups = set(batch.groups)
-        else:
-            groups = {batch.member_of[k] for k in batch.statement_keys - existed if k in batch.member_of}
         if stale:
             left = self.settle(stale)
             for label, k in left.entities:
                 entities[label].add(k)
             statements |= left.statements
-            member_of = {k: g for k, g in left.member_of.items() if sv(g[2])}
-            if regroup:
-                groups |= {g for g in left.groups if sv(g[2])}
-            else:
-                groups |= {g for k, g in member_of.items() if k in left.gone}
-        member_of.update(batch.member_of)
-        renamed = self.recompute(
-            {label: keys - alike for label, keys in entities.items()}, statements - alike, groups, member_of
-        )
+        renamed = self.recompute({label: keys - alike for label, keys in entities.items()}, statements - alike)
         self.refresh_versions(chains | self.chains_of(objects=renamed))
 
     def _write_rows(self, batch: Batch) -> tuple[dict[str, tuple[int, int]], set[str]]:
@@ -322,25 +297,16 @@ class BulkWriter(Retraction):
         return int(rows[0][0])
 
     # -- recomputing what several conversations contribute to ---------------------------------
-    def recompute(
-        self,
-        entities: Mapping[str, set[str]],
-        statements: set[str],
-        groups: set[tuple[str, str, str]],
-        member_of: Mapping[str, tuple[str, str, str]] | None = None,
-    ) -> set[str]:
-        """Apply :mod:`agefacts.derive` to the given entities (by label), statements and
-        single-valued groups, from the rows the graph holds now, and write what changed. A
-        statement whose ``recorded_at`` changes brings its group (``member_of``) along.
-        Returns the keys of the entities whose name changed."""
+    def recompute(self, entities: Mapping[str, set[str]], statements: set[str]) -> set[str]:
+        """Apply :mod:`agefacts.derive` to the given entities (by label) and statements, from
+        the rows the graph holds now, and write what changed. Returns the keys of the
+        entities whose name changed (the reading of time orders values by name)."""
         renamed: set[str] = set()
         for label, keys in sorted(entities.items()):
             if keys:
                 renamed |= self._recompute_entities(label, sorted(keys))
-        moved = self._recompute_statements(sorted(statements)) if statements else set()
-        groups = set(groups) | {member_of[k] for k in moved if member_of and k in member_of}
-        if groups:
-            self._supersede(sorted(groups))
+        if statements:
+            self._recompute_statements(sorted(statements))
         return renamed
 
     def _edges_of(
@@ -394,19 +360,14 @@ class BulkWriter(Retraction):
         self._write_patches(label, patches)
         return renamed
 
-    def _recompute_statements(self, keys: list[str]) -> set[str]:
-        """Returns the statements whose ``recorded_at`` changed."""
+    def _recompute_statements(self, keys: list[str]) -> None:
         rows = self._edges_of("Statement", keys, "EVIDENCED_BY")
-        patches, moved = [], set()
-        for k, (vid, props, evidence) in rows.items():
+        patches = []
+        for vid, props, evidence in rows.values():
             target = derive.statement_props(evidence)
             if target is not None:
-                patch = _patch(vid, props, target)
-                if patch and ("recorded_at" in patch[0]["set"] or "recorded_at" in patch[0]["unset"]):
-                    moved.add(k)
-                patches += patch
+                patches += _patch(vid, props, target)
         self._write_patches("Statement", patches)
-        return moved
 
     def _write_patches(self, label: str, patches: list[dict[str, Any]]) -> None:
         """Set and remove properties of vertices by id: ``{"a": label id, "b": entry, "set":
@@ -425,107 +386,6 @@ class BulkWriter(Retraction):
             ).format(t=self._table(label)),
             (dumps(patches), dumps([{"a": p["a"], "b": p["b"]} for p in patches])),
         )
-
-    def _supersede(self, groups: list[tuple[str, str, str]]) -> None:
-        """Supersession (:func:`agefacts.derive.supersede`) for every group at once: the
-        members are read in one statement, the rule runs here, and only the statements and
-        SUPERSEDES edges that change are written."""
-        fmt = self._fmt()
-        labels = sorted({g[0] for g in groups})
-        grp = sql.SQL(" UNION ALL ").join(
-            sql.SQL(
-                "SELECT DISTINCT v.id AS sid, u.pred FROM jsonb_to_recordset(%s::jsonb) AS u(k text, pred text) "
-                "CROSS JOIN LATERAL (SELECT v.id FROM {t} v WHERE {kv} = " + _as_agtype_key("u.k") + " OFFSET 0) v"
-            ).format(t=self._table(label), kv=_key("v"))
-            for label in labels
-        )
-        params = [dumps([{"k": k, "pred": pred} for lab, k, pred in groups if lab == label]) for label in labels]
-        rows = self.db.execute(
-            sql.SQL(
-                "WITH grp AS ({grp}), "
-                # Each subject's statements are read once, for all its groups: a subject with
-                # several single-valued predicates would otherwise be walked once per predicate.
-                "subj AS (SELECT sid, array_agg(DISTINCT pred) AS preds FROM grp GROUP BY sid) "
-                # LATERAL keeps every step an index lookup whatever the planner guesses.
-                # The object is identified by its vertex id: only equality within a group is
-                # asked of it, and the id saves a look-up across every vertex label.
-                "SELECT subj.sid::text, s.pred, s.id::text, s.properties::text, o.id::text "
-                "FROM subj CROSS JOIN LATERAL ("
-                "  SELECT s.id, s.properties, ag_catalog.agtype_access_operator(s.properties, '\"predicate\"'::"
-                + _AG
-                + ")::text AS pred "
-                "  FROM {so} so JOIN {st} s ON s.id = so.end_id WHERE so.start_id = subj.sid OFFSET 0) s "
-                "LEFT JOIN LATERAL (SELECT a.end_id AS id FROM {ab} a WHERE a.start_id = s.id OFFSET 0) o ON true "
-                "WHERE s.pred = ANY(subj.preds)"
-            ).format(grp=grp, **fmt),
-            params,
-        )
-        by_group: dict[tuple[str, str], list[Member]] = defaultdict(list)
-        ids: dict[str, int] = {}
-        current: dict[str, dict[str, Any]] = {}
-        for sid, pred, stid, ptext, obj in rows:
-            p = json.loads(ptext)
-            k = p["k"]
-            ids[k] = int(stid)
-            current[k] = p
-            stated = None if p.get("valid_until_inferred") else p.get("valid_until")
-            ident = f"id:{obj}" if obj is not None else derive.value_ident(p.get("value"))
-            by_group[(sid, pred)].append(
-                Member(
-                    k,
-                    ident,
-                    bool(p.get("ends_fact")),
-                    p.get("valid_from"),
-                    stated,
-                    p.get("recorded_at") or "",
-                    bool(p.get("corrects")),
-                )
-            )
-        patches: list[dict[str, Any]] = []
-        wanted: dict[str, tuple[str, str]] = {}  # SUPERSEDES k -> (newer statement key, older statement key)
-        for members in by_group.values():
-            succession = derive.supersede(members)
-            for k, target in succession.props.items():
-                patches += _patch(ids[k], current[k], target)
-            for ek, new_k, old_k in succession.edges:
-                wanted[ek] = (new_k, old_k)
-        self._write_patches("Statement", patches)
-        members_ids = [{"a": i >> 48, "b": i & _ENTRY} for i in ids.values()]
-        existing = (
-            {
-                k
-                for (k,) in self.db.execute(
-                    sql.SQL(
-                        "SELECT {kr}::text FROM jsonb_to_recordset(%s::jsonb) AS u(a int, b bigint) "
-                        "CROSS JOIN LATERAL (SELECT r.properties FROM {sup} r WHERE r.start_id = ag_catalog._graphid(u.a, u.b) OFFSET 0) r"
-                    ).format(kr=_key("r"), **fmt),
-                    (dumps(members_ids),),
-                )
-            }
-            if members_ids
-            else set()
-        )
-        stale = sorted(existing - set(wanted))
-        if stale:
-            self.db.execute(
-                sql.SQL(
-                    "DELETE FROM {sup} r WHERE r.id = ANY(ARRAY(SELECT r2.id FROM unnest(%s::text[]) AS u(k) "
-                    "CROSS JOIN LATERAL (SELECT r2.id FROM {sup} r2 WHERE "
-                    + _KEY.format(t="r2")
-                    + " = "
-                    + _as_agtype_key("u.k")
-                    + " OFFSET 0) r2))"
-                ).format(**fmt),
-                (stale,),
-            )
-        missing = sorted(set(wanted) - existing)
-        if missing:
-            edges = []
-            for k in missing:
-                new_k, old_k = wanted[k]
-                a, b = ids[new_k], ids[old_k]
-                edges.append([a >> 48, a & _ENTRY, b >> 48, b & _ENTRY, {"k": k}])
-            self._insert_edges("SUPERSEDES", edges)
 
     # -- fact versions: the reading of time, stored ----------------------------------------------
     def chains_of(
@@ -572,6 +432,47 @@ class BulkWriter(Retraction):
             keys = self._keys_of({int(sid) for sid, _ in rows})
             out |= {(keys[int(sid)], pred) for sid, pred in rows if int(sid) in keys}
         return out
+
+    def drop_succession(self, namespace: str | None = None) -> int:
+        """Remove what loads before fact versions wrote of write-time supersession, which the
+        versions replace and which could disagree with them: ``SUPERSEDES`` edges, and a
+        statement's ``valid_until_inferred`` (with the ``valid_until`` it marked),
+        ``superseded_at`` and ``valid_start``. Returns how many statements changed."""
+        nsf = (
+            ""
+            if namespace is None
+            else " AND ag_catalog.agtype_access_operator(v.properties, '\"namespace\"'::"
+            + _AG
+            + ") = "
+            + _as_agtype_key("%(ns)s::text")
+        )
+        gone = ["valid_until_inferred", "superseded_at", "valid_start"]
+        rows = self.db.execute(
+            sql.SQL(
+                "WITH u AS (UPDATE {st} v SET properties = (((((v.properties::text)::jsonb) - %(gone)s::text[] - "
+                "CASE WHEN ((v.properties::text)::jsonb) ->> 'valid_until_inferred' = 'true' THEN ARRAY['valid_until'] "
+                "ELSE ARRAY[]::text[] END)::text)::" + _AG + ") "
+                "WHERE ((v.properties::text)::jsonb) ?| %(gone)s::text[]" + nsf + " RETURNING 1) SELECT count(*) FROM u"
+            ).format(st=self._table("Statement")),
+            {"gone": gone, "ns": namespace},
+        )
+        if self.db.execute(
+            "SELECT 1 FROM ag_catalog.ag_label l JOIN ag_catalog.ag_graph g ON g.graphid = l.graph "
+            "WHERE g.name = %s AND l.name = 'SUPERSEDES'",
+            (self.db.graph,),
+        ):
+            self.db.execute(
+                sql.SQL(
+                    "DELETE FROM {sup} e WHERE %(ns)s::text IS NULL OR e.start_id = ANY(ARRAY(SELECT v.id FROM {st} v "
+                    "WHERE ag_catalog.agtype_access_operator(v.properties, '\"namespace\"'::"
+                    + _AG
+                    + ") = "
+                    + _as_agtype_key("%(ns)s::text")
+                    + "))"
+                ).format(sup=self._table("SUPERSEDES"), st=self._table("Statement")),
+                {"ns": namespace},
+            )
+        return int(rows[0][0])
 
     def every_chain(self, namespace: str | None = None) -> set[tuple[str, str]]:
         """Every (subject key, predicate) pair with a statement or a fact version in the
@@ -710,7 +611,7 @@ class BulkWriter(Retraction):
                     "object": oname if oname is not None else okey,
                     "value": p.get("value"),
                     "valid_from": p.get("valid_from"),
-                    "stated_until": None if p.get("valid_until_inferred") else p.get("valid_until"),
+                    "stated_until": p.get("valid_until"),
                     "recurrence": p.get("recurrence"),
                     "ends_fact": bool(p.get("ends_fact")),
                     "corrects": bool(p.get("corrects")),
@@ -919,8 +820,6 @@ class Batch:
     entity_labels: dict[str, str]
     statement_keys: set[str]
     unsure: set[str]
-    groups: list[tuple[str, str, str]]
-    member_of: dict[str, tuple[str, str, str]]
     edges_of: dict[str, list[dict[str, Any]]]  # entity or statement key -> its mention or evidence edges' properties
 
 
@@ -948,7 +847,5 @@ def assemble(plans: Sequence[Plan]) -> Batch:
         entity_labels=entity_labels,
         statement_keys=statement_keys,
         unsure=unsure,
-        groups=sorted({g for p in plans for g in p.groups}),
-        member_of={k: g for p in plans for k, g in p.member_of.items()},
         edges_of=edges_of,
     )

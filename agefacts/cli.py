@@ -391,7 +391,7 @@ def _cmd_history(args: argparse.Namespace) -> int:
 
     table = _read_table(args, read, history_order)
     keep = ["namespace"] if args.namespace is None else []
-    keep += ["subject", "kind", "value", "object", "valid_from", "valid_until", "recorded_at", "superseded_at", "quote"]
+    keep += ["subject", "kind", "value", "object", "valid_from", "valid_until", "recorded_at", "quote"]
     _print(output.render_some(table.columns, table.rows, args.format, keep))
     return _EXIT_OK
 

@@ -17,9 +17,11 @@ How the text is written:
   and ``CREATE`` only ``WHERE e IS NULL``. A test pins the engine's behaviour, to come back to
   plain MERGE the day it is fixed. A plain, unguarded CREATE never appears.
 - Properties that several conversations contribute to (an entity's name and mentions, a
-  statement's known time and confidence, supersession) are recomputed from all the evidence in
-  the graph after the writes, so the graph does not depend on the order of loading: by the
-  Cypher spelling of each rule, which :mod:`agefacts.derive` keeps beside its Python.
+  statement's known time and confidence) are recomputed from all the evidence in the graph
+  after the writes, so the graph does not depend on the order of loading: by the Cypher
+  spelling of each rule, which :mod:`agefacts.derive` keeps beside its Python. The fact
+  versions (the reading of time) are the one rule Cypher cannot state: ``agefacts derive``
+  writes them after compiled Cypher run by hand, as every load does itself.
 - Follow-ups are trailing comments: they are the caller's questions, not facts.
 - Keyphrases live beside the facts: a ``Keyphrase`` vertex per namespace and text, an
   ``APPEARS_IN`` edge to each message that says it (with the span), and ``CO_OCCURS`` edges
@@ -38,7 +40,7 @@ from typing import Any
 
 from . import cypher as cy
 from ._version import __version__
-from .derive import entity_recompute, statement_recompute, supersession
+from .derive import entity_recompute, statement_recompute
 from .errors import CompileError
 from .keys import (
     conversation_key,
@@ -110,9 +112,6 @@ class Plan:
     edges: list[Edge] = field(default_factory=list)
     entities: list[tuple[str, str]] = field(default_factory=list)  # (label, k) to recompute
     statements: list[str] = field(default_factory=list)  # statement keys to recompute
-    groups: list[tuple[str, str, str]] = field(default_factory=list)  # (label, subject k, predicate)
-    # The group of each statement of a single-valued predicate (statement key -> group).
-    member_of: dict[str, tuple[str, str, str]] = field(default_factory=dict)
     followups: list[FollowupRow] = field(default_factory=list)
     counts: dict[str, Any] = field(default_factory=dict)
     # What did not become data, each as the turn, what it was, the reason code and its sentence.
@@ -345,9 +344,6 @@ def plan(
                 ev.char_end,
             )
         p.statements.append(stk)
-        if single:
-            p.groups.append((sl, sk, fact.predicate))
-            p.member_of[stk] = (sl, sk, fact.predicate)
 
     for f in result.followups:
         h = f.handle
@@ -367,7 +363,6 @@ def plan(
     p.edges = sorted(edges.values(), key=lambda e: (_EORDER.get(e.label, 9), e.k))
     p.entities = sorted(set(p.entities), key=lambda t: t[1])
     p.statements = sorted(set(p.statements))
-    p.groups = sorted(set(p.groups), key=lambda g: (g[1], g[2]))
     # What is written, by distinct key (two claims of one statement are one statement; two on
     # one place are one evidence edge), and how many claims the turns admitted.
     p.counts = {
@@ -467,8 +462,6 @@ def to_cypher(p: Plan) -> list[str]:
     for label, k in p.entities:
         lines += entity_recompute(label, k)
     lines += [statement_recompute(k) for k in p.statements]
-    for group in p.groups:
-        lines += supersession(*group)
     for f in p.followups:
         import json
 

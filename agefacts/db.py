@@ -60,7 +60,7 @@ _GRAPH_LOCK = 0x61676566
 
 # The oldest Apache AGE the shipped queries and compiled Cypher are tested on. AGE 1.5.0 was
 # measured too: it parses no list comprehension ([x IN xs WHERE ...], [x IN xs | ...]), which
-# the compiled supersession and entity lookup need, and names create_vlabel's arguments
+# the shipped entity lookup needs, and names create_vlabel's arguments
 # differently; 62 of 234 tests failed there.
 MIN_AGE = (1, 6, 0)
 TESTED_AGE = (

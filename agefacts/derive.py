@@ -14,8 +14,8 @@ equal on generated groups.
 - A statement's ``recorded_at`` is its earliest evidence's ``at``, its ``confidence`` the
   highest any evidence gave, and its ``model``, ``extractor`` and ``schema_ref`` those of the
   earliest evidence (by ``at``, then key) that has them.
-- Supersession, for the statements about one subject with one single-valued predicate: see
-  :func:`supersede`.
+- What holds when, as known when (the reading of time): :func:`agefacts.timeline.versions`,
+  stored as fact versions by the load (:meth:`agefacts.bulk.BulkWriter.refresh_versions`).
 - Evidence: one piece per place a statement was read, see :func:`one_per_place`.
 """
 
@@ -23,11 +23,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from . import cypher as cy
-from .keys import SUPERSEDES_PREFIX, supersedes_key
 
 if TYPE_CHECKING:
     from .models import Evidence
@@ -35,21 +33,16 @@ if TYPE_CHECKING:
 __all__ = [
     "ENTITY_DERIVED",
     "EVIDENCE_INPUTS",
+    "HISTORY_ORDER",
     "MENTION_INPUTS",
-    "Member",
     "Order",
     "STATEMENT_DERIVED",
-    "SUPERSESSION_ORDER",
-    "Succession",
     "entity_props",
     "entity_recompute",
     "inputs_of",
     "one_per_place",
     "statement_props",
     "statement_recompute",
-    "supersede",
-    "supersession",
-    "supersession_key",
     "value_ident",
 ]
 
@@ -144,104 +137,10 @@ def value_ident(value: Any) -> str:
     return json.dumps(value, sort_keys=True)
 
 
-@dataclass(frozen=True)
-class Member:
-    """One statement of a (subject, single-valued predicate) group, as supersession sees it.
-
-    ``ident`` is what the statement says the value is (the object's key, or the literal value
-    as canonical JSON); ``stated_until`` is the ``valid_until`` the statement stated itself
-    (not one that supersession inferred)."""
-
-    k: str
-    ident: str
-    ends_fact: bool
-    valid_from: str | None
-    stated_until: str | None
-    recorded_at: str
-    corrects: bool = False
-
-    @property
-    def closing(self) -> bool:
-        """A statement that only ends a fact: a negation, or the fact with only an end."""
-        return self.ends_fact or (self.valid_from is None and self.stated_until is not None)
-
-    @property
-    def begins(self) -> str:
-        return self.valid_from or self.recorded_at
-
-    @property
-    def ending(self) -> str:
-        return self.stated_until or self.valid_from or self.recorded_at
-
-
-def supersession_key(m: Member) -> tuple[str, str, str]:
-    """Statements are ordered by valid time (``valid_from``; for a fact that states only its
-    end, ``valid_until``; else ``recorded_at``), then known time, then key."""
-    return (m.valid_from or m.stated_until or m.recorded_at, m.recorded_at, m.k)
-
-
-SUPERSESSION_ORDER = "coalesce(s.valid_from, s.valid_until, s.recorded_at), s.recorded_at, s.k"
-""":func:`supersession_key` in Cypher, over statements bound to ``s``: for the recomputing
-Cypher below, and the order of ``agefacts history`` (``// order: supersession`` in a named
-query)."""
-
-
-@dataclass(frozen=True)
-class Succession:
-    """What supersession makes of one group: each member's derived properties (the
-    ``valid_until``, ``valid_until_inferred``, ``superseded_at``, ``valid_start``, None meaning not stored) and the ``SUPERSEDES`` edges as
-    (edge key, newer statement key, older statement key)."""
-
-    props: dict[str, dict[str, Any]]
-    edges: list[tuple[str, str, str]]
-
-
-def supersede(members: Iterable[Member]) -> Succession:
-    """Recompute one (subject, single-valued predicate) group from scratch.
-
-    A fact's successor is the first later statement with another object or value, or a later
-    statement that ends this very fact (a negation, or the same fact with only an end). The
-    successor closes the fact: its ``valid_until`` becomes the successor's start, or the end
-    the closing statement gives (marked ``valid_until_inferred``), unless the fact stated its
-    own; ``superseded_at`` becomes the successor's ``recorded_at``, or the fact's own when the
-    successor was learned first (a closing cannot be known before the fact itself).
-
-    For reading, a statement without ``valid_from`` (and without a stated end) that has a
-    predecessor in the group starts at its ``recorded_at``, which is where supersession ended
-    its predecessor: ``valid_start`` holds that start, so the group shows one value at any
-    valid time. Only a group's first statement is open at the start."""
-    everyone = list(members)
-    # A correction says something said was wrong, never that the world changed: it neither
-    # closes a fact nor is closed (closing "started in May" at May, an empty interval).
-    ordered = sorted((m for m in everyone if not m.corrects), key=supersession_key)
-    props: dict[str, dict[str, Any]] = {
-        m.k: {"valid_until": m.stated_until, "valid_until_inferred": None, "superseded_at": None, "valid_start": None}
-        for m in everyone
-        if m.corrects
-    }
-    edges: list[tuple[str, str, str]] = []
-    for i, old in enumerate(ordered):
-        target: dict[str, Any] = {
-            "valid_until": old.stated_until,
-            "valid_until_inferred": None,
-            "superseded_at": None,
-            "valid_start": old.recorded_at
-            if i > 0 and old.valid_from is None and old.stated_until is None and not old.ends_fact
-            else None,
-        }
-        if not old.ends_fact:
-            for new in ordered[i + 1 :]:
-                same = new.ident == old.ident
-                if new.closing == same:
-                    start = new.ending if same else new.begins
-                    target["superseded_at"] = max(new.recorded_at, old.recorded_at)
-                    if old.stated_until is None:
-                        target["valid_until"] = start
-                        target["valid_until_inferred"] = True
-                    edges.append((supersedes_key(old.k, new.k), new.k, old.k))
-                    break
-        props[old.k] = target
-    return Succession(props, sorted(edges))
+HISTORY_ORDER = "coalesce(s.valid_from, s.valid_until, s.recorded_at), s.recorded_at, s.k"
+"""The order ``agefacts history`` lists a subject's statements of one predicate in, over
+statements bound to ``s`` (``// order: history`` in a named query): by the start they state
+(else the end they state, else when they were said), then by known time, then by key."""
 
 
 # -- the same rules in Cypher ------------------------------------------------------------------------
@@ -281,46 +180,3 @@ def statement_recompute(k: str) -> str:
         "SET s.recorded_at = recorded, s.confidence = conf, s.model = fm[2], "
         "s.extractor = fx[2], s.schema_ref = fr[2]"
     )
-
-
-def supersession(label: str, subject: str, predicate: str) -> list[str]:
-    """Recompute one (subject, single-valued predicate) group from scratch, by the rule of
-    :func:`supersede` (ordering, successor, closing, and the reading start
-    ``valid_start`` of a statement without ``valid_from`` that has a predecessor)."""
-    pattern = f"MATCH (x:{cy.label(label)})-[:SUBJECT_OF]->(s:Statement)"
-    where = f"WHERE x.k = {cy.literal(subject)} AND s.predicate = {cy.literal(predicate)}"
-    # One ordered list of the group, collected without a grouping key so its order holds.
-    ordered = (
-        f"{pattern} {where} AND s.corrects IS NULL OPTIONAL MATCH (s)-[:ABOUT]->(o) "
-        # ORDER BY names no alias: AGE before 1.7.0 cannot resolve one ("could not find rte").
-        "WITH s, coalesce(o.k, s.value) AS ident "
-        f"ORDER BY {SUPERSESSION_ORDER} "
-        "WITH collect(s.k) AS ks, collect(ident) AS ids, collect(coalesce(s.ends_fact, false)) AS negs, "
-        "collect(coalesce(s.ends_fact, false) OR (s.valid_from IS NULL AND s.valid_until IS NOT NULL)) AS closing, "
-        "collect(s.valid_from IS NULL AND s.valid_until IS NULL AND s.ends_fact IS NULL) AS open_start, "
-        "collect(coalesce(s.valid_from, s.recorded_at)) AS begins, "
-        "collect(coalesce(s.valid_until, s.valid_from, s.recorded_at)) AS endings, "
-        "collect(s.recorded_at) AS learned "
-    )
-    return [
-        f"MATCH (x:{cy.label(label)})-[:SUBJECT_OF]->(s:Statement)-[r:SUPERSEDES]->(:Statement) {where} DELETE r",
-        f"{pattern} {where} AND s.valid_until_inferred = true SET s.valid_until = null",
-        f"{pattern} {where} SET s.valid_until_inferred = null, s.superseded_at = null, s.valid_start = null",
-        ordered + "UNWIND range(1, size(ks) - 1) AS i "
-        "WITH ks, learned, open_start, i WHERE open_start[i] "
-        "MATCH (s:Statement) WHERE s.k = ks[i] SET s.valid_start = learned[i]",
-        ordered + "UNWIND range(0, size(ks) - 1) AS i "
-        "WITH ks, ids, negs, closing, begins, endings, learned, i, "
-        "[j IN range(i + 1, size(ks) - 1) WHERE (NOT closing[j] AND ids[j] <> ids[i]) OR (closing[j] AND ids[j] = ids[i])] AS later "
-        "WHERE NOT negs[i] AND size(later) > 0 "
-        "WITH ks[i] AS old_k, ks[head(later)] AS new_k, learned[head(later)] AS new_known, "
-        "CASE WHEN ids[head(later)] = ids[i] THEN endings[head(later)] ELSE begins[head(later)] END AS new_start "
-        "MATCH (old:Statement), (new:Statement) WHERE old.k = old_k AND new.k = new_k "
-        "SET old.superseded_at = CASE WHEN new_known > old.recorded_at THEN new_known ELSE old.recorded_at END, "
-        "old.valid_until_inferred = CASE WHEN old.valid_until IS NULL THEN true ELSE null END, "
-        "old.valid_until = coalesce(old.valid_until, new_start) "
-        f"WITH old, new, {cy.literal(SUPERSEDES_PREFIX)} + old_k + '>' + new_k AS ek "
-        "OPTIONAL MATCH (new)-[e:SUPERSEDES {k: ek}]->(old) "
-        "WITH old, new, ek, e WHERE e IS NULL "
-        "CREATE (new)-[:SUPERSEDES {k: ek}]->(old)",
-    ]

@@ -18,8 +18,9 @@ namespaces, because the namespace is always one of the fields.
   valid_until, recurrence (and whether it ends a fact, or corrects one, rather than states one).
 - keyphrase: namespace, its text (:func:`keyphrase_text`: the words, case-folded, one space
   between them), so "Sourdough starter" and "sourdough  starter" are one vertex.
-- edge: label, start key, end key (and, for evidence, the span); a ``SUPERSEDES`` edge is
-  ``sup:<older key>><newer key>``.
+- edge: label, start key, end key (and, for evidence, the span).
+- fact version: namespace, subject key, predicate, the version's row and the time it was first
+  read (and which of identical ones it is).
 """
 
 from __future__ import annotations
@@ -38,7 +39,6 @@ if TYPE_CHECKING:  # a read needs keys, not the models (pydantic: a tenth of a c
     from .models import Entity
 
 __all__ = [
-    "SUPERSEDES_PREFIX",
     "conversation_key",
     "edge_key",
     "entity_key",
@@ -48,7 +48,6 @@ __all__ = [
     "message_key",
     "normalise_name",
     "statement_key",
-    "supersedes_key",
     "user_key",
 ]
 
@@ -155,12 +154,3 @@ def statement_key(
 
 def edge_key(label: str, start: str, end: str, *extra: Any) -> str:
     return make_key("edge", label, start, end, *extra)
-
-
-SUPERSEDES_PREFIX = "sup:"
-
-
-def supersedes_key(older: str, newer: str) -> str:
-    """The key of a ``SUPERSEDES`` edge: readable, since both ends are keys already (the
-    compiled Cypher builds the same text from :data:`SUPERSEDES_PREFIX`)."""
-    return f"{SUPERSEDES_PREFIX}{older}>{newer}"

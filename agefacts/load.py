@@ -31,7 +31,7 @@ from . import ledger
 from .compile import EXTRACTOR, FollowupRow, Plan, executable, plan, to_cypher
 from .consolidate import result_of
 from .db import Database
-from .derive import entity_recompute, statement_recompute, supersession
+from .derive import entity_recompute, statement_recompute
 from .errors import (
     AgeFactsError,
     ConversationMoved,
@@ -735,7 +735,7 @@ class Loader:
                 self._check([e])
                 writer = self._writer_for()
                 writer.drop_edges("MENTIONED_IN", [edge_key("MENTIONED_IN", k, ck) for k in sorted(mentions)])
-                writer.write_batch(batch, None, self._single_valued)
+                writer.write_batch(batch)
                 ledger.record_appended(self.db, e.loaded(), first, turns)
 
         try:
@@ -880,7 +880,7 @@ class Loader:
                     self._check(entries)
                     writer = self._writer_for()
                     stale = writer.retract([conversation_key(*e.ident) for e in entries if e.replaces])
-                    writer.write_batch(assembled, stale, self._single_valued, regroup=self.force)
+                    writer.write_batch(assembled, stale)
                     self._record([e.loaded() for e in entries])
 
             try:
@@ -901,10 +901,6 @@ class Loader:
         now = ledger.lock(self.db, [e.ident for e in entries], moves=not self.moving)
         if any(now.get(e.ident) != e.prior for e in entries):
             raise _PriorMoved()
-
-    def _single_valued(self, predicate: str) -> bool:
-        spec = self.ontology.predicate(predicate)
-        return spec is not None and spec.single_valued
 
     def _one(self, entry: Prepared) -> Outcome:
         """One conversation in one transaction; prepared again when another loader moved
@@ -952,7 +948,7 @@ class Loader:
             if self.via == "bulk":
                 from .bulk import assemble
 
-                writer.write_batch(assemble([p]), stale, self._single_valued, regroup=self.force)
+                writer.write_batch(assemble([p]), stale)
             else:
                 for line in executable(to_cypher(p)):
                     self.db.cypher_raw(line)
@@ -974,20 +970,20 @@ class Loader:
                 self.db.cypher_raw(line)
         for sk in sorted(left.statements):
             self.db.cypher_raw(statement_recompute(sk))
-        for group in sorted(left.groups):
-            if self._single_valued(group[2]):
-                for line in supersession(*group):
-                    self.db.cypher_raw(line)
 
     def derive(self, namespace: str | None = None, *, chunk: int = 2000) -> int:
         """Recompute every fact version of the graph (of one namespace) from the statements
         it holds, in one transaction: a graph written by hand (the compiled Cypher) or by an
         earlier agefacts then answers in Cypher as ``facts`` does. Loads do this for what
-        they touch; returns how many chains were read."""
+        they touch. What an earlier agefacts stored of write-time supersession
+        (``SUPERSEDES`` edges, a statement's inferred ``valid_until``, ``superseded_at`` and
+        ``valid_start``), which could disagree with the versions, is removed first. Returns
+        how many chains were read."""
 
         def work() -> int:
             with self.db.transaction():
                 writer = self._writer_for()
+                writer.drop_succession(namespace)
                 chains = sorted(writer.every_chain(namespace))
                 for i in range(0, len(chains), chunk):
                     writer.refresh_versions(set(chains[i : i + chunk]))
@@ -1028,7 +1024,7 @@ class Loader:
                 if self.via == "bulk":
                     from .bulk import assemble
 
-                    writer.write_batch(assemble([]), stale, self._single_valued)
+                    writer.write_batch(assemble([]), stale)
                 else:
                     self._recompute_cypher(writer.settle(stale))
                     named = [k for _, k in stale.entities]

@@ -300,8 +300,9 @@ def build_server(
         return [compact_fact(f) for f in rows]
 
     async def history(entity: _Entity, predicate: _Predicate, namespace: _Namespace = None) -> list[dict[str, Any]]:
-        """An entity's values for one predicate (such as lives_in) over time, with when each
-        was true and when it was learned, ended and superseded ones included."""
+        """Every statement of an entity's values for one predicate (such as lives_in), as said:
+        the times each gave itself and when it was learned, ended and corrected ones included
+        (what held when is what facts gives)."""
         ns = scope(namespace)
         rows: list[dict[str, Any]] = await run(lambda m: m.history(entity, predicate, namespace=ns))
         return rows

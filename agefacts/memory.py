@@ -146,8 +146,10 @@ class MemoryFact:
 
 @dataclass(frozen=True)
 class HistoryEntry:
-    """One value of an entity's predicate in its succession over time (``kind`` is
-    ``states``, or ``ends`` for a statement that only ends another)."""
+    """One statement of an entity's predicate, as said (``kind`` is ``states``, ``ends`` for
+    a statement that only ends another, or ``corrects`` for one that withdraws what was
+    said); ``valid_from`` and ``valid_until`` are the times it gave itself. What held when is
+    :class:`MemoryFact`'s."""
 
     subject: str
     predicate: str
@@ -156,9 +158,7 @@ class HistoryEntry:
     object: str | None
     valid_from: dt.date | None
     valid_until: dt.date | None
-    until_inferred: bool
     recorded_at: dt.datetime | None
-    superseded_at: dt.datetime | None
     quote: str
     conversation: str
     statement: str
@@ -173,9 +173,7 @@ class HistoryEntry:
             object=r["object"],
             valid_from=to_python(r["valid_from"]),
             valid_until=to_python(r["valid_until"]),
-            until_inferred=bool(r["until_inferred"]),
             recorded_at=_instant(r["recorded_at"]),
-            superseded_at=_instant(r["superseded_at"]),
             quote=r["quote"],
             conversation=r["conversation"],
             statement=r["statement"],

@@ -4,8 +4,8 @@ parameters, its columns and how it runs (a header of comments says so), run by n
 A file's header: its first line says what it returns; ``params:`` names its parameters,
 ``columns:`` its columns, ``keys:`` the parameters made from others by a key rule,
 ``runs: once per entity label`` that it runs over each entity label instead of every vertex,
-and ``order: supersession`` that its rows come in the order supersession orders a group
-(:data:`agefacts.derive.SUPERSESSION_ORDER`, appended to the query).
+and ``order: history`` that its rows come in the order ``history`` lists statements
+(:data:`agefacts.derive.HISTORY_ORDER`, appended to the query).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .db import Database, Table, check_label
-from .derive import SUPERSESSION_ORDER
+from .derive import HISTORY_ORDER
 from .errors import QueryError
 from .keys import message_key
 from .names import is_entity_label
@@ -102,7 +102,7 @@ def _parse_named(name: str, kind: str, raw: str) -> NamedQuery:
     return NamedQuery(name, kind, description, params, params_doc, body_text, columns, per_label, keys)
 
 
-_RULE_ORDERS = {"supersession": SUPERSESSION_ORDER}
+_RULE_ORDERS = {"history": HISTORY_ORDER}
 _KEY_PARAM = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*=\s*([a-z]+)\(([^)]*)\)")
 # The key kinds a named query can be given, by the one function that makes each (agefacts.keys).
 _KEY_KINDS: dict[str, Callable[..., str]] = {"message": message_key}

@@ -55,7 +55,6 @@ CORE_EDGE_LABELS = frozenset(
         "SUBJECT_OF",
         "ABOUT",
         "EVIDENCED_BY",
-        "SUPERSEDES",
         "APPEARS_IN",
         "CO_OCCURS",
         "HOLDS",

@@ -29,14 +29,16 @@ __all__ = [
     "parse_ontology",
 ]
 
-RESERVED_LABELS = CORE_VERTEX_LABELS | CORE_EDGE_LABELS
+# SUPERSEDES: the label of an earlier agefacts' write-time succession, still in graphs it
+# loaded until `agefacts derive` removes it.
+RESERVED_LABELS = CORE_VERTEX_LABELS | CORE_EDGE_LABELS | {"SUPERSEDES"}
 
 
 class PredicateSpec(BaseModel):
     """A predicate. ``subject`` / ``object`` list the entity types allowed (None: any).
     ``value`` says whether it takes a literal; when neither ``object`` nor ``value`` is given
-    it takes either. ``single_valued`` predicates hold one value at a time, and a newer one
-    supersedes an older one."""
+    it takes either. ``single_valued`` predicates hold one value at a time: where values
+    overlap, the later start wins (docs/time.md)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 

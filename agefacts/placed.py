@@ -48,8 +48,8 @@ _Notes = dict[str, tuple[str, str]]  # namespace -> (server it went to, 'moving'
 
 def history_order(row: Mapping[str, Any]) -> tuple[Any, ...]:
     """The order of ``history`` rows of several namespaces, as one server lists them: by
-    namespace (the entities named are taken in that order), then in the order supersession
-    orders a group (:data:`agefacts.derive.SUPERSESSION_ORDER`)."""
+    namespace (the entities named are taken in that order), then in the order one server
+    lists them (:data:`agefacts.derive.HISTORY_ORDER`)."""
     start = row["valid_from"] or row["valid_until"] or row["recorded_at"]
     recorded = row["recorded_at"]
     return (row["namespace"], start is None, start or "", recorded is None, recorded or "", row["statement"])

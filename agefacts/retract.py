@@ -29,7 +29,6 @@ class Stale:
     statements: set[str] = field(default_factory=set)
     groups: set[tuple[str, str, str]] = field(default_factory=set)
     entities: set[tuple[str, str]] = field(default_factory=set)
-    member_of: dict[str, tuple[str, str, str]] = field(default_factory=dict)  # statement -> its group
     gone: set[str] = field(default_factory=set)
     keyphrases: set[int] = field(default_factory=set)  # ids of keyphrases that lost an APPEARS_IN edge
     # Per statement or entity key, what its removed evidence or mention edges gave its rule
@@ -84,7 +83,6 @@ class Retraction(LabelTables):
             if kind == "s":
                 stale.statements.add(sk)
                 stale.groups.add((label, xk, pred))
-                stale.member_of[sk] = (label, xk, pred)
                 key_of[int(sid)] = sk
             else:
                 stale.entities.add((label, xk))
@@ -161,11 +159,9 @@ class Retraction(LabelTables):
                         "  (SELECT 1 FROM {eb} e WHERE e.start_id = u.id)), "
                         "d1 AS (DELETE FROM {so} e WHERE e.end_id = ANY(ARRAY(SELECT id FROM o)) RETURNING 1), "
                         "d2 AS (DELETE FROM {ab} e WHERE e.start_id = ANY(ARRAY(SELECT id FROM o)) RETURNING 1), "
-                        "d3 AS (DELETE FROM {sup} e WHERE e.start_id = ANY(ARRAY(SELECT id FROM o)) RETURNING 1), "
-                        "d4 AS (DELETE FROM {sup} e WHERE e.end_id = ANY(ARRAY(SELECT id FROM o)) RETURNING 1), "
-                        "d5 AS (DELETE FROM {st} v WHERE v.id = ANY(ARRAY(SELECT id FROM o)) RETURNING 1) "
+                        "d3 AS (DELETE FROM {st} v WHERE v.id = ANY(ARRAY(SELECT id FROM o)) RETURNING 1) "
                         "SELECT o.k FROM o, (SELECT (SELECT count(*) FROM d1) + (SELECT count(*) FROM d2) "
-                        "  + (SELECT count(*) FROM d3) + (SELECT count(*) FROM d4) + (SELECT count(*) FROM d5)) n"
+                        "  + (SELECT count(*) FROM d3)) n"
                     ).format(lookup=self._lookup("Statement"), **fmt),
                     (sorted(stale.statements),),
                 )
@@ -205,7 +201,6 @@ class Retraction(LabelTables):
             statements=stale.statements - gone,
             groups={g for g in stale.groups if (g[0], g[1]) not in dropped},
             entities=stale.entities - dropped,
-            member_of={k: g for k, g in stale.member_of.items() if (g[0], g[1]) not in dropped},
             gone=gone,
             removed=stale.removed,
         )

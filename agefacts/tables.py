@@ -132,7 +132,6 @@ class LabelTables:
             "mi": self._table("MENTIONED_IN"),
             "so": self._table("SUBJECT_OF"),
             "ab": self._table("ABOUT"),
-            "sup": self._table("SUPERSEDES"),
             "kp": self._table("Keyphrase"),
             "ap": self._table("APPEARS_IN"),
             "co": self._table("CO_OCCURS"),

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime, timedelta, timezone
 from importlib import resources
 from pathlib import Path
@@ -10,7 +9,6 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from agefacts.derive import Member
 from agefacts.models import Conversation
 from agefacts.ontology import default_ontology
 
@@ -209,30 +207,6 @@ def spelled_times(draw, dated: bool = True):
 KNOWN = st.sampled_from(
     ["2024-01-01T10:00:00Z", "2024-04-01T10:00:00Z", "2024-07-01T10:00:00Z", "2025-02-01T10:00:00Z"]
 )
-
-
-@st.composite
-def members(draw):
-    out = []
-    for i in range(draw(st.integers(1, 6))):
-        ends = draw(st.integers(0, 6)) == 0
-        vf = draw(st.one_of(st.none(), TIMES))
-        vu = draw(st.one_of(st.none(), TIMES))
-        if vf and vu and vu < vf:
-            vf, vu = vu, vf
-        out.append(
-            Member(
-                f"stmt:{i:02d}",
-                json.dumps(draw(st.sampled_from(["Lyon", "Oslo", "Bergen"]))),
-                ends,
-                vf,
-                vu,
-                draw(KNOWN),
-                # A correction is a negation that says something said was wrong.
-                ends and draw(st.booleans()),
-            )
-        )
-    return out
 
 
 def fresh(db):

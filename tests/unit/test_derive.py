@@ -1,49 +1,11 @@
-"""The derivation rules as pure functions (no engine), and the compiled Cypher that states the
-same rules held equal to them on generated groups (on the engine)."""
+"""The derivation rules as pure functions (no engine)."""
 
 from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agefacts.derive import Member, entity_props, statement_props, supersede, supersession_key
-
-from ..helpers import members
-
-
-@given(members())
-def test_supersession_does_not_depend_on_the_order_it_is_given(group):
-    assert supersede(group) == supersede(list(reversed(group)))
-
-
-@given(members())
-def test_a_fact_is_superseded_by_a_later_one_only_and_closed_where_it_was(group):
-    s = supersede(group)
-    order = {m.k: i for i, m in enumerate(sorted(group, key=supersession_key))}
-    by_k = {m.k: m for m in group}
-    for _, new, old in s.edges:
-        assert order[new] > order[old]
-        assert not by_k[old].ends_fact
-        p = s.props[old]
-        assert p["superseded_at"] >= by_k[old].recorded_at
-        if by_k[old].stated_until is not None:
-            assert p["valid_until"] == by_k[old].stated_until and p["valid_until_inferred"] is None
-        else:
-            assert p["valid_until_inferred"] is True
-    assert len({old for _, _, old in s.edges}) == len(s.edges)  # at most one successor each
-    for k, p in s.props.items():
-        if not any(old == k for _, _, old in s.edges):
-            assert p["superseded_at"] is None and p["valid_until"] == by_k[k].stated_until
-
-
-def test_an_undated_value_after_another_starts_where_it_was_learned():
-    a = Member("stmt:a", '"cook"', False, None, None, "2024-01-01T10:00:00Z")
-    b = Member("stmt:b", '"chef"', False, None, None, "2024-05-01T10:00:00Z")
-    s = supersede([b, a])
-    assert s.props["stmt:a"]["valid_start"] is None  # the first is open at the start
-    assert s.props["stmt:b"]["valid_start"] == "2024-05-01T10:00:00Z"
-    assert s.props["stmt:a"]["valid_until"] == "2024-05-01T10:00:00Z"
-    assert s.edges == [("sup:stmt:a>stmt:b", "stmt:b", "stmt:a")]
+from agefacts.derive import entity_props, statement_props
 
 
 def test_entity_and_statement_rules():

@@ -26,6 +26,8 @@ BASE = {"name": "t", "entity_types": ["Person", "Place"], "predicates": ["lives_
         ({"entity_types": ["Person", "Statement"]}, "reserved"),
         ({"entity_types": ["Person", "ABOUT"]}, "reserved"),
         ({"entity_types": ["Person", "SUPERSEDES"]}, "reserved"),
+        ({"entity_types": ["Person", "Fact"]}, "reserved"),
+        ({"entity_types": ["Person", "HOLDS"]}, "reserved"),
         ({"entity_types": ["Person", "Person_id_seq"]}, "_id_seq"),
         ({"entity_types": ["Person", "P" + "x" * 40]}, "longer than 40"),
         ({"predicates": ["Lives In"]}, "lower-case"),
