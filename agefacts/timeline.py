@@ -47,7 +47,6 @@ that ended it (a negation, or the next run's) became known.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -297,24 +296,56 @@ def run_rows(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     known at K. A row cites its run's earliest evidence (by ``at``, then the evidence key)
     and that evidence's statement; ``evidence`` counts the evidence of every statement it
     coalesces."""
-    out = []
-    for run in runs(rows):
-        if run.start is not None and run.end is not None and run.end <= run.start:
-            continue  # holds at no time
-        cited = min(run.members, key=lambda m: (m["quoted_at"], m["evidence_key"]))
-        by_time = sorted(run.members, key=lambda m: (m["recorded_at"], m["statement"]))
-        row = {c: cited.get(c) for c in FACT_COLUMNS}
-        row.update(
-            valid_from=run.start,
-            valid_until=run.end,
-            recorded_at=by_time[0]["recorded_at"],
-            superseded_at=run.superseded_at,
-            recurrence=next((m["recurrence"] for m in by_time if m.get("recurrence")), None),
-            evidence=sum(m["evidence"] for m in run.members),
-            statements=sorted({m["statement"] for m in run.members}),
-        )
-        out.append(row)
-    return out
+    return [_run_row(run) for run in runs(rows) if _holds_somewhere(run)]
+
+
+def _holds_somewhere(run: Run) -> bool:
+    return run.start is None or run.end is None or run.start < run.end
+
+
+def _cited(run: Run) -> Mapping[str, Any]:
+    return min(run.members, key=lambda m: (m["quoted_at"], m["evidence_key"]))
+
+
+def _by_time(run: Run) -> list[Mapping[str, Any]]:
+    return sorted(run.members, key=lambda m: (m["recorded_at"], m["statement"]))
+
+
+def _run_row(run: Run) -> dict[str, Any]:
+    by_time = _by_time(run)
+    row = {c: _cited(run).get(c) for c in FACT_COLUMNS}
+    row.update(
+        valid_from=run.start,
+        valid_until=run.end,
+        recorded_at=by_time[0]["recorded_at"],
+        superseded_at=run.superseded_at,
+        recurrence=next((m["recurrence"] for m in by_time if m.get("recurrence")), None),
+        evidence=sum(m["evidence"] for m in run.members),
+        statements=sorted({m["statement"] for m in run.members}),
+        said_at=_said(run),
+    )
+    return row
+
+
+def _said(run: Run) -> list[str]:
+    return sorted(t for m in run.members for t in m["said_at"])
+
+
+def _run_identity(run: Run) -> tuple[Any, ...]:
+    """What decides a run's row but for its evidence count (:data:`VERSION_FIELDS`): its
+    fact, its interval, its cited evidence, when it was learned, what ended it, its
+    recurrence and its statements."""
+    by_time = _by_time(run)
+    return (
+        run.fact,
+        run.start,
+        run.end,
+        _cited(run)["evidence_key"],
+        by_time[0]["recorded_at"],
+        run.superseded_at,
+        next((m["recurrence"] for m in by_time if m.get("recurrence")), None),
+        tuple(sorted({m["statement"] for m in run.members})),
+    )
 
 
 def fact_rows(rows: Iterable[Mapping[str, Any]], valid_at: str, about: str | None = None) -> list[dict[str, Any]]:
@@ -327,14 +358,16 @@ def fact_rows(rows: Iterable[Mapping[str, Any]], valid_at: str, about: str | Non
             continue
         if about is not None and about not in (row["subject_key"], row["object_key"]):
             continue
-        del row["statements"]
+        del row["statements"], row["said_at"]
         out.append(row)
     return sorted(out, key=fact_order)
 
 
 # -- fact versions: the reading stored ------------------------------------------------------------
 # What a fact version holds besides its known interval: a run's row without the names of its
-# subject and object (those are the entities', and change with them, not with what was said).
+# subject and object (those are the entities', and change with them, not with what was said)
+# and without its count of evidence, which ``said_at`` gives for any known time: a fact said
+# again is the same version with one more time in ``said_at``, not a new version.
 VERSION_FIELDS = (
     "namespace",
     "subject_key",
@@ -346,7 +379,6 @@ VERSION_FIELDS = (
     "recorded_at",
     "superseded_at",
     "recurrence",
-    "evidence",
     "statement",
     "quote",
     "quoted_at",
@@ -362,11 +394,17 @@ VERSION_FIELDS = (
 class Version:
     """One fact version: a run as the rule reads it (``row``: :data:`VERSION_FIELDS`) while
     what had been said was read that way, from ``known_from`` (an evidence's time) until
-    ``known_until`` (when something said next read it otherwise; None: it still is)."""
+    ``known_until`` (when something said next read it otherwise; None: it still is).
+    ``said_at``: the times of the evidence it counts, sorted; as known at K it has as many
+    pieces of evidence as are said by K."""
 
     row: Mapping[str, Any]
     known_from: str
     known_until: str | None
+    said_at: tuple[str, ...] = ()
+
+    def evidence(self, k: str) -> int:
+        return sum(1 for t in self.said_at if t <= k)
 
 
 def known_at(rows: Iterable[Mapping[str, Any]], k: str) -> list[dict[str, Any]]:
@@ -385,8 +423,9 @@ def known_at(rows: Iterable[Mapping[str, Any]], k: str) -> list[dict[str, Any]]:
     return out
 
 
-def _identity(row: Mapping[str, Any]) -> str:
-    return json.dumps([row.get(f) for f in VERSION_FIELDS], sort_keys=True, ensure_ascii=False)
+def _version_order(v: Version) -> tuple[Any, ...]:
+    # Versions alike in these come from one chain, in the order it read them.
+    return (v.known_from, fact_order(v.row))
 
 
 def versions(rows: Iterable[Mapping[str, Any]]) -> list[Version]:
@@ -401,26 +440,42 @@ def versions(rows: Iterable[Mapping[str, Any]]) -> list[Version]:
         by_chain.setdefault(chain_of(r), []).append(r)
     out: list[Version] = []
     for _, chain in sorted(by_chain.items()):
-        times = sorted({e[0] for r in chain for e in r["said"]})
-        open_: dict[str, list[tuple[str, Mapping[str, Any]]]] = {}
-        for t in times:
-            now: dict[str, list[Mapping[str, Any]]] = {}
-            for row in run_rows(known_at(chain, t)):
+        if len(chain) == 1:
+            # One statement (most chains: a fact said once, or said again in the same words):
+            # what it says does not change with what is said after, only how often it was
+            # said, so it is one version from when it was first said (none for a negation
+            # or a correction alone, which end or withdraw nothing).
+            for row in run_rows(known_at(chain, max(e[0] for e in chain[0]["said"]))):
                 kept = {f: row.get(f) for f in VERSION_FIELDS}
-                now.setdefault(_identity(kept), []).append(kept)
+                out.append(Version(kept, row["recorded_at"], None, tuple(row["said_at"])))
+            continue
+        times = sorted({e[0] for r in chain for e in r["said"]})
+        # Open versions by identity: when each began, its row, and its run as last read (whose
+        # evidence is all of the readings before, and what was said since).
+        open_: dict[tuple[Any, ...], list[tuple[str, dict[str, Any], Run]]] = {}
+        for t in times:
+            now: dict[tuple[Any, ...], list[Run]] = {}
+            for run in runs(known_at(chain, t)):
+                if _holds_somewhere(run):
+                    now.setdefault(_run_identity(run), []).append(run)
             for ident, before in list(open_.items()):
-                stays = len(now.get(ident, ()))
-                for since, was in before[stays:]:
-                    out.append(Version(was, since, t))
+                stays = now.get(ident, [])
+                for since, was, last in before[len(stays) :]:
+                    out.append(Version(was, since, t, tuple(_said(last))))
                 if stays:
-                    open_[ident] = before[:stays]
+                    # The first of each kind stay open; more of a kind now than before open below.
+                    open_[ident] = [(since, was, run) for (since, was, _), run in zip(before, stays, strict=False)]
                 else:
                     del open_[ident]
-            for ident, rows_now in now.items():
+            for ident, runs_now in now.items():
                 have = len(open_.get(ident, ()))
-                open_.setdefault(ident, []).extend((t, row) for row in rows_now[have:])
-        out += [Version(row, since, None) for before in open_.values() for since, row in before]
-    return sorted(out, key=lambda v: (v.known_from, fact_order(v.row), _identity(v.row)))
+                for run in runs_now[have:]:
+                    row = _run_row(run)
+                    open_.setdefault(ident, []).append((t, {f: row.get(f) for f in VERSION_FIELDS}, run))
+        out += [
+            Version(was, since, None, tuple(_said(last))) for before in open_.values() for since, was, last in before
+        ]
+    return sorted(out, key=_version_order)
 
 
 def fact_order(row: Mapping[str, Any]) -> tuple[Any, ...]:

@@ -52,7 +52,7 @@ def rows_said(story: list[Said]) -> list[dict]:
 def held(vs, valid_at: str, known: str) -> list[dict]:
     """What a person's Cypher does with the versions: two interval tests."""
     return [
-        dict(v.row)
+        dict(v.row, evidence=v.evidence(known))
         for v in vs
         if v.known_from <= known
         and (v.known_until is None or known < v.known_until)
@@ -62,7 +62,8 @@ def held(vs, valid_at: str, known: str) -> list[dict]:
 
 
 def _comparable(rows) -> list[tuple]:
-    return sorted(tuple(repr(r.get(f)) for f in VERSION_FIELDS if f != "statements") for r in rows)
+    fields = [f for f in VERSION_FIELDS if f != "statements"] + ["evidence"]
+    return sorted(tuple(repr(r.get(f)) for f in fields) for r in rows)
 
 
 @settings(max_examples=int(os.environ.get("AGEFACTS_FUZZ_EXAMPLES", "300")), deadline=None)
@@ -100,3 +101,10 @@ def test_the_st_lukes_story_in_versions():
         ("ent:St. Luke's", "2025-06", "2025-10", "2025-12-01T09:00:00Z", None),
         ("ent:Northwind", None, "2025-06", "2025-12-01T09:00:00Z", None),
     ]
+
+
+def test_a_fact_said_again_is_one_version_with_one_more_piece_of_evidence():
+    story = [Said(0, "likes", "jazz", "states", None, None, ("2024-01-01T10:00:00Z", "2024-03-01T10:00:00Z"))]
+    (v,) = versions(rows_said(story))
+    assert (v.known_from, v.known_until) == ("2024-01-01T10:00:00Z", None)
+    assert [v.evidence(k) for k in ("2024-02-01T00:00:00Z", "2024-04-01T00:00:00Z")] == [1, 2]
