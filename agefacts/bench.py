@@ -15,7 +15,8 @@ other) and times, on one engine:
 - replace: 2% of the conversations again with edited content (a statement removed, one
   added, the text changed), which retracts what their old versions wrote; the graph's digest
   is then compared with a fresh load of the final versions;
-- facts: p50 and p95 of ``facts`` for random entities;
+- facts: p50 and p95 of ``facts`` for random entities (by key, and by name as people ask);
+- ask: p50 and p95 of ``ask`` with a question naming a random entity, in its namespace;
 - the embedded engine's resident memory before and after.
 
 Absolute times depend on the machine; the ratios are what to compare.
@@ -263,6 +264,8 @@ class BenchResult:
         if d.get("facts_by_name_ms"):
             by_name = d["facts_by_name_ms"]
             lines.append(f"facts by name p50/p95   {by_name['p50']:.1f} / {by_name['p95']:.1f}")
+        if d.get("ask_ms"):
+            lines.append(f"ask p50/p95 (ms)        {d['ask_ms']['p50']:.1f} / {d['ask_ms']['p95']:.1f}")
         if d.get("statistical"):
             st = d["statistical"]
             lines.append(
@@ -454,6 +457,18 @@ def run_bench(
         facts(db, name, namespace=ns)
         times.append((time.perf_counter() - t0) * 1000)
     facts_by_name_ms = _percentiles(times)
+    # ask as people ask it: a question naming the entity, in its namespace (linking, the facts
+    # of what it names, and the messages that answer it).
+    log("ask about random entities")
+    from .retrieve import ask
+
+    times = []
+    for ns, name in rng.sample(named, min(60, len(named))):
+        question = "Where do I live and work?" if name == "user" else f"What do you know about {name}?"
+        t0 = time.perf_counter()
+        ask(db, question, ontology, namespace=ns)
+        times.append((time.perf_counter() - t0) * 1000)
+    ask_ms = _percentiles(times)
 
     # The reference path, and the bulk load at the same size for a fair rate.
     cap = min(reference_cap, statements)
@@ -529,6 +544,7 @@ def run_bench(
         "ratios": ratios,
         "facts_ms": facts_ms,
         "facts_by_name_ms": facts_by_name_ms,
+        "ask_ms": ask_ms,
         "engine_rss_mb": {"before": rss_before, "after": rss_after, "peak": peak},
         "notes": notes,
         "statistical": statistical,

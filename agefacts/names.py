@@ -59,7 +59,6 @@ CORE_EDGE_LABELS = frozenset(
         "CO_OCCURS",
         "HOLDS",
         "OBJECT",
-        "RESTS_ON",
     }
 )
 # An entity type becomes a label, whose table AGE pairs with a sequence named <label>_id_seq;
