@@ -195,7 +195,7 @@ def _answers_key(table: Table, key: str, namespace: str | None) -> bool:
 def facts_of_keys(db: Database, keys: Sequence[str], valid_at: TimeArg = None, known_at: TimeArg = None) -> Table:
     """The facts about entities already found (by key), as :func:`facts` gives them."""
     valid, known = as_of(valid_at, known_at)
-    return _facts_table(_versions_of(db, keys, valid, known))
+    return _facts_table(_versions_of(db, keys, valid, known), known)
 
 
 def facts_of_each(
@@ -204,7 +204,7 @@ def facts_of_each(
     """The facts about each entity key, one list per key in order (``ask``'s linked
     entities), read in one query however many there are."""
     valid, known = as_of(valid_at, known_at)
-    return [_facts_table([one]).dicts() for one in _versions_of(db, keys, valid, known)]
+    return [_facts_table([one], known).dicts() for one in _versions_of(db, keys, valid, known)]
 
 
 def _versions_of(
@@ -250,7 +250,7 @@ async def facts_of_each_async(
 ) -> list[list[dict[str, Any]]]:
     """:func:`facts_of_each` on an asynchronous connection."""
     valid, known = as_of(valid_at, known_at)
-    return [_facts_table([one]).dicts() for one in await _versions_of_async(db, keys, valid, known)]
+    return [_facts_table([one], known).dicts() for one in await _versions_of_async(db, keys, valid, known)]
 
 
 async def facts_async(
@@ -279,17 +279,21 @@ async def facts_of_keys_async(
 ) -> Table:
     """:func:`facts_of_keys` on an asynchronous connection."""
     valid, known = as_of(valid_at, known_at)
-    return _facts_table(await _versions_of_async(db, keys, valid, known))
+    return _facts_table(await _versions_of_async(db, keys, valid, known), known)
 
 
-def _facts_table(read: Sequence[tuple[str | None, list[dict[str, Any]]]]) -> Table:
+def _facts_table(read: Sequence[tuple[str | None, list[dict[str, Any]]]], known: str) -> Table:
     """The facts read for each entity key from the fact versions (the reading of time,
     stored: :func:`agefacts.timeline.versions`), in the order facts are listed; a fact about
-    two of the entities (or about one on both sides) is one row."""
+    two of the entities (or about one on both sides) is one row. A version's evidence as known
+    at ``known`` is counted here from its ``said_at``: the same count in Cypher (a list
+    comprehension) cost 5 ms a call on the embedded engine, three quarters of the read."""
     rows: dict[str, dict[str, Any]] = {}
     for _, found in read:
         for r in found:
-            rows.setdefault(r["fact"], r)
+            if r["fact"] not in rows:
+                r["evidence"] = sum(1 for t in r.pop("said_at") or () if t <= known)
+                rows[r["fact"]] = r
     ordered = sorted(rows.values(), key=fact_order)
     return Table(list(FACT_COLUMNS), [tuple(d[c] for c in FACT_COLUMNS) for d in ordered])
 
@@ -301,7 +305,7 @@ def current_facts(
     at ``known_at`` (both default to now), by the same reading as :func:`facts`."""
     valid, known = as_of(valid_at, known_at)
     params = {"namespace": namespace, "valid_at": valid, "known_at": known}
-    return _facts_table([(None, run_named(db, "facts_in", params).dicts())])
+    return _facts_table([(None, run_named(db, "facts_in", params).dicts())], known)
 
 
 def history(
