@@ -339,3 +339,25 @@ def test_derive_upgrades_a_graph_an_earlier_agefacts_loaded(cli_env, db, capsys)
     assert "derived the fact versions of" in capsys.readouterr().out
     assert digest(db) == fresh
     assert db.cypher("MATCH ()-[r:SUPERSEDES]->() RETURN count(r)").rows == [(0,)]
+
+
+def test_derive_of_one_namespace_leaves_the_others_as_they_are(db):
+    load_paths(db, [EXAMPLES], ONTO)
+    fresh = {ns: digest(db, ns) for ns in ("nina", "omar")}
+    for ns in ("nina", "omar"):
+        db.cypher_raw(
+            f"MATCH (s:Statement) WHERE s.namespace = '{ns}' AND s.predicate = 'lives_in' "
+            "SET s.superseded_at = '2024-07-02T09:00:00Z', s.valid_start = s.recorded_at"
+        )
+        db.cypher_raw(
+            f"MATCH (a:Statement), (b:Statement) WHERE a.namespace = '{ns}' AND b.namespace = '{ns}' "
+            "AND a.predicate = 'lives_in' AND b.predicate = 'lives_in' AND a.k < b.k "
+            "CREATE (b)-[:SUPERSEDES {k: 'sup:' + a.k + '>' + b.k}]->(a)"
+        )
+    omar = digest(db, "omar")
+    assert omar != fresh["omar"] and digest(db, "nina") != fresh["nina"]
+    assert Loader(db, ONTO).derive("nina") > 0
+    assert digest(db, "nina") == fresh["nina"]
+    assert digest(db, "omar") == omar  # untouched
+    left = db.cypher("MATCH (a:Statement)-[r:SUPERSEDES]->() RETURN DISTINCT a.namespace", columns=("ns",)).rows
+    assert left == [("omar",)]
