@@ -42,7 +42,7 @@ from .db import Database, copy_value
 from .errors import DatabaseError
 from .names import CORE_EDGE_LABELS, CORE_VERTEX_LABELS
 from .retract import Retraction, Stale
-from .tables import _AG, _ENTRY, _KEY, _KEY_INDEXED, _as_agtype_key, _key, _props, dumps
+from .tables import _AG, _ENTRY, _KEY, _KEY_INDEXED, _as_agtype_key, _field, _namespace_is, _props, dumps
 
 _log = logging.getLogger("agefacts.load")
 _UNIQUE_VIOLATION = "23505"
@@ -87,16 +87,16 @@ class BulkWriter(Retraction):
                 entities[label].add(k)
         statements = {k for k in batch.statement_keys if k in existed}
         alike = _rewritten_alike(batch, stale) if stale else set()
-        # The removed statements' chains by the groups retraction saw, before settling takes
-        # away subjects left with nothing.
-        chains = self.chains_of(batch.statement_keys, stale.groups if stale else ())
+        # The chains of what is written, and of what retraction removed (the groups it saw,
+        # before settling takes away subjects left with nothing).
+        chains = batch.chains | (stale.groups if stale else set())
         if stale:
             left = self.settle(stale)
             for label, k in left.entities:
                 entities[label].add(k)
             statements |= left.statements
         renamed = self.recompute({label: keys - alike for label, keys in entities.items()}, statements - alike)
-        self.refresh_versions(chains | self.chains_of(objects=renamed))
+        self.refresh_versions(chains | self.chains_about(renamed))
 
     def _write_rows(self, batch: Batch) -> tuple[dict[str, tuple[int, int]], set[str]]:
         """Write the batch's vertices and edges; return each vertex key's id and the keys
@@ -297,14 +297,14 @@ class BulkWriter(Retraction):
         return int(rows[0][0])
 
     # -- recomputing what several conversations contribute to ---------------------------------
-    def recompute(self, entities: Mapping[str, set[str]], statements: set[str]) -> set[str]:
+    def recompute(self, entities: Mapping[str, set[str]], statements: set[str]) -> set[tuple[str, str]]:
         """Apply :mod:`agefacts.derive` to the given entities (by label) and statements, from
-        the rows the graph holds now, and write what changed. Returns the keys of the
-        entities whose name changed (the reading of time orders values by name)."""
-        renamed: set[str] = set()
+        the rows the graph holds now, and write what changed. Returns the entities (label,
+        key) whose name changed (the reading of time orders values by name)."""
+        renamed: set[tuple[str, str]] = set()
         for label, keys in sorted(entities.items()):
             if keys:
-                renamed |= self._recompute_entities(label, sorted(keys))
+                renamed |= {(label, k) for k in self._recompute_entities(label, sorted(keys))}
         if statements:
             self._recompute_statements(sorted(statements))
         return renamed
@@ -388,183 +388,129 @@ class BulkWriter(Retraction):
         )
 
     # -- fact versions: the reading of time, stored ----------------------------------------------
-    def chains_of(
-        self,
-        statements: Iterable[str] = (),
-        groups: Iterable[tuple[str, str, str]] = (),
-        objects: Iterable[str] = (),
-    ) -> set[tuple[str, str]]:
-        """The (subject key, predicate) pairs whose fact versions depend on these statements
-        (by key), groups ((subject label, subject key, predicate), which may be gone) and
-        entities (by key: the statements about them, whose reading orders values by the
-        object's name)."""
-        out = {(k, pred) for _, k, pred in groups}
-        stks = sorted(set(statements))
+    # A chain is named by its subject's label and key and a predicate: a subject's values of a
+    # one-value predicate, or (several chains, read together) its facts of another.
+    def chains_about(self, entities: Iterable[tuple[str, str]]) -> set[tuple[str, str, str]]:
+        """The chains with a statement about one of these entities (label, key): their
+        reading orders values by the object's name, so a renamed entity's are read again."""
+        by_label: dict[str, list[str]] = defaultdict(list)
+        for label, k in sorted(set(entities)):
+            by_label[label].append(k)
+        if not by_label:
+            return set()
         fmt = self._fmt()
-        rows: list[tuple[str, str]] = []
-        if stks:
-            rows += self.db.execute(
-                sql.SQL(
-                    "SELECT so.start_id::text, ag_catalog.agtype_access_operator(u.properties, '\"predicate\"'::"
-                    + _AG
-                    + ")::text FROM ({lookup}) u "
-                    "CROSS JOIN LATERAL (SELECT so.start_id FROM {so} so WHERE so.end_id = u.id OFFSET 0) so"
-                ).format(lookup=self._lookup("Statement"), **fmt),
-                (stks,),
-            )
-        ents = sorted(set(objects))
-        if ents:
-            rows += self.db.execute(
-                sql.SQL(
-                    "SELECT so.start_id::text, ag_catalog.agtype_access_operator(s.properties, '\"predicate\"'::"
-                    + _AG
-                    + ")::text FROM unnest(%s::text[]) AS u(k) "
-                    "CROSS JOIN LATERAL (SELECT x.id FROM {all} x WHERE {kx} = "
-                    + _as_agtype_key("u.k")
-                    + " OFFSET 0) x "
-                    "CROSS JOIN LATERAL (SELECT a.start_id FROM {ab} a WHERE a.end_id = x.id OFFSET 0) a "
-                    "CROSS JOIN LATERAL (SELECT s.properties FROM {st} s WHERE s.id = a.start_id OFFSET 0) s "
-                    "CROSS JOIN LATERAL (SELECT so.start_id FROM {so} so WHERE so.end_id = a.start_id OFFSET 0) so"
-                ).format(all=self._table("_ag_label_vertex"), kx=_key("x"), **fmt),
-                (ents,),
-            )
-        if rows:
-            keys = self._keys_of({int(sid) for sid, _ in rows})
-            out |= {(keys[int(sid)], pred) for sid, pred in rows if int(sid) in keys}
-        return out
+        parts = [
+            sql.SQL(
+                "SELECT so.start_id::text, " + _field("s", "predicate") + "::text FROM ({lookup}) x "
+                "CROSS JOIN LATERAL (SELECT a.start_id FROM {ab} a WHERE a.end_id = x.id OFFSET 0) a "
+                "CROSS JOIN LATERAL (SELECT s.properties FROM {st} s WHERE s.id = a.start_id OFFSET 0) s "
+                "CROSS JOIN LATERAL (SELECT so.start_id FROM {so} so WHERE so.end_id = a.start_id OFFSET 0) so"
+            ).format(lookup=self._lookup(label), **fmt)
+            for label in by_label
+        ]
+        rows = self.db.execute(sql.SQL(" UNION ALL ").join(parts), list(by_label.values()))
+        return self._named_chains(rows)
+
+    def _named_chains(self, rows: Iterable[tuple[str, str]]) -> set[tuple[str, str, str]]:
+        """Chains from (subject id, predicate) rows."""
+        rows = list(rows)
+        keys = self._keys_of({int(sid) for sid, _ in rows})
+        return {(self._label_name(int(sid) >> 48), keys[int(sid)], pred) for sid, pred in rows if int(sid) in keys}
 
     def drop_succession(self, namespace: str | None = None) -> int:
         """Remove what loads before fact versions wrote of write-time supersession, which the
         versions replace and which could disagree with them: ``SUPERSEDES`` edges, and a
         statement's ``valid_until_inferred`` (with the ``valid_until`` it marked),
         ``superseded_at`` and ``valid_start``. Returns how many statements changed."""
-        nsf = (
-            ""
-            if namespace is None
-            else " AND ag_catalog.agtype_access_operator(v.properties, '\"namespace\"'::"
-            + _AG
-            + ") = "
-            + _as_agtype_key("%(ns)s::text")
-        )
+        of_ns = "(%(ns)s::text IS NULL OR " + _namespace_is("v") + ")"
         gone = ["valid_until_inferred", "superseded_at", "valid_start"]
         rows = self.db.execute(
             sql.SQL(
                 "WITH u AS (UPDATE {st} v SET properties = (((((v.properties::text)::jsonb) - %(gone)s::text[] - "
                 "CASE WHEN ((v.properties::text)::jsonb) ->> 'valid_until_inferred' = 'true' THEN ARRAY['valid_until'] "
                 "ELSE ARRAY[]::text[] END)::text)::" + _AG + ") "
-                "WHERE ((v.properties::text)::jsonb) ?| %(gone)s::text[]" + nsf + " RETURNING 1) SELECT count(*) FROM u"
+                "WHERE ((v.properties::text)::jsonb) ?| %(gone)s::text[] AND " + of_ns + " RETURNING 1) "
+                "SELECT count(*) FROM u"
             ).format(st=self._table("Statement")),
             {"gone": gone, "ns": namespace},
         )
-        if self.db.execute(
-            "SELECT 1 FROM ag_catalog.ag_label l JOIN ag_catalog.ag_graph g ON g.graphid = l.graph "
-            "WHERE g.name = %s AND l.name = 'SUPERSEDES'",
-            (self.db.graph,),
-        ):
+        if "SUPERSEDES" in self._labels():
             self.db.execute(
                 sql.SQL(
-                    "DELETE FROM {sup} e WHERE %(ns)s::text IS NULL OR e.start_id = ANY(ARRAY(SELECT v.id FROM {st} v "
-                    "WHERE ag_catalog.agtype_access_operator(v.properties, '\"namespace\"'::"
-                    + _AG
-                    + ") = "
-                    + _as_agtype_key("%(ns)s::text")
-                    + "))"
+                    "DELETE FROM {sup} e WHERE e.start_id = ANY(ARRAY(SELECT v.id FROM {st} v WHERE " + of_ns + "))"
                 ).format(sup=self._table("SUPERSEDES"), st=self._table("Statement")),
                 {"ns": namespace},
             )
         return int(rows[0][0])
 
-    def every_chain(self, namespace: str | None = None) -> set[tuple[str, str]]:
-        """Every (subject key, predicate) pair with a statement or a fact version in the
-        graph (of one namespace)."""
+    def every_chain(self, namespace: str | None = None) -> set[tuple[str, str, str]]:
+        """Every chain with a statement or a fact version in the graph (of one namespace)."""
         self.db.ensure_labels(vertex=sorted(CORE_VERTEX_LABELS), edge=sorted(CORE_EDGE_LABELS))
         fmt = self._fmt()
-        ns = (
-            ""
-            if namespace is None
-            else " WHERE ag_catalog.agtype_access_operator(s.properties, '\"namespace\"'::"
-            + _AG
-            + ") = "
-            + _as_agtype_key("%(ns)s::text")
+        out = self._named_chains(
+            self.db.execute(
+                sql.SQL(
+                    "SELECT DISTINCT so.start_id::text, " + _field("s", "predicate") + "::text "
+                    "FROM {st} s JOIN {so} so ON so.end_id = s.id WHERE %(ns)s::text IS NULL OR " + _namespace_is("s")
+                ).format(**fmt),
+                {"ns": namespace},
+            )
         )
-        nf = (
-            ""
-            if namespace is None
-            else " AND ag_catalog.agtype_access_operator(f.properties, '\"namespace\"'::"
-            + _AG
-            + ") = "
-            + _as_agtype_key("%(ns)s::text")
-        )
-        rows = self.db.execute(
-            sql.SQL(
-                "SELECT DISTINCT so.start_id::text, ag_catalog.agtype_access_operator(s.properties, '\"predicate\"'::"
-                + _AG
-                + ")::text FROM {st} s JOIN {so} so ON so.end_id = s.id"
-                + ns
-            ).format(**fmt),
-            {"ns": namespace},
-        )
-        keys = self._keys_of({int(sid) for sid, _ in rows})
-        out = {(keys[int(sid)], pred) for sid, pred in rows}
+        # Versions whose subject is gone (their statements with it) are chains too: to remove.
+        known = {(k, pred) for _, k, pred in out}
         for sk, pred in self.db.execute(
             sql.SQL(
-                "SELECT DISTINCT ag_catalog.agtype_access_operator(f.properties, '\"subject_key\"'::"
-                + _AG
-                + ")::text, "
-                "ag_catalog.agtype_access_operator(f.properties, '\"predicate\"'::"
-                + _AG
-                + ")::text FROM {f} f WHERE true"
-                + nf
+                "SELECT DISTINCT " + _field("f", "subject_key") + "::text, " + _field("f", "predicate") + "::text "
+                "FROM {f} f WHERE %(ns)s::text IS NULL OR " + _namespace_is("f")
             ).format(f=self._table("Fact")),
             {"ns": namespace},
         ):
-            out.add((sk, pred))
+            if (sk, pred) not in known:
+                out.add(("", sk, pred))
         return out
 
-    def refresh_versions(self, chains: set[tuple[str, str]]) -> None:
-        """Recompute the fact versions (:func:`agefacts.timeline.versions`) of every chain of
-        these (subject key, predicate) pairs from the statements the graph holds now, and
-        write what changed: a version is a ``Fact`` vertex keyed by its content and the time
-        it was first read, ``(subject)-[:HOLDS]->(fact)``, ``(fact)-[:OBJECT]->(object)``
-        and ``statements``, the keys of the statements it rests on (a list, where an edge to
-        each cost a fifth of the versions' writes)."""
+    def refresh_versions(self, chains: set[tuple[str, str, str]]) -> None:
+        """Recompute the fact versions (:func:`agefacts.timeline.versions`) of these chains
+        from the statements the graph holds now, and write what changed: a version is a
+        ``Fact`` vertex keyed by its content and the time it was first read,
+        ``(subject)-[:HOLDS]->(fact)``, ``(fact)-[:OBJECT]->(object)`` and ``statements``, the
+        keys of the statements it rests on (a list, where an edge to each cost a fifth of the
+        versions' writes). A chain whose subject is gone loses its versions."""
         if not chains:
             return
         from . import timeline
         from .keys import edge_key, make_key
 
         fmt = self._fmt()
-        subjects = sorted({k for k, _ in chains})
-        wanted_preds: dict[str, set[str]] = defaultdict(set)
-        for k, pred in chains:
-            wanted_preds[k].add(pred)
-        # The subjects that are still there, and their statements of those predicates.
-        sid_of: dict[str, int] = {}
-        for k, sid in self.db.execute(
-            sql.SQL(
-                "SELECT u.k, v.id::text FROM unnest(%s::text[]) AS u(k) CROSS JOIN LATERAL "
-                "(SELECT v.id FROM {all} v WHERE " + _KEY.format(t="v") + " = " + _as_agtype_key("u.k") + " OFFSET 0) v"
-            ).format(all=self._table("_ag_label_vertex")),
-            (subjects,),
-        ):
-            sid_of[k] = int(sid)
+        subjects: dict[str, set[str]] = defaultdict(set)
+        for label, k, _ in chains:
+            if label:
+                subjects[label].add(k)
+        sid_of = {
+            k: i
+            for ids in self._ids_of_labels({lab: sorted(ks) for lab, ks in subjects.items()}).values()
+            for k, i in ids.items()
+        }
+        preds_of: dict[str, set[str]] = defaultdict(set)
+        for _, k, pred in chains:
+            preds_of[k].add(pred)
+        # The statements of these chains, each with its object, and every piece of evidence.
         statements: dict[int, dict[str, Any]] = {}
         objects: dict[int, int] = {}
-        if sid_of:
-            pairs = [
-                {"a": sid_of[k] >> 48, "b": sid_of[k] & _ENTRY, "k": k, "pred": pred}
-                for k, pred in sorted(chains)
-                if k in sid_of
-            ]
+        pairs = [
+            {"a": sid_of[k] >> 48, "b": sid_of[k] & _ENTRY, "k": k, "pred": pred}
+            for _, k, pred in sorted(chains)
+            if k in sid_of
+        ]
+        if pairs:
             for sk, stid, ptext, obj in self.db.execute(
                 sql.SQL(
                     "SELECT g.k, s.id::text, s.properties::text, o.id::text "
                     "FROM jsonb_to_recordset(%s::jsonb) AS g(a int, b bigint, k text, pred text) "
                     "CROSS JOIN LATERAL (SELECT s.id, s.properties FROM {so} so JOIN {st} s ON s.id = so.end_id "
                     "  WHERE so.start_id = ag_catalog._graphid(g.a, g.b) AND "
-                    "  ag_catalog.agtype_access_operator(s.properties, '\"predicate\"'::"
-                    + _AG
-                    + ")::text = g.pred OFFSET 0) s "
+                    + _field("s", "predicate")
+                    + "::text = g.pred OFFSET 0) s "
                     "LEFT JOIN LATERAL (SELECT a.end_id AS id FROM {ab} a WHERE a.start_id = s.id OFFSET 0) o ON true"
                 ).format(**fmt),
                 (dumps(pairs),),
@@ -579,9 +525,10 @@ class BulkWriter(Retraction):
             for stid, etext, conv, ordinal in self.db.execute(
                 sql.SQL(
                     "SELECT e.start_id::text, e.properties::text, "
-                    "ag_catalog.agtype_access_operator(m.properties, '\"conversation\"'::" + _AG + ")::text, "
-                    "ag_catalog.agtype_access_operator(m.properties, '\"ordinal\"'::" + _AG + ")::text "
-                    "FROM jsonb_to_recordset(%s::jsonb) AS u(a int, b bigint) "
+                    + _field("m", "conversation")
+                    + "::text, "
+                    + _field("m", "ordinal")
+                    + "::text FROM jsonb_to_recordset(%s::jsonb) AS u(a int, b bigint) "
                     "CROSS JOIN LATERAL (SELECT e.end_id, e.start_id, e.properties FROM {eb} e "
                     "  WHERE e.start_id = ag_catalog._graphid(u.a, u.b) OFFSET 0) e "
                     "CROSS JOIN LATERAL (SELECT m.properties FROM {msg} m WHERE m.id = e.end_id OFFSET 0) m"
@@ -592,15 +539,14 @@ class BulkWriter(Retraction):
                 said[int(stid)].append(
                     [e.get("at"), e["k"], e.get("quote"), conv, int(ordinal), e.get("char_start"), e.get("char_end")]
                 )
-        named = self._names_of(set(objects.values()))
+        named = self._fields_of(set(objects.values()), ("k", "name"))
         rows = []
-        id_of: dict[str, int] = {}
+        id_of: dict[str, int] = dict(sid_of)
         for stid, p in statements.items():
             if not said[stid]:
                 continue
             obj = objects.get(stid)
             okey, oname = named.get(obj, (None, None)) if obj is not None else (None, None)
-            id_of[p["k"]] = stid
             if okey is not None and obj is not None:
                 id_of[okey] = obj
             rows.append(
@@ -638,22 +584,21 @@ class BulkWriter(Retraction):
             if row.get("object_key") is not None:
                 ends.append(("OBJECT", fk, row["object_key"]))
             links[fk] = [(label, edge_key(label, a, b), a, b) for label, a, b in ends]
-        # What the graph holds for these chains now.
+        # What the graph holds for these chains now (found by subject key: the subject may be gone).
         have: dict[str, tuple[int, dict[str, Any]]] = {}
         for vid, ptext in self.db.execute(
             sql.SQL(
                 "SELECT v.id::text, v.properties::text FROM unnest(%s::text[]) AS u(k) "
                 "CROSS JOIN LATERAL (SELECT v.id, v.properties FROM {f} v WHERE "
-                "ag_catalog.agtype_access_operator(v.properties, '\"subject_key\"'::"
-                + _AG
-                + ") = "
+                + _field("v", "subject_key")
+                + " = "
                 + _as_agtype_key("u.k")
                 + " OFFSET 0) v"
             ).format(f=self._table("Fact")),
-            (subjects,),
+            (sorted(preds_of),),
         ):
             p = json.loads(ptext)
-            if p.get("predicate") in wanted_preds.get(p.get("subject_key"), ()):
+            if p.get("predicate") in preds_of.get(p.get("subject_key"), ()):
                 have[p["k"]] = (int(vid), p)
         gone = [vid for k, (vid, _) in have.items() if k not in wanted]
         if gone:
@@ -670,17 +615,13 @@ class BulkWriter(Retraction):
         patches = []
         for k, (vid, p) in have.items():
             if k in wanted:
-                target = {f: wanted[k].get(f) for f in set(p) | set(wanted[k])}
-                patches += _patch(vid, p, target)
+                patches += _patch(vid, p, {f: wanted[k].get(f) for f in set(p) | set(wanted[k])})
         self._write_patches("Fact", patches)
         new = sorted(k for k in wanted if k not in have)
         if not new:
             return
         got, _ = self._upsert_vertices("Fact", dumps([wanted[k] for k in new]), new)
-        for k, pair in got.items():
-            id_of[k] = pair[0] << 48 | pair[1]
-        for k, sid in sid_of.items():
-            id_of.setdefault(k, sid)
+        id_of.update({k: a << 48 | b for k, (a, b) in got.items()})
         edges: dict[str, list[list[Any]]] = defaultdict(list)
         for fk in new:
             for label, ek, a, b in links[fk]:
@@ -688,24 +629,6 @@ class BulkWriter(Retraction):
                 edges[label].append([ia >> 48, ia & _ENTRY, ib >> 48, ib & _ENTRY, {"k": ek}])
         for label, erows in sorted(edges.items()):
             self._insert_edges(label, erows)
-
-    def _names_of(self, ids: set[int]) -> dict[int, tuple[str, str | None]]:
-        """The key and name of vertices given by id."""
-        if not ids:
-            return {}
-        out: dict[int, tuple[str, str | None]] = {}
-        for vid, k, name in self.db.execute(
-            sql.SQL(
-                "SELECT v.id::text, " + _KEY.format(t="v") + "::text, "
-                "ag_catalog.agtype_access_operator(v.properties, '\"name\"'::" + _AG + ")::text "
-                "FROM jsonb_to_recordset(%s::jsonb) AS u(a int, b bigint) "
-                "CROSS JOIN LATERAL (SELECT v.id, v.properties FROM {all} v "
-                "  WHERE v.id = ag_catalog._graphid(u.a, u.b) OFFSET 0) v"
-            ).format(all=self._table("_ag_label_vertex")),
-            (dumps([{"a": i >> 48, "b": i & _ENTRY} for i in sorted(ids)]),),
-        ):
-            out[int(vid)] = (k, name)
-        return out
 
 
 def _keep(label: str) -> Sequence[str]:
@@ -815,6 +738,7 @@ class Batch:
     edge_labels: list[str]
     entity_labels: dict[str, str]
     statement_keys: set[str]
+    chains: set[tuple[str, str, str]]  # (subject label, subject key, predicate) of its statements
     unsure: set[str]
     edges_of: dict[str, list[dict[str, Any]]]  # entity or statement key -> its mention or evidence edges' properties
 
@@ -842,6 +766,7 @@ def assemble(plans: Sequence[Plan]) -> Batch:
         edge_labels=sorted({label for p in plans for label in p.edge_labels}),
         entity_labels=entity_labels,
         statement_keys=statement_keys,
+        chains={c for p in plans for c in p.chains},
         unsure=unsure,
         edges_of=edges_of,
     )

@@ -112,6 +112,9 @@ class Plan:
     edges: list[Edge] = field(default_factory=list)
     entities: list[tuple[str, str]] = field(default_factory=list)  # (label, k) to recompute
     statements: list[str] = field(default_factory=list)  # statement keys to recompute
+    # The chains its statements belong to, whose fact versions are recomputed: (subject
+    # label, subject key, predicate).
+    chains: list[tuple[str, str, str]] = field(default_factory=list)
     followups: list[FollowupRow] = field(default_factory=list)
     counts: dict[str, Any] = field(default_factory=dict)
     # What did not become data, each as the turn, what it was, the reason code and its sentence.
@@ -344,6 +347,7 @@ def plan(
                 ev.char_end,
             )
         p.statements.append(stk)
+        p.chains.append((sl, sk, fact.predicate))
 
     for f in result.followups:
         h = f.handle
@@ -363,6 +367,7 @@ def plan(
     p.edges = sorted(edges.values(), key=lambda e: (_EORDER.get(e.label, 9), e.k))
     p.entities = sorted(set(p.entities), key=lambda t: t[1])
     p.statements = sorted(set(p.statements))
+    p.chains = sorted(set(p.chains))
     # What is written, by distinct key (two claims of one statement are one statement; two on
     # one place are one evidence edge), and how many claims the turns admitted.
     p.counts = {

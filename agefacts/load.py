@@ -956,10 +956,8 @@ class Loader:
                     self._recompute_cypher(writer.settle(stale))
                 # Fact versions are the one rule Cypher cannot state (agefacts derive runs it
                 # after compiled Cypher run by hand): here as on the bulk path.
-                named = (
-                    [k for _, k in p.entities] + [k for _, k in stale.entities] if stale else [k for _, k in p.entities]
-                )
-                writer.refresh_versions(writer.chains_of(p.statements, stale.groups if stale else (), named))
+                named = set(p.entities) | (stale.entities if stale else set())
+                writer.refresh_versions(set(p.chains) | (stale.groups if stale else set()) | writer.chains_about(named))
             self._record([e.loaded()])
 
     def _recompute_cypher(self, left: Stale) -> None:
@@ -1027,8 +1025,7 @@ class Loader:
                     writer.write_batch(assemble([]), stale)
                 else:
                     self._recompute_cypher(writer.settle(stale))
-                    named = [k for _, k in stale.entities]
-                    writer.refresh_versions(writer.chains_of(groups=stale.groups, objects=named))
+                    writer.refresh_versions(stale.groups | writer.chains_about(stale.entities))
                 ledger.drop(self.db, namespace, ids)
                 if not ledger.loaded_ids(self.db, namespace):
                     # Every load writes the owner, with no edge of its own: it goes with the

@@ -23,13 +23,13 @@ __all__ = ["Retraction", "Stale"]
 class Stale:
     """What the old versions of replaced conversations touched: the statements they evidenced,
     the (subject label, subject key, predicate) groups of those statements, and the entities
-    they mentioned. After the new versions are written these are settled and recomputed:
-    :meth:`Retraction.settle` returns what is left, with ``gone`` the statements it removed."""
+    they mentioned (the groups are the chains whose fact versions are read again). After the
+    new versions are written these are settled and recomputed: :meth:`Retraction.settle`
+    returns what is left."""
 
     statements: set[str] = field(default_factory=set)
     groups: set[tuple[str, str, str]] = field(default_factory=set)
     entities: set[tuple[str, str]] = field(default_factory=set)
-    gone: set[str] = field(default_factory=set)
     keyphrases: set[int] = field(default_factory=set)  # ids of keyphrases that lost an APPEARS_IN edge
     # Per statement or entity key, what its removed evidence or mention edges gave its rule
     # (:func:`agefacts.derive.inputs_of`).
@@ -201,6 +201,5 @@ class Retraction(LabelTables):
             statements=stale.statements - gone,
             groups={g for g in stale.groups if (g[0], g[1]) not in dropped},
             entities=stale.entities - dropped,
-            gone=gone,
             removed=stale.removed,
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from collections.abc import Sequence
 from typing import Any
 
 from psycopg import sql
@@ -24,6 +25,18 @@ _ENTRY = (1 << 48) - 1  # a graphid is the label id in the top 16 bits, the entr
 
 def _key(alias: str) -> sql.SQL:
     return sql.SQL(_KEY.format(t=alias))
+
+
+def _field(alias: str, name: str) -> str:
+    """A vertex's or edge's property ``name`` (an identifier) as agtype, in SQL over the label
+    table aliased ``alias``: the expression the property indexes are built on."""
+    return f"ag_catalog.agtype_access_operator({alias}.properties, '\"{name}\"'::{_AG})"
+
+
+def _namespace_is(alias: str, param: str = "%(ns)s") -> str:
+    """The condition that the row aliased ``alias`` is of the namespace in the text
+    parameter ``param``."""
+    return f"{_field(alias, 'namespace')} = {_as_agtype_key(param + '::text')}"
 
 
 def _as_agtype_key(expr: str) -> str:
@@ -73,6 +86,11 @@ class LabelTables:
         for n, lid, seq in rows:
             self._info[n] = (lid, seq)
 
+    def _labels(self) -> set[str]:
+        """The graph's labels as they are now."""
+        self._read_labels()
+        return set(self._info)
+
     def _label_name(self, label_id: int) -> str:
         for name, (lid, _) in self._info.items():
             if lid == label_id:
@@ -98,23 +116,27 @@ class LabelTables:
 
     def _keys_of(self, ids: set[int]) -> dict[int, str]:
         """The keys of vertices given by id, looked up in each one's own label table."""
+        return {i: k for i, (k,) in self._fields_of(ids, ("k",)).items()}
+
+    def _fields_of(self, ids: set[int], fields: Sequence[str]) -> dict[int, tuple[Any, ...]]:
+        """Properties (as text: an agtype string cast to text is the bare string) of vertices
+        given by id, looked up in each one's own label table, where the id index serves."""
         by_label: dict[int, list[dict[str, int]]] = defaultdict(list)
         for n in sorted(ids):
             by_label[n >> 48].append({"a": n >> 48, "b": n & _ENTRY})
         if not by_label:
             return {}
+        got = sql.SQL(", ").join(sql.SQL(_field("v", f) + "::text") for f in fields)
         parts, params = [], []
         for lid, pairs in sorted(by_label.items()):
             parts.append(
                 sql.SQL(
-                    "SELECT v.id::text, "
-                    + _KEY.format(t="v")
-                    + "::text FROM jsonb_to_recordset(%s::jsonb) AS u(a int, b bigint) "
+                    "SELECT v.id::text, {got} FROM jsonb_to_recordset(%s::jsonb) AS u(a int, b bigint) "
                     "CROSS JOIN LATERAL (SELECT v.id, v.properties FROM {t} v WHERE v.id = ag_catalog._graphid(u.a, u.b) OFFSET 0) v"
-                ).format(t=self._table(self._label_name(lid)))
+                ).format(got=got, t=self._table(self._label_name(lid)))
             )
             params.append(dumps(pairs))
-        return {int(i): k for i, k in self.db.execute(sql.SQL(" UNION ALL ").join(parts), params)}
+        return {int(row[0]): tuple(row[1:]) for row in self.db.execute(sql.SQL(" UNION ALL ").join(parts), params)}
 
     def _fmt(self) -> dict[str, Any]:
         conv = sql.SQL(
