@@ -142,3 +142,50 @@ def oracle(story: list[Said], valid_at: str, known_at: str) -> set[tuple[str, st
         if paint[at[valid_at]] is not None:
             out.add((events[0][4].predicate, paint[at[valid_at]]))
     return out
+
+
+def statement_rows(story: list[Said], known_at: str | None = None) -> list[dict]:
+    """The statement rows the statement queries give for a story, as known at ``known_at``
+    (without one: with every piece of evidence): statements that say the same words are one
+    statement, as their keys make them. Each carries its evidence as ``said`` ([at, key,
+    quote, conversation, message, start, end], in any order), ``said_at``, how many there are
+    and the earliest, cited."""
+    said: dict[tuple, list[str]] = {}
+    first: dict[tuple, Said] = {}
+    for s in story:
+        content = (s.predicate, s.target, s.kind, s.valid_from, s.valid_until)
+        said.setdefault(content, []).extend(t for t in s.said if known_at is None or t <= known_at)
+        first.setdefault(content, s)
+    out = []
+    for content, s in first.items():
+        evidence = [[t, f"edge:{s.i:04d}:{n}", f"s{s.i} {n}", f"c{s.i}", n, 0, 4] for n, t in enumerate(said[content])]
+        if not evidence:
+            continue
+        cited = min(evidence)
+        obj = PREDICATES[s.predicate][1] is not None
+        out.append(
+            {
+                "statement": f"stmt:{s.i:04d}",
+                "subject": "user",
+                "subject_key": "ent:user",
+                "predicate": s.predicate,
+                "object": s.target if obj else None,
+                "object_key": f"ent:{s.target}" if obj else None,
+                "value": None if obj else s.target,
+                "valid_from": s.valid_from,
+                "stated_until": s.valid_until,
+                "recurrence": None,
+                "ends_fact": s.kind != "states",
+                "corrects": s.kind == "corrects",
+                "single_valued": s.single,
+                "namespace": "ns",
+                "said": evidence[::-1],  # in any order
+                "said_at": [e[0] for e in evidence][::-1],
+                "evidence": len(evidence),
+                "recorded_at": cited[0],
+                "quoted_at": cited[0],
+                "evidence_key": cited[1],
+                "quote": cited[2],
+            }
+        )
+    return out

@@ -10,55 +10,14 @@ from hypothesis import given, settings
 
 from agefacts.timeline import fact_rows, runs
 
-from ..stories import ASK_KNOWN, ASK_VALID, PREDICATES, Said, oracle, stories
-
-
-def rows_known(story: list[Said], known_at: str) -> list[dict]:
-    """The rows the fact_statements query gives for the story's statements as known at K:
-    statements that say the same words are one statement, as their keys make them."""
-    said: dict[tuple, list[str]] = {}
-    first: dict[tuple, Said] = {}
-    for s in story:
-        content = (s.predicate, s.target, s.kind, s.valid_from, s.valid_until)
-        said.setdefault(content, []).extend(t for t in s.said if t <= known_at)
-        first.setdefault(content, s)
-    out = []
-    for content, s in first.items():
-        times = sorted(said[content])
-        if not times:
-            continue
-        obj = PREDICATES[s.predicate][1] is not None
-        out.append(
-            {
-                "statement": f"stmt:{s.i:04d}",
-                "subject": "user",
-                "subject_key": "ent:user",
-                "predicate": s.predicate,
-                "object": s.target if obj else None,
-                "object_key": f"ent:{s.target}" if obj else None,
-                "value": None if obj else s.target,
-                "valid_from": s.valid_from,
-                "stated_until": s.valid_until,
-                "recurrence": None,
-                "ends_fact": s.kind != "states",
-                "corrects": s.kind == "corrects",
-                "single_valued": s.single,
-                "recorded_at": times[0],
-                "said_at": times[::-1],  # in any order
-                "evidence": len(times),
-                "quote": f"s{s.i}",
-                "quoted_at": times[0],
-                "evidence_key": f"edge:{s.i:04d}",
-            }
-        )
-    return out
+from ..stories import ASK_KNOWN, ASK_VALID, PREDICATES, Said, oracle, statement_rows, stories
 
 
 @settings(max_examples=int(os.environ.get("AGEFACTS_FUZZ_EXAMPLES", "300")), deadline=None)
 @given(stories())
 def test_every_answer_matches_the_interval_oracle(story):
     for known_at in ASK_KNOWN:
-        rows = rows_known(story, known_at)
+        rows = statement_rows(story, known_at)
         for valid_at in ASK_VALID:
             got = fact_rows(rows, valid_at)
             facts = {(r["predicate"], r["object"] if r["object"] is not None else r["value"]) for r in got}
@@ -78,7 +37,7 @@ def test_the_five_stories_of_the_issue_read_as_a_person_would():
     k = "2026-01-01T00:00:00Z"
 
     def shown(t: str, kk: str = k) -> list[tuple]:
-        return [(r["object"], r["valid_from"], r["valid_until"]) for r in fact_rows(rows_known(nurse, kk), t)]
+        return [(r["object"], r["valid_from"], r["valid_until"]) for r in fact_rows(statement_rows(nurse, kk), t)]
 
     assert shown("2025-03-01") == [("Northwind", None, "2025-06")]
     assert shown("2025-08-01") == [("St. Luke's", "2025-06", "2025-10")]
@@ -87,12 +46,12 @@ def test_the_five_stories_of_the_issue_read_as_a_person_would():
     # "I left St. Luke's in October" alone, with Northwind known to hold: Northwind stays,
     # and the end-only fact holds nowhere (it begins where the value before it ends).
     alone = [nurse[0], nurse[2]]
-    assert [(r["object"]) for r in fact_rows(rows_known(alone, k), "2025-08-01")] == ["Northwind"]
-    assert [(r.fact[2], r.start, r.end) for r in runs(rows_known(alone, k))] == [("id:ent:Northwind", None, None)]
+    assert [(r["object"]) for r in fact_rows(statement_rows(alone, k), "2025-08-01")] == ["Northwind"]
+    assert [(r.fact[2], r.start, r.end) for r in runs(statement_rows(alone, k))] == [("id:ent:Northwind", None, None)]
     # Moving back, undated: said again after Oslo, Lyon is where one lives again.
     homes = [
         Said(0, "lives_in", "Lyon", "states", None, None, ("2024-01-15T10:00:00Z", "2025-03-01T10:00:00Z")),
         Said(1, "lives_in", "Oslo", "states", "2024-06", None, ("2024-06-20T10:00:00Z",)),
     ]
-    assert [r["object"] for r in fact_rows(rows_known(homes, k), "2025-06-01")] == ["Lyon"]
-    assert [r["object"] for r in fact_rows(rows_known(homes, k), "2024-09-01")] == ["Oslo"]
+    assert [r["object"] for r in fact_rows(statement_rows(homes, k), "2025-06-01")] == ["Lyon"]
+    assert [r["object"] for r in fact_rows(statement_rows(homes, k), "2024-09-01")] == ["Oslo"]

@@ -10,43 +10,7 @@ from hypothesis import given, settings
 
 from agefacts.timeline import VERSION_FIELDS, fact_rows, known_at, versions
 
-from ..stories import ASK_KNOWN, ASK_VALID, PREDICATES, Said, oracle, stories
-
-
-def rows_said(story: list[Said]) -> list[dict]:
-    """The statement rows of a story with every piece of evidence (``said``), as the
-    statement queries give them read as known at the end of time: statements that say the
-    same words are one statement, as their keys make them."""
-    said: dict[tuple, list[str]] = {}
-    first: dict[tuple, Said] = {}
-    for s in story:
-        content = (s.predicate, s.target, s.kind, s.valid_from, s.valid_until)
-        said.setdefault(content, []).extend(s.said)
-        first.setdefault(content, s)
-    out = []
-    for content, s in first.items():
-        obj = PREDICATES[s.predicate][1] is not None
-        evidence = [[t, f"edge:{s.i:04d}:{n}", f"s{s.i} {n}", f"c{s.i}", n, 0, 4] for n, t in enumerate(said[content])]
-        out.append(
-            {
-                "statement": f"stmt:{s.i:04d}",
-                "subject": "user",
-                "subject_key": "ent:user",
-                "predicate": s.predicate,
-                "object": s.target if obj else None,
-                "object_key": f"ent:{s.target}" if obj else None,
-                "value": None if obj else s.target,
-                "valid_from": s.valid_from,
-                "stated_until": s.valid_until,
-                "recurrence": None,
-                "ends_fact": s.kind != "states",
-                "corrects": s.kind == "corrects",
-                "single_valued": s.single,
-                "namespace": "ns",
-                "said": evidence[::-1],  # in any order
-            }
-        )
-    return out
+from ..stories import ASK_KNOWN, ASK_VALID, Said, oracle, statement_rows, stories
 
 
 def held(vs, valid_at: str, known: str) -> list[dict]:
@@ -69,7 +33,7 @@ def _comparable(rows) -> list[tuple]:
 @settings(max_examples=int(os.environ.get("AGEFACTS_FUZZ_EXAMPLES", "300")), deadline=None)
 @given(stories())
 def test_the_versions_that_hold_are_the_facts_the_rule_reads(story):
-    rows = rows_said(story)
+    rows = statement_rows(story)
     vs = versions(rows)
     for known in ASK_KNOWN:
         now = known_at(rows, known)
@@ -94,7 +58,7 @@ def test_the_st_lukes_story_in_versions():
     ]
     spans = [
         (v.row["object_key"], v.row["valid_from"], v.row["valid_until"], v.known_from, v.known_until)
-        for v in versions(rows_said(story))
+        for v in versions(statement_rows(story))
     ]
     assert spans == [
         ("ent:Northwind", None, None, "2024-05-10T09:00:00Z", "2025-12-01T09:00:00Z"),
@@ -105,6 +69,6 @@ def test_the_st_lukes_story_in_versions():
 
 def test_a_fact_said_again_is_one_version_with_one_more_piece_of_evidence():
     story = [Said(0, "likes", "jazz", "states", None, None, ("2024-01-01T10:00:00Z", "2024-03-01T10:00:00Z"))]
-    (v,) = versions(rows_said(story))
+    (v,) = versions(statement_rows(story))
     assert (v.known_from, v.known_until) == ("2024-01-01T10:00:00Z", None)
     assert [v.evidence(k) for k in ("2024-02-01T00:00:00Z", "2024-04-01T00:00:00Z")] == [1, 2]
