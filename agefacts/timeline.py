@@ -47,7 +47,8 @@ that ended it (a negation, or the next run's) became known.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from bisect import bisect_right
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -155,12 +156,15 @@ class Run:
         return max(first, ended)
 
 
-def _withdrawn_before(rows: Iterable[Mapping[str, Any]]) -> dict[_Fact, str]:
+_FactOf = Callable[[Mapping[str, Any]], _Fact]
+
+
+def _withdrawn_before(rows: Iterable[Mapping[str, Any]], fact: _FactOf = fact_of) -> dict[_Fact, str]:
     """Each corrected fact's latest correction: its evidence said before then is withdrawn."""
     out: dict[_Fact, str] = {}
     for r in rows:
         if r.get("corrects"):
-            f = fact_of(r)
+            f = fact(r)
             out[f] = max(out.get(f, ""), *r["said_at"])
     return out
 
@@ -174,17 +178,17 @@ def _evidence_order(e: list[Any]) -> tuple[str, str]:
     return (str(e[0]), str(e[1]))
 
 
-def _as_known(rows: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+def _as_known(rows: Iterable[Mapping[str, Any]], fact: _FactOf = fact_of) -> list[Mapping[str, Any]]:
     """Rule 1: each statement with only the evidence that counts. A correction withdraws what
     was said of its fact before it; what is said beside it (in its message, at its time) is
     what it puts right, and stands. A statement left with no evidence was never said; one
     left with some is known from, cites and counts only those (said again after a
     correction, it is known since it was said again, and quotes those words)."""
     rows = list(rows)
-    withdrawn = _withdrawn_before(rows)
+    withdrawn = _withdrawn_before(rows, fact)
     out: list[Mapping[str, Any]] = []
     for r in rows:
-        cut = withdrawn.get(fact_of(r)) if not r.get("ends_fact") else None
+        cut = withdrawn.get(fact(r)) if withdrawn and not r.get("ends_fact") else None
         if cut is None:
             out.append(r)
             continue
@@ -233,12 +237,12 @@ def _events(rows: Sequence[Mapping[str, Any]]) -> list[_Event]:
     return events
 
 
-def _chain_runs(rows: list[Mapping[str, Any]]) -> list[Run]:
+def _chain_runs(rows: list[Mapping[str, Any]], fact_of_row: _FactOf = fact_of) -> list[Run]:
     """Rule 3 over one chain's statements."""
     done: list[Run] = []
     run: Run | None = None
     for t, kind, _, r in _events(rows):
-        fact = fact_of(r)
+        fact = fact_of_row(r)
         if kind == _END:
             negation = bool(r.get("ends_fact"))
             if run is not None and run.fact == fact:
@@ -313,7 +317,8 @@ def _by_time(run: Run) -> list[Mapping[str, Any]]:
 
 def _run_row(run: Run) -> dict[str, Any]:
     by_time = _by_time(run)
-    row = {c: _cited(run).get(c) for c in FACT_COLUMNS}
+    cited = _cited(run)
+    row = {c: cited.get(c) for c in FACT_COLUMNS}
     row.update(
         valid_from=run.start,
         valid_until=run.end,
@@ -449,33 +454,73 @@ def versions(rows: Iterable[Mapping[str, Any]]) -> list[Version]:
                 kept = {f: row.get(f) for f in VERSION_FIELDS}
                 out.append(Version(kept, row["recorded_at"], None, tuple(row["said_at"])))
             continue
-        times = sorted({e[0] for r in chain for e in r["said"]})
-        # Open versions by identity: when each began, its row, and its run as last read (whose
-        # evidence is all of the readings before, and what was said since).
-        open_: dict[tuple[Any, ...], list[tuple[str, dict[str, Any], Run]]] = {}
-        for t in times:
-            now: dict[tuple[Any, ...], list[Run]] = {}
-            for run in runs(known_at(chain, t)):
-                if _holds_somewhere(run):
-                    now.setdefault(_run_identity(run), []).append(run)
-            for ident, before in list(open_.items()):
-                stays = now.get(ident, [])
-                for since, was, last in before[len(stays) :]:
-                    out.append(Version(was, since, t, tuple(_said(last))))
-                if stays:
-                    # The first of each kind stay open; more of a kind now than before open below.
-                    open_[ident] = [(since, was, run) for (since, was, _), run in zip(before, stays, strict=False)]
-                else:
-                    del open_[ident]
-            for ident, runs_now in now.items():
-                have = len(open_.get(ident, ()))
-                for run in runs_now[have:]:
-                    row = _run_row(run)
-                    open_.setdefault(ident, []).append((t, {f: row.get(f) for f in VERSION_FIELDS}, run))
-        out += [
-            Version(was, since, None, tuple(_said(last))) for before in open_.values() for since, was, last in before
-        ]
+        out += _chain_versions(chain)
     return sorted(out, key=_version_order)
+
+
+def _chain_versions(chain: list[Mapping[str, Any]]) -> list[Version]:
+    """The versions of one chain of several statements: the rule read as known at each time one
+    of them was said. What a reading reuses from the one before is an optimisation only: each
+    statement's view as known at K changes only when it gains evidence, so it is made once per
+    piece of evidence (and its fact once), and a run made of the same views reads the same."""
+    facts = {r["statement"]: fact_of(r) for r in chain}
+    fact: _FactOf = fact_of
+    if len(facts) == len(chain):  # a statement's key names one fact (always, from the graph)
+
+        def fact(r: Mapping[str, Any]) -> _Fact:
+            return facts[r["statement"]]
+
+    # Each statement's evidence times, sorted, and its view as known with its first n of them.
+    said_times = [sorted(e[0] for e in r["said"]) for r in chain]
+    views: dict[tuple[int, int], Mapping[str, Any]] = {}
+
+    def view(i: int, t: str) -> Mapping[str, Any] | None:
+        n = bisect_right(said_times[i], t)
+        if n == 0:
+            return None
+        got = views.get((i, n))
+        if got is None:
+            got = views[i, n] = known_at([chain[i]], t)[0]
+        return got
+
+    # A run's identity by the objects it is made of; the value keeps them alive (so no id is
+    # reused while the table holds it).
+    idents: dict[tuple[Any, ...], tuple[tuple[Any, ...], Any]] = {}
+
+    def identity(run: Run) -> tuple[Any, ...]:
+        key = (run.fact, run.start, run.end, id(run.ended_by), tuple(map(id, run.members)))
+        got = idents.get(key)
+        if got is None:
+            got = idents[key] = (_run_identity(run), (run.ended_by, run.members[:]))
+        return got[0]
+
+    out: list[Version] = []
+    times = sorted({e[0] for r in chain for e in r["said"]})
+    # Open versions by identity: when each began, its row, and its run as last read (whose
+    # evidence is all of the readings before, and what was said since).
+    open_: dict[tuple[Any, ...], list[tuple[str, dict[str, Any], Run]]] = {}
+    for t in times:
+        now: dict[tuple[Any, ...], list[Run]] = {}
+        known = [v for i in range(len(chain)) if (v := view(i, t)) is not None]
+        for run in _chain_runs(_as_known(known, fact), fact):
+            if _holds_somewhere(run):
+                now.setdefault(identity(run), []).append(run)
+        for ident, before in list(open_.items()):
+            stays = now.get(ident, [])
+            for since, was, last in before[len(stays) :]:
+                out.append(Version(was, since, t, tuple(_said(last))))
+            if stays:
+                # The first of each kind stay open; more of a kind now than before open below.
+                open_[ident] = [(since, was, run) for (since, was, _), run in zip(before, stays, strict=False)]
+            else:
+                del open_[ident]
+        for ident, runs_now in now.items():
+            have = len(open_.get(ident, ()))
+            for run in runs_now[have:]:
+                row = _run_row(run)
+                open_.setdefault(ident, []).append((t, {f: row.get(f) for f in VERSION_FIELDS}, run))
+    out += [Version(was, since, None, tuple(_said(last))) for before in open_.values() for since, was, last in before]
+    return out
 
 
 def fact_order(row: Mapping[str, Any]) -> tuple[Any, ...]:
