@@ -20,6 +20,7 @@ from .db import (
     _LOAD_AGE,
     _LOAD_AGE_BY_CALL,
     _SEARCH_PATH,
+    _SHARED_SESSION,
     DEFAULT_GRAPH,
     Table,
     _bad_dsn,
@@ -28,6 +29,8 @@ from .db import (
     _Prepared,
     check_graph_name,
     cypher_statement,
+    login_role,
+    transaction_settings,
     translate,
 )
 from .errors import DatabaseError
@@ -42,8 +45,12 @@ class AsyncDatabase:
     ``AsyncConnection``). It sets nothing up: the graph and agefacts' SQL objects are made by
     a :class:`Database` that writes (``AsyncMemory`` opens one first)."""
 
-    def __init__(self, dsn: str, graph: str = DEFAULT_GRAPH, *, connect_timeout: float = 30):
+    def __init__(self, dsn: str, graph: str = DEFAULT_GRAPH, *, connect_timeout: float = 30, role: str | None = None):
+        """``role``: as :class:`agefacts.db.Database`'s."""
         self.dsn = dsn
+        self.role = role
+        self._login_role: str | None = None
+        self.shares_session = False
         self.graph = check_graph_name(graph)
         self.connect_timeout = connect_timeout
         self._conn: psycopg.AsyncConnection | None = None
@@ -70,12 +77,23 @@ class AsyncDatabase:
         except psycopg.Error as exc:
             raise translate(exc, "connecting to the database") from exc
 
-        async def run(stmt: str) -> list[tuple[Any, ...]]:
+        shared, login = False, None
+
+        async def run(stmt: str, args: Any = None) -> list[tuple[Any, ...]]:
             async with conn.transaction():
-                cur = await conn.execute(stmt)
+                if shared or self.role is not None:
+                    await conn.execute(transaction_settings(self.role or login))
+                cur = await conn.execute(stmt, args)
                 return await cur.fetchall() if cur.description else []
 
         try:
+            # Asked first: until it is known, a setting another client left could answer for us.
+            try:
+                row = (await run(_SHARED_SESSION, (conn.info.user,)))[0]
+            except psycopg.Error as exc:
+                raise translate(exc, "connecting to the database") from exc
+            login = login_role(row, conn.info.user)
+            shared = bool(row[0])
             rows = await run("SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'age'")
             try:
                 try:
@@ -89,7 +107,7 @@ class AsyncDatabase:
             with contextlib.suppress(Exception):
                 await conn.close()
             raise
-        old, self._conn = self._conn, conn
+        old, self._conn, self.shares_session, self._login_role = self._conn, conn, shared, login
         self.age_version = rows[0][0] if rows else None
         if old is not None:
             with contextlib.suppress(Exception):
@@ -198,6 +216,8 @@ class AsyncDatabase:
                 if _closed_while_idle(conn):
                     raise _ClosedWhileIdle(exc, conn) from exc
                 raise
+            if self.shares_session or self.role is not None:
+                await conn.execute(transaction_settings(self.role or self._login_role))
             cur = await conn.execute(stmt, args)
             if names is not None and cur.description:
                 names.extend(d.name for d in cur.description)

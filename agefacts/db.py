@@ -49,7 +49,9 @@ __all__ = [
     "check_label",
     "cypher_statement",
     "describe_dsn",
+    "login_role",
     "resolve_dsn",
+    "transaction_settings",
     "translate",
 ]
 
@@ -88,6 +90,41 @@ def age_version_supported(version: str) -> bool:
 _LOAD_AGE = "LOAD 'age'"
 _LOAD_AGE_BY_CALL = "SELECT 'null'::ag_catalog.agtype"
 _SEARCH_PATH = 'SET search_path = ag_catalog, "$user", public'
+# Whether the engine serves every client from one session (the embedded engine), and if so
+# whether the user a connection names is a role there: its session is a superuser's, whatever
+# user connected, so agefacts acts as the named role in each transaction.
+_SHARED_SESSION = (
+    "SELECT version() ILIKE '%%pglite%%', session_user::text, "
+    "EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = %s)"
+)
+
+
+def login_role(row: Sequence[Any], user: str) -> str | None:
+    """The role a connection to a shared session acts as (None: the session's own), from
+    :data:`_SHARED_SESSION`'s row; a user that is no role there is refused."""
+    shared, session_user, exists = row
+    if not shared or user == session_user:
+        return None
+    if not exists:
+        raise DatabaseError(
+            f"role {user!r} does not exist on the embedded engine: it serves every client from one "
+            f"{session_user!r} session and acts as the role a connection names; connect as {session_user!r}, "
+            "or create the role (agefacts setup --tenant ROLE=NAMESPACE grants one a namespace)",
+            "28000",
+        )
+    return user
+
+
+def transaction_settings(role: str | None) -> sql.Composed:
+    """What one transaction sets for itself where a session may be another client's too (the
+    embedded engine serves every client from one session, so a role or search path a client
+    set outlives it, and would hold for the next client's statements): the search path agefacts
+    reads AGE by, and ``role`` (None: the session's own user)."""
+    return sql.SQL(_SEARCH_PATH.replace("SET ", "SET LOCAL ", 1) + "; SET LOCAL ROLE {}").format(
+        sql.Identifier(role) if role is not None else sql.SQL("NONE")
+    )
+
+
 _LABELS = (
     "SELECT l.name, l.kind FROM ag_catalog.ag_label l "
     "JOIN ag_catalog.ag_graph g ON g.graphid = l.graph "
@@ -320,14 +357,21 @@ class Database:
         create: bool = True,
         restart_wait: float = 0.0,
         server: str | None = None,
+        role: str | None = None,
     ):
         """``create=False`` is for readers: connecting to a graph that does not exist is then
         an error that says so, rather than an empty graph made to be read. ``restart_wait``:
         seconds for which a connection refused or dropped while connecting is tried again, as
         when the embedded engine restarts (Ctrl-C ends another command's statement that way);
         0 says at once that the server cannot be reached. ``server``: its name in a placement,
-        which a failure to reach it says."""
+        which a failure to reach it says. ``role``: a role every transaction acts as (``SET LOCAL
+        ROLE``; a tenant's, say, on the embedded engine, whose one session is a superuser's)."""
         self.dsn = dsn
+        self.role = role
+        self._login_role: str | None = None
+        self.shares_session = False
+        """Whether the engine serves every client from one session (the embedded engine): each
+        transaction then sets what it depends on (:func:`transaction_settings`)."""
         self.graph = check_graph_name(graph)
         self.create = create
         self.connect_timeout = connect_timeout
@@ -348,7 +392,6 @@ class Database:
         ``wait_notice`` seconds, with what it is waiting for (a lock and who holds it, on a
         server), as the command line tells its user. None: nothing is watched."""
         self.wait_notice = 5.0
-        self._copies: bool | None = None
 
     # -- lifecycle -----------------------------------------------------------------------
     def __enter__(self) -> Database:
@@ -472,7 +515,14 @@ class Database:
                 )
             raise err from last
         self._labels.clear()
-        self._copies = None
+        self.shares_session, self._login_role = False, None
+        # Asked first: until it is known, a setting another client left could answer for us.
+        try:
+            row = self._run(_SHARED_SESSION, (self.conn.info.user,))[0]
+        except psycopg.Error as exc:
+            raise translate(exc, "connecting to the database") from exc
+        self._login_role = login_role(row, self.conn.info.user)
+        self.shares_session = bool(row[0])
         self._prepare_session()
         if self.create:
             self.ensure_graph()
@@ -955,9 +1005,8 @@ class Database:
     def copies(self) -> bool:
         """Whether rows may be sent by ``COPY FROM STDIN``: on a server, not on the embedded
         engine, whose connection it breaks (pinned by a test)."""
-        if self._copies is None:
-            self._copies = "pglite" not in str(self.execute("SELECT version()")[0][0]).lower()
-        return self._copies
+        _ = self.conn  # connected: the engine is known then
+        return not self.shares_session
 
     def copy(self, table: sql.Composable, columns: Sequence[str], lines: Iterable[str]) -> None:
         """``COPY table (columns) FROM STDIN`` in the text format, inside the caller's
@@ -1036,6 +1085,8 @@ class Database:
                     self._reopening = False
                 conn = self.conn
                 stack.enter_context(conn.transaction())
+            if self.shares_session or self.role is not None:
+                conn.execute(transaction_settings(self.role or self._login_role))
             yield conn
 
     @contextlib.contextmanager

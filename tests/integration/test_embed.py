@@ -167,13 +167,13 @@ def test_a_tenant_reads_no_other_namespaces_vectors(db, embeddings):
     db.execute(f'CREATE ROLE "{role}" LOGIN')
     try:
         setup(db, ONTO, tenants=[(role, "em")])
-        db.execute(f'SET ROLE "{role}"')
+        db.role = role
         try:
             seen = db.execute("SELECT DISTINCT namespace FROM agefacts.message_vectors WHERE graph = %s", (db.graph,))
             assert seen == [("em",)]
             db.execute("DELETE FROM agefacts.message_vectors WHERE graph = %s", (db.graph,))
         finally:
-            db.execute("RESET ROLE")
+            db.role = None
         left = db.execute(
             "SELECT namespace, count(*) FROM agefacts.message_vectors WHERE graph = %s GROUP BY 1", (db.graph,)
         )

@@ -11,7 +11,7 @@ import psycopg
 import pytest
 
 from agefacts.db import Database, age_version_at_least
-from agefacts.errors import DatabaseError, UsageError
+from agefacts.errors import DatabaseError, NotFound, UsageError
 from agefacts.load import Loader, load_paths, setup
 from agefacts.reads import facts
 
@@ -20,12 +20,12 @@ from ..helpers import EXAMPLES, LIVES, ONTO, conversation
 
 @contextlib.contextmanager
 def _as(db: Database, role: str):
-    """This connection as ``role`` (the embedded engine has one session, shared: reset after)."""
-    db.execute(f'SET ROLE "{role}"')
+    """This connection's transactions as ``role`` (``SET LOCAL ROLE`` in each)."""
+    db.role = role
     try:
         yield
     finally:
-        db.execute("RESET ROLE")
+        db.role = None
 
 
 def _drop_tenant(db: Database, role: str) -> None:
@@ -140,5 +140,79 @@ def test_a_tenant_cannot_change_what_configures_every_graph_nor_read_another_gra
         # Still a tenant, still kept to its namespace.
         assert db.execute("SELECT namespace FROM agefacts.tenants WHERE role = %s", (role,)) == [("ann",)]
         assert db.execute("SELECT count(*) FROM agefacts.moves WHERE namespace = 'nina'") == [(0,)]
+    finally:
+        _drop_tenant(db, role)
+
+
+@pytest.mark.parametrize("change", ["SET ROLE {role}", "SET search_path = public", "RESET search_path"])
+def test_another_clients_session_settings_change_no_answer(db, dsn, graph_name, change):
+    """The embedded engine serves every client from one session, so what a client sets for its
+    session (a role, a search path) outlives it and would hold for the next client's
+    statements: each of agefacts' transactions sets what it depends on for itself."""
+    from agefacts.asyncdb import AsyncDatabase
+    from agefacts.reads import facts_async
+
+    load_paths(db, [EXAMPLES], ONTO)
+    before = facts(db, "user", namespace="ann").rows
+    role = "nobody_" + uuid.uuid4().hex[:8]
+    db.execute(f'CREATE ROLE "{role}"')
+    reader = AsyncDatabase(dsn, graph_name)
+
+    async def read():
+        async with reader:
+            return (await facts_async(reader, "user", namespace="ann")).rows
+
+    try:
+        with psycopg.connect(dsn, autocommit=True) as other:
+            other.execute(change.format(role=f'"{role}"'))
+            seen = other.execute("SELECT pg_backend_pid(), current_user, current_setting('search_path')").fetchone()
+        # Pinned: on the embedded engine the next client is served by that same session.
+        with psycopg.connect(dsn, autocommit=True) as third:
+            after = third.execute("SELECT pg_backend_pid(), current_user, current_setting('search_path')").fetchone()
+        assert (after == seen) == db.shares_session
+        try:
+            assert facts(db, "user", namespace="ann").rows == before
+            assert db.execute("SELECT current_user") != [(role,)]
+            Loader(db, ONTO).load(
+                conversation(
+                    "after-change",
+                    [{"speaker": "user", "text": "I live in Porto", "at": "2026-01-05T10:00:00Z", "recorded": LIVES}],
+                    namespace="ann",
+                )
+            )
+            import asyncio
+
+            assert asyncio.run(read()) == facts(db, "user", namespace="ann").rows
+        finally:
+            with psycopg.connect(dsn, autocommit=True) as other:
+                other.execute('RESET ROLE; SET search_path = ag_catalog, "$user", public')
+    finally:
+        db.execute(f'DROP ROLE "{role}"')
+
+
+def test_a_connection_acts_as_the_user_it_names(db, dsn, graph_name):
+    """A tenant connects as itself and reads its namespace only, on the embedded engine too,
+    whose one session is a superuser's whatever user connects; a user that is no role there
+    is refused, not served as the superuser."""
+    from psycopg.conninfo import make_conninfo
+
+    load_paths(db, [EXAMPLES], ONTO)
+    role = "tenant_" + uuid.uuid4().hex[:8]
+    db.execute(f'CREATE ROLE "{role}" LOGIN')
+    try:
+        if not age_version_at_least(db.age_version, (1, 7, 0)):
+            return  # setup refuses tenants there (the test above holds it)
+        setup(db, ONTO, tenants=[(role, "ann")])
+        tenant = Database(make_conninfo(dsn, user=role), graph_name, create=False).connect()
+        try:
+            assert tenant.execute("SELECT current_user") == [(role,)]
+            assert facts(tenant, "user", namespace="ann").rows == facts(db, "user", namespace="ann").rows
+            with pytest.raises(NotFound, match="no entity 'user' in namespace 'nina'"):
+                facts(tenant, "user", namespace="nina")
+        finally:
+            tenant.close()
+        assert db.execute("SELECT current_user") != [(role,)]
+        with pytest.raises(DatabaseError, match="does not exist"):
+            Database(make_conninfo(dsn, user="nobody_" + uuid.uuid4().hex[:8]), graph_name).connect()
     finally:
         _drop_tenant(db, role)
