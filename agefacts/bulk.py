@@ -42,7 +42,7 @@ from .db import Database, copy_value
 from .errors import DatabaseError
 from .names import CORE_EDGE_LABELS, CORE_VERTEX_LABELS
 from .retract import Retraction, Stale
-from .tables import _AG, _ENTRY, _KEY, _KEY_INDEXED, _as_agtype_key, _field, _namespace_is, _props, dumps
+from .tables import _AG, _ENTRY, _KEY, _KEY_INDEXED, _as_agtype_key, _field, _key, _namespace_is, _props, dumps
 
 _log = logging.getLogger("agefacts.load")
 _UNIQUE_VIOLATION = "23505"
@@ -127,7 +127,7 @@ class BulkWriter(Retraction):
         ids: dict[str, tuple[int, int]] = {}
         existed: set[str] = set()
         for label, rows, keys in batch.vertices:
-            got, old = self._upsert_vertices(label, _array(rows), keys, _keep(label))
+            got, old = self._upsert_vertices(label, rows, keys, _keep(label))
             ids.update(got)
             existed |= old
         for label, erows in batch.edges:
@@ -148,9 +148,7 @@ class BulkWriter(Retraction):
             there = found.get(label, {})
             if there:
                 old = [i for i, k in enumerate(keys) if k in there]
-                got, was = self._upsert_vertices(
-                    label, _array([rows[i] for i in old]), [keys[i] for i in old], _keep(label)
-                )
+                got, was = self._upsert_vertices(label, [rows[i] for i in old], [keys[i] for i in old], _keep(label))
                 ids.update(got)
                 existed |= was
             new[label] = [i for i, k in enumerate(keys) if k not in there]
@@ -190,10 +188,6 @@ class BulkWriter(Retraction):
             )
         return ids, existed
 
-    def _ids_of(self, label: str, keys: Sequence[str]) -> dict[str, int]:
-        """The ids of the ``label`` vertices that have these keys, found through the key index."""
-        return self._ids_of_labels({label: keys}).get(label, {})
-
     def _ids_of_labels(self, keys: Mapping[str, Sequence[str]]) -> dict[str, dict[str, int]]:
         """For each label, the ids of its vertices that have the given keys, found through
         its key index, in one statement (the keys as binary arrays: a batch's are tens of
@@ -228,12 +222,14 @@ class BulkWriter(Retraction):
         return out
 
     def _upsert_vertices(
-        self, label: str, rows: str, keys: Sequence[str], keep: Sequence[str] = ()
+        self, label: str, rows: Sequence[str], keys: Sequence[str], keep: Sequence[str] = ()
     ) -> tuple[dict[str, tuple[int, int]], set[str]]:
         """Insert or merge (leaving the properties named in ``keep`` of an existing vertex as
-        they are); return each key's id as (label id, entry), and the keys that existed
-        before. Ids travel as pairs because graphid's text input is unreliable on the
-        embedded engine (32-bit), while ``_graphid(label, entry)`` builds one correctly."""
+        they are) the vertices ``rows`` (JSON objects, their keys ``keys``); return each key's id
+        as (label id, entry), and the keys that existed before. Ids travel as pairs because
+        graphid's text input is unreliable on the embedded engine (32-bit), while
+        ``_graphid(label, entry)`` builds one correctly. A vertex of another namespace is never
+        merged into (:func:`_foreign_key`)."""
         lid, _ = self._label(label)
         table = self._table(label)
         merged = "((v.properties::text)::jsonb || ((EXCLUDED.properties::text)::jsonb - %(keep)s::text[]))::text"
@@ -245,23 +241,58 @@ class BulkWriter(Retraction):
             "DO UPDATE SET properties = (" + merged + ")::" + _AG + " "
             # A row the merge would leave as it is is not written again (a new row version, its
             # index entries and WAL for nothing); the statement does not return it, so its id
-            # is looked up below.
+            # is looked up below; nor is a row of another namespace, found there too.
             "WHERE v.properties::text IS DISTINCT FROM ((" + merged + ")::" + _AG + ")::text "
+            "AND " + _field("v", "namespace") + " IS NOT DISTINCT FROM " + _field("EXCLUDED", "namespace") + " "
             # xmax is 0 on a freshly inserted row and set on one that ON CONFLICT updated.
             "RETURNING v.id::text, " + _KEY.format(t="v") + "::text, v.xmax::text <> '0'"
         ).format(t=table)
         out, existed = {}, set()
-        params = {"lid": lid, "seq": self._seq(label), "rows": rows, "keep": list(keep)}
+        params = {"lid": lid, "seq": self._seq(label), "rows": _array(rows), "keep": list(keep)}
         for gid, key, old in self.db.execute(q, params):
             n = int(gid)
             out[key] = (n >> 48, n & _ENTRY)  # an agtype string cast to text is the bare string
             if old:
                 existed.add(key)
-        left = [k for k in keys if k not in out]
-        for key, n in self._ids_of(label, left).items():
-            out[key] = (n >> 48, n & _ENTRY)
-            existed.add(key)
+        left = [i for i, k in enumerate(keys) if k not in out]
+        if left:
+            for key, n in self._holders(label, _array([rows[i] for i in left])).items():
+                out[key] = (n >> 48, n & _ENTRY)
+                existed.add(key)
         return out, existed
+
+    def _holders(self, label: str, rows: str) -> dict[str, int]:
+        """The ids of the ``label`` vertices holding the keys of ``rows`` (a JSON array of
+        objects with ``k`` and ``namespace``), found through the key index; a key held by a
+        vertex of another namespace is refused (:func:`_foreign_key`)."""
+        found = self.db.execute(
+            sql.SQL(
+                "SELECT r.p->>'k', v.id::text, " + _field("v", "namespace") + "::text, r.p->>'namespace' "
+                "FROM jsonb_array_elements(%s::jsonb) AS r(p) "
+                "CROSS JOIN LATERAL (SELECT v.id, v.properties FROM {t} v WHERE {kv} = "
+                + _as_agtype_key("r.p->>'k'")
+                + " OFFSET 0) v"
+            ).format(t=self._table(label), kv=_key("v")),
+            (rows,),
+        )
+        out = {}
+        for key, gid, there, ours in found:
+            if there != ours:
+                raise _foreign_key(label, key, there, ours)
+            out[key] = int(gid)
+        return out
+
+    def check_keys(self, vertices: Iterable[tuple[str, str, str | None]]) -> None:
+        """Refuse to write vertices (label, key, namespace) one of whose keys a vertex of
+        another namespace holds (:func:`_foreign_key`): the upsert checks as it writes; compiled
+        Cypher, whose ``MERGE`` would take that vertex, is checked before it runs."""
+        by_label: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for label, k, ns in vertices:
+            by_label[label].append({"k": k, "namespace": ns})
+        there = self._labels()
+        for label, rows in sorted(by_label.items()):
+            if label in there:
+                self._holders(label, dumps(rows))
 
     def _insert_edges(self, label: str, rows: list[list[Any]]) -> None:
         self._insert_edges_json(
@@ -585,6 +616,7 @@ class BulkWriter(Retraction):
                 ends.append(("OBJECT", fk, row["object_key"]))
             links[fk] = [(label, edge_key(label, a, b), a, b) for label, a, b in ends]
         # What the graph holds for these chains now (found by subject key: the subject may be gone).
+        ns_of = {r["subject_key"]: r["namespace"] for r in rows}
         have: dict[str, tuple[int, dict[str, Any]]] = {}
         for vid, ptext in self.db.execute(
             sql.SQL(
@@ -598,8 +630,15 @@ class BulkWriter(Retraction):
             (sorted(preds_of),),
         ):
             p = json.loads(ptext)
-            if p.get("predicate") in preds_of.get(p.get("subject_key"), ()):
-                have[p["k"]] = (int(vid), p)
+            if p.get("predicate") not in preds_of.get(p.get("subject_key"), ()):
+                continue
+            ours = ns_of.get(p.get("subject_key"), p.get("namespace"))
+            if p.get("namespace") != ours:
+                # Written by hand under another namespace: not ours to change or remove.
+                if p["k"] in wanted:
+                    raise _foreign_key("Fact", p["k"], p.get("namespace"), ours)
+                continue
+            have[p["k"]] = (int(vid), p)
         gone = [vid for k, (vid, _) in have.items() if k not in wanted]
         if gone:
             payload = dumps([{"a": i >> 48, "b": i & _ENTRY} for i in gone])
@@ -620,7 +659,7 @@ class BulkWriter(Retraction):
         new = sorted(k for k in wanted if k not in have)
         if not new:
             return
-        got, _ = self._upsert_vertices("Fact", dumps([wanted[k] for k in new]), new)
+        got, _ = self._upsert_vertices("Fact", [dumps(wanted[k]) for k in new], new)
         id_of.update({k: a << 48 | b for k, (a, b) in got.items()})
         edges: dict[str, list[list[Any]]] = defaultdict(list)
         for fk in new:
@@ -629,6 +668,18 @@ class BulkWriter(Retraction):
                 edges[label].append([ia >> 48, ia & _ENTRY, ib >> 48, ib & _ENTRY, {"k": ek}])
         for label, erows in sorted(edges.items()):
             self._insert_edges(label, erows)
+
+
+def _foreign_key(label: str, key: str, there: str | None, ours: str | None) -> DatabaseError:
+    """The refusal to write a vertex whose key a vertex of another namespace holds: keys are
+    made from content and namespace, so only a vertex written by hand (or planted) can; merged,
+    its properties would become the other namespace's (an end it chose for someone's fact)."""
+    return DatabaseError(
+        f"key {key!r} ({label}) is held by a vertex of namespace {there!r}, not {ours!r}: agefacts never "
+        "writes one namespace's key into another, so it was written by hand; it is left as it is and what "
+        f"needed the key is not written (remove that vertex, e.g. MATCH (n:{label} {{k: '{key}'}}) DETACH DELETE n "
+        "as its owner, and load again)"
+    )
 
 
 def _keep(label: str) -> Sequence[str]:

@@ -950,6 +950,7 @@ class Loader:
 
                 writer.write_batch(assemble([p]), stale)
             else:
+                writer.check_keys((v.label, v.k, v.props.get("namespace")) for v in p.vertices)
                 for line in executable(to_cypher(p)):
                     self.db.cypher_raw(line)
                 if stale:

@@ -5,10 +5,15 @@ tables, because row-level security on every label says so, not agefacts' code.""
 from __future__ import annotations
 
 import contextlib
+import json
+import os
 import uuid
 
 import psycopg
+import psycopg.sql
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agefacts.db import Database, age_version_at_least
 from agefacts.errors import DatabaseError, NotFound, UsageError
@@ -216,3 +221,110 @@ def test_a_connection_acts_as_the_user_it_names(db, dsn, graph_name):
             Database(make_conninfo(dsn, user="nobody_" + uuid.uuid4().hex[:8]), graph_name).connect()
     finally:
         _drop_tenant(db, role)
+
+
+@pytest.mark.parametrize("via", ["bulk", "cypher"])
+def test_a_row_of_another_namespace_is_never_merged_into(db, other_graph, via):
+    """Keys are computable: whoever may write one namespace can plant a vertex carrying the key
+    of a statement another namespace will load, with an end of its choosing. The load that
+    meets it refuses that conversation, naming the key, rather than merging the planted
+    properties into the other person's fact; the planted row stays as it was written."""
+    conv = conversation(
+        "plant-1",
+        [{"speaker": "user", "text": "I live in Porto", "at": "2026-01-05T10:00:00Z", "recorded": LIVES}],
+        "ann",
+    )
+    scratch = other_graph("scratch")
+    Loader(scratch, ONTO).load(conv)
+    (key,) = [r[0] for r in scratch.cypher("MATCH (s:Statement) RETURN s.k", columns=["k"]).rows]
+    db.ensure_labels(vertex=["Statement"], edge=[])
+    db.cypher(
+        "CREATE (:Statement {k: $k, namespace: 'mallory', predicate: 'lives_in', valid_until: '2000-01'})",
+        {"k": key},
+    )
+    out = Loader(db, ONTO, via=via).load(conv)
+    assert out.status == "failed" and key in out.reason and "'mallory'" in out.reason, out
+    rows = db.cypher("MATCH (s:Statement) RETURN s.namespace, s.valid_until", columns=["ns", "until"]).rows
+    assert rows == [("mallory", "2000-01")]
+    assert db.cypher("MATCH (c:Conversation) RETURN c.id", columns=["id"]).rows == []  # nothing of it was written
+
+
+@pytest.mark.parametrize("via", ["bulk", "cypher"])
+def test_a_fact_version_of_another_namespace_is_left_alone(db, via):
+    """A version planted by another namespace under someone's subject is neither taken over nor
+    removed when that person's chain is read again; their own versions are written beside it."""
+    from agefacts.keys import user_key
+
+    db.ensure_labels(vertex=["Fact"], edge=[])
+    planted = {"k": "fact:planted", "namespace": "mallory", "subject_key": user_key("ann"), "predicate": "lives_in"}
+    db.cypher(
+        "CREATE (:Fact {k: $k, namespace: $namespace, subject_key: $subject_key, predicate: $predicate})", planted
+    )
+    conv = conversation(
+        "plant-2",
+        [{"speaker": "user", "text": "I live in Porto", "at": "2026-01-05T10:00:00Z", "recorded": LIVES}],
+        "ann",
+    )
+    assert Loader(db, ONTO, via=via).load(conv).status == "loaded"
+    rows = db.cypher("MATCH (f:Fact) RETURN f.namespace, f.object_key IS NULL", columns=["ns", "bare"]).rows
+    assert sorted(rows) == [("ann", False), ("mallory", True)]
+    assert [r["object"] for r in facts(db, "user", namespace="ann").dicts()] == ["Porto"]
+
+
+@settings(max_examples=int(os.environ.get("AGEFACTS_FUZZ_EXAMPLES", "12")), deadline=None)
+@given(data=st.data())
+def test_planting_any_key_of_another_namespace_changes_nothing_of_it(dsn, data):
+    """The attacker's generator: a vertex planted under any key another namespace's conversation
+    will write (its conversation, messages, entities, statements), by either load path, with
+    drawn properties. The load refuses that conversation whole and names the key; the planted
+    vertex is as written; once it is removed, the same load gives what a clean graph holds."""
+    from agefacts.compile import plan
+    from agefacts.consolidate import result_of
+    from agefacts.reads import digest
+
+    conv = conversation(
+        "plant-3",
+        [
+            {"speaker": "user", "text": "I live in Porto", "at": "2026-01-05T10:00:00Z", "recorded": LIVES},
+            {"speaker": "assistant", "text": "Noted.", "at": "2026-01-05T10:00:05Z"},
+        ],
+        "ann",
+    )
+    target = data.draw(st.sampled_from(plan(conv, result_of(conv, ONTO), ONTO).vertices), label="target")
+    extra = data.draw(
+        st.dictionaries(
+            st.sampled_from(["valid_until", "valid_from", "name", "text", "predicate", "corrects", "at"]),
+            st.one_of(
+                st.text(st.characters(blacklist_characters="\x00"), max_size=8),
+                st.booleans(),
+                st.integers(-(2**63), 2**63 - 1),
+            ),
+            max_size=3,
+        ),
+        label="extra",
+    )
+    via = data.draw(st.sampled_from(["bulk", "cypher"]), label="via")
+    graph_name = "t_" + uuid.uuid4().hex[:12]
+    clean = Database(dsn, graph_name + "_clean").connect()
+    db = Database(dsn, graph_name).connect()
+    try:
+        Loader(clean, ONTO, via=via).load(conv)
+        db.ensure_labels(vertex=[target.label], edge=[])
+        planted = {**extra, "k": target.k, "namespace": "mallory"}
+        db.execute(
+            psycopg.sql.SQL("INSERT INTO {} (properties) VALUES (%s::ag_catalog.agtype)").format(
+                psycopg.sql.Identifier(graph_name, target.label)
+            ),
+            (json.dumps(planted),),
+        )
+        out = Loader(db, ONTO, via=via).load(conv)
+        assert out.status == "failed" and target.k in out.reason and "'mallory'" in out.reason, out
+        there = db.cypher(f"MATCH (n:{target.label}) RETURN properties(n)", columns=["p"]).rows
+        assert there == [(planted,)]
+        db.cypher(f"MATCH (n:{target.label}) DELETE n")
+        assert Loader(db, ONTO, via=via).load(conv).status == "loaded"
+        assert digest(db) == digest(clean)
+    finally:
+        for d in (clean, db):
+            d.drop_graph()
+            d.close()
