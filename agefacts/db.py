@@ -131,6 +131,9 @@ _LABELS = (
     "WHERE g.name = %s AND l.name NOT LIKE '\\_ag\\_label\\_%%'"
 )
 
+# What configures every graph: a tenant reads it and never changes it.
+TENANT_READS_ONLY = ("tenants", "moves", "graph_ontology", "schema_version")
+
 _PG_ENV = ("PGHOST", "PGPORT", "PGDATABASE", "PGUSER", "PGSERVICE")
 
 
@@ -677,11 +680,15 @@ class Database:
             if not self._run("SELECT has_schema_privilege(%s, %s, 'USAGE')", (who, schema))[0][0]:
                 out.append(f"GRANT USAGE ON SCHEMA {shown} TO {ident}")
             wanted = "SELECT" if schema == "agefacts" and not write else dml
+            # A tenant only reads what configures every graph (sql/004_tenants.sql); a load
+            # writes none of it.
+            tenant = schema == "agefacts" and self._is_tenant(who)
             lacking = self._run(
                 "SELECT count(*) FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
                 "WHERE n.nspname = %s AND c.relkind IN ('r', 'p') AND NOT "
-                "  (SELECT bool_and(has_table_privilege(%s, c.oid, p)) FROM unnest(string_to_array(%s, ', ')) p)",
-                (schema, who, wanted),
+                "  (SELECT bool_and(has_table_privilege(%s, c.oid, p)) FROM unnest(string_to_array("
+                "    CASE WHEN %s AND c.relname = ANY(%s) THEN 'SELECT' ELSE %s END, ', ')) p)",
+                (schema, who, tenant, list(TENANT_READS_ONLY), wanted),
             )[0][0]
             if lacking:
                 out.append(f"GRANT {wanted} ON ALL TABLES IN SCHEMA {shown} TO {ident}")
@@ -695,6 +702,12 @@ class Database:
             ):
                 out.append(f"GRANT USAGE ON ALL SEQUENCES IN SCHEMA {shown} TO {ident}")
         return out
+
+    def _is_tenant(self, role: str) -> bool:
+        """Whether ``role`` is a tenant (of any graph: agefacts.tenants is read by them too)."""
+        if not self._run("SELECT to_regclass('agefacts.tenants') IS NOT NULL")[0][0]:
+            return False
+        return bool(self._run("SELECT EXISTS (SELECT 1 FROM agefacts.tenants WHERE role = %s)", (role,))[0][0])
 
     def grant(self, role: str, *, write: bool) -> tuple[list[str], list[str]]:
         """Grant ``role`` what it lacks to load into (``write``) or read this graph, as far as

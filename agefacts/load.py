@@ -1070,6 +1070,7 @@ def setup(
     namespace, by row-level security on every label and on agefacts' tables (it loads and
     reads like an app role, its own namespace only: sql/004_tenants.sql). Returns the grants
     run and those this role could not give."""
+    from .db import TENANT_READS_ONLY
     from .names import CORE_EDGE_LABELS
 
     if tenants:
@@ -1092,10 +1093,9 @@ def setup(
             # What configures every graph is read-only to a tenant: who is a tenant of what,
             # the moves that route writes, the ontology everyone is answered by, the schema.
             db.execute(
-                sql.SQL(
-                    "REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON agefacts.tenants, agefacts.moves, "
-                    "agefacts.graph_ontology, agefacts.schema_version FROM {}"
-                ).format(sql.Identifier(role))
+                sql.SQL("REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON {} FROM {}").format(
+                    sql.SQL(", ").join(sql.Identifier("agefacts", t) for t in TENANT_READS_ONLY), sql.Identifier(role)
+                )
             )
         db.execute("SELECT agefacts.protect_graph(%s)", (db.graph,))
     return done, refused

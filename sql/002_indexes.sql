@@ -80,7 +80,7 @@ BEGIN
     -- A graph with tenants keeps every new label to them too (sql/004_tenants.sql).
     IF to_regclass('agefacts.tenants') IS NOT NULL
        AND EXISTS (SELECT 1 FROM agefacts.tenants t WHERE t.graph = graph_name) THEN
-        PERFORM agefacts.protect_label(graph_name, label_name, CASE WHEN kind = 'e' THEN 'e' ELSE 'v' END);
+        PERFORM agefacts.protect_new_label(graph_name, label_name, CASE WHEN kind = 'e' THEN 'e' ELSE 'v' END);
     END IF;
     FOREACH col IN ARRAY agefacts.walk_columns_unindexed(graph_name, label_name, kind) LOOP
         BEGIN

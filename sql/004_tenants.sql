@@ -72,6 +72,21 @@ BEGIN
 END
 $fn$;
 
+-- A label's policy where it has none yet (a label made after setup): a tenant's load meets
+-- every label of its ontology protected already, and may not alter a table it does not own.
+CREATE OR REPLACE FUNCTION agefacts.protect_new_label(graph_name text, label_name text, kind text)
+RETURNS void LANGUAGE plpgsql AS $fn$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_catalog.pg_policies p
+               WHERE p.schemaname = graph_name AND p.tablename = label_name AND p.policyname = 'agefacts_tenant')
+       AND (SELECT c.relrowsecurity FROM pg_catalog.pg_class c
+            WHERE c.oid = format('%I.%I', graph_name, label_name)::regclass) THEN
+        RETURN;
+    END IF;
+    PERFORM agefacts.protect_label(graph_name, label_name, kind);
+END
+$fn$;
+
 CREATE OR REPLACE FUNCTION agefacts.protect_graph(graph_name text)
 RETURNS void LANGUAGE plpgsql AS $fn$
 DECLARE

@@ -328,3 +328,43 @@ def test_planting_any_key_of_another_namespace_changes_nothing_of_it(dsn, data):
         for d in (clean, db):
             d.drop_graph()
             d.close()
+
+
+def test_a_tenant_loads_adds_asks_and_forgets_through_its_own_connection(db, dsn, graph_name):
+    """A tenant connects as itself (not the owner's connection switched to its role): every
+    label of the ontology is prepared and protected by setup, and what configures the graph is
+    read-only to it, so a load needs no right it lacks. Another namespace stays as it was."""
+    from psycopg.conninfo import make_conninfo
+
+    from agefacts.memory import Memory
+    from agefacts.reads import digest
+
+    load_paths(db, [EXAMPLES], ONTO)
+    role = "tenant_" + uuid.uuid4().hex[:8]
+    db.execute(f'CREATE ROLE "{role}" LOGIN')
+    try:
+        if not age_version_at_least(db.age_version, (1, 7, 0)):
+            return  # setup refuses tenants there (the first test holds it)
+        setup(db, ONTO, tenants=[(role, "ann")])
+        nina = digest(db, "nina")
+        own = make_conninfo(dsn, user=role)
+        tenant = Database(own, graph_name).connect()
+        try:
+            said = [{"speaker": "user", "text": "I live in Porto", "at": "2026-12-01T10:00:00Z", "recorded": LIVES}]
+            assert Loader(tenant, ONTO).load(conversation("own-1", said, "ann")).status == "loaded"
+        finally:
+            tenant.close()
+        with Memory(own, graph_name, ontology=ONTO) as memory:
+            added = memory.add(
+                [{"speaker": "user", "text": "We moved to Porto", "recorded": LIVES, "at": "2026-12-02T10:00:00Z"}],
+                namespace="ann",
+                conversation="own-2",
+            )
+            assert added.status == "loaded", added
+            assert "Porto" in {f.object for f in memory.facts("user", namespace="ann")}
+            assert memory.ask("Where do I live?", namespace="ann").facts
+            assert sorted(memory.forget("ann", ["own-1", "own-2"])) == ["own-1", "own-2"]
+            assert "Porto" not in {f.object for f in memory.facts("user", namespace="ann")}
+        assert digest(db, "nina") == nina
+    finally:
+        _drop_tenant(db, role)
