@@ -38,6 +38,7 @@ __all__ = [
     "DEFAULT_GRAPH",
     "Database",
     "MIN_AGE",
+    "TENANT_READS_ONLY",
     "TESTED_AGE",
     "Table",
     "age_version_at_least",
