@@ -79,7 +79,7 @@ are not the person's or the assistant's words."""
 _log = logging.getLogger("agefacts.memory")
 _R = TypeVar("_R")
 _PASSED_OVER = frozenset({"system", "developer", "tool", "function"})
-_TURN_EXTRAS = ("name", "recorded", "error", "keyphrases")
+_TURN_EXTRAS = ("name", "recorded", "model", "error", "keyphrases")
 
 
 # -- typed results ---------------------------------------------------------------------------------

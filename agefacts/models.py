@@ -244,6 +244,9 @@ class Keyphrase(Model):
     extractor: str | None = None
 
 
+_LATER_FIELDS = ("name", "model")
+
+
 class Turn(Model):
     speaker: Literal["user", "assistant"]
     name: str | None = None
@@ -253,6 +256,10 @@ class Turn(Model):
     text: str
     at: str | None = None
     recorded: Proposal | None = None
+    model: str | None = None
+    """The model that made ``recorded``, when a turn names its own (a message recorded
+    elsewhere, added to a memory): its evidence is that model's. None: the conversation's
+    ``model`` (and with none there either, what a person wrote). Written only when given."""
     error: str | None = None
     keyphrases: list[Keyphrase] | None = None
     """What a keyphrase extractor found in this message, kept apart from ``recorded`` so
@@ -279,10 +286,14 @@ class Turn(Model):
         return text
 
     @model_serializer(mode="wrap")
-    def _without_absent_name(self, handler: SerializerFunctionWrapHandler) -> Any:
+    def _without_absent_fields(self, handler: SerializerFunctionWrapHandler) -> Any:
+        # Fields added later are written only when given: a turn without them keeps the
+        # content hash (and so the "loaded unchanged" of every earlier load) it had.
         out = handler(self)
-        if isinstance(out, dict) and out.get("name", 0) is None:
-            del out["name"]
+        if isinstance(out, dict):
+            for f in _LATER_FIELDS:
+                if out.get(f, 0) is None:
+                    del out[f]
         return out
 
 

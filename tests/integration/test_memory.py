@@ -17,7 +17,7 @@ from agefacts.named import run_named
 from agefacts.reads import digest
 from agefacts.retrieve import relevance
 
-from ..helpers import EXAMPLES, LIKES, LIVES, ONTO, VIAS
+from ..helpers import EXAMPLES, LIKES, LIVES, ONTO, VIAS, conversation
 from ..llm_server import completion
 
 
@@ -512,3 +512,42 @@ def test_the_sync_and_async_memories_are_twins():
         asyncio.run(go())
     said.append(str(async_error.value))
     assert said[0] == said[1] and said[0].startswith("the connection string is not valid")
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_a_recorded_message_keeps_the_model_that_recorded_it(dsn, graph_name, db, kind):
+    """A message recorded elsewhere may say which model recorded it (a turn's ``model``): its
+    evidence is that model's, not ``authored``; a message recorded without one stays a person's,
+    and a conversation file's ``model`` still answers for turns that name none."""
+    said = [
+        {
+            "speaker": "user",
+            "text": "I live in Porto",
+            "at": "2026-01-05T10:00:00Z",
+            "recorded": LIVES,
+            "model": "m-7b",
+        },
+        {"speaker": "user", "text": "I live in Porto", "at": "2026-02-05T10:00:00Z", "recorded": LIVES},
+    ]
+    if kind == "sync":
+        with Memory(dsn, graph_name, ontology=ONTO) as memory:
+            assert memory.add(said, namespace="ann", conversation="c1").status == "loaded"
+    else:
+
+        async def add():
+            async with AsyncMemory(dsn, graph_name, ontology=ONTO) as memory:
+                return await memory.add(said, namespace="ann", conversation="c1")
+
+        assert asyncio.run(add()).status == "loaded"
+    got = db.cypher(
+        "MATCH (:Statement)-[e:EVIDENCED_BY]->(m:Message) RETURN m.ordinal, e.extractor, e.model",
+        columns=["turn", "extractor", "model"],
+    ).rows
+    assert sorted(got) == [(0, "llm:m-7b", "m-7b"), (1, "authored", None)]
+    Loader(db, ONTO).load(
+        conversation("c2", [{**said[1], "at": "2026-03-05T10:00:00Z"}], namespace="ann", model="file-model")
+    )
+    got = db.cypher(
+        "MATCH (:Statement)-[e:EVIDENCED_BY]->(m:Message {conversation: 'c2'}) RETURN e.extractor", columns=["x"]
+    ).rows
+    assert got == [("llm:file-model",)]
