@@ -284,13 +284,14 @@ def _parse_params(items: Sequence[str] | None) -> dict[str, Any]:
 
 # -- db -----------------------------------------------------------------------------------------
 def _cmd_db(args: argparse.Namespace) -> int:
-    from .engine import Engine
+    from .engine import Engine, socket_path
 
     engine = Engine()
     if args.db_command == "start":
-        state, started = engine.start(data=args.data, port=args.port)
+        state, started = engine.start(data=args.data, port=args.port, tcp=args.tcp)
         word = "started" if started else "already running"
-        _print(f"embedded engine {word}: pid {state.pid}, port {state.port}, data {state.data}")
+        where = f"socket {socket_path(state.host, state.port)}" if state.on_socket else f"port {state.port}"
+        _print(f"embedded engine {word}: pid {state.pid}, {where}, data {state.data}")
         return _EXIT_OK
     if args.db_command == "stop":
         _print("embedded engine stopped" if engine.stop() else "embedded engine was not running")
@@ -1117,7 +1118,18 @@ def build_parser() -> argparse.ArgumentParser:
     dbsub = p.add_subparsers(dest="db_command", metavar="ACTION")
     s = dbsub.add_parser("start", help="start the embedded engine in the background")
     s.add_argument("--data", default=None, help="data folder, or 'memory' for a throwaway database")
-    s.add_argument("--port", type=_port, default=None, help="TCP port on 127.0.0.1 (default 54329)")
+    s.add_argument(
+        "--port",
+        type=_port,
+        default=None,
+        help="the port that names its socket, or with --tcp its TCP port (default $AGEFACTS_PORT or 54329)",
+    )
+    s.add_argument(
+        "--tcp",
+        action="store_true",
+        help="serve on 127.0.0.1 instead of a Unix socket in a folder only you may enter "
+        "(any local user can then connect, as the engine's superuser)",
+    )
     dbsub.add_parser("stop", help="stop the embedded engine")
     s = dbsub.add_parser("status", help="is the embedded engine running? (exit 3 when not)")
     _format_option(s)

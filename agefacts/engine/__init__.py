@@ -47,6 +47,7 @@ __all__ = [
     "default_port",
     "free_mb",
     "home_dir",
+    "socket_path",
 ]
 
 DEFAULT_PORT = 54329
@@ -94,7 +95,12 @@ class EngineState:
 
     @property
     def dsn(self) -> str:
+        # A host that is a folder is where the Unix socket is (libpq's own convention).
         return f"host={self.host} port={self.port} user=postgres dbname=postgres sslmode=disable"
+
+    @property
+    def on_socket(self) -> bool:
+        return self.host.startswith("/")
 
 
 _STATE_FIELDS = frozenset(f.name for f in dataclasses.fields(EngineState))
@@ -191,7 +197,32 @@ def default_port() -> int:
     return int(raw)
 
 
+def socket_path(folder: str | Path, port: int) -> Path:
+    """The Unix socket a server on ``port`` listens on in ``folder`` (libpq's name for it)."""
+    return Path(folder) / f".s.PGSQL.{port}"
+
+
+# The longest path a Unix socket may have (sun_path, less its terminating NUL).
+_SOCKET_PATH_MAX = 107
+
+
+def _listened(path: Path) -> bool:
+    """Whether something listens on the Unix socket ``path`` (a file left by a process that
+    was killed refuses connections)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(0.5)
+        try:
+            s.connect(str(path))
+        except (FileNotFoundError, ConnectionRefusedError):
+            return False
+        except OSError:
+            return True  # there, and busy or not ours to reach: taken either way
+    return True
+
+
 def _port_free(host: str, port: int) -> bool:
+    if host.startswith("/"):
+        return not _listened(socket_path(host, port))
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
@@ -204,7 +235,17 @@ def _port_free(host: str, port: int) -> bool:
 def _answers_postgres(host: str, port: int, timeout: float = 2.0) -> bool:
     """True when something on host:port speaks the PostgreSQL protocol (answers SSLRequest)."""
     try:
-        with socket.create_connection((host, port), timeout=timeout) as s:
+        if host.startswith("/"):
+            conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            conn.settimeout(timeout)
+            try:
+                conn.connect(str(socket_path(host, port)))
+            except OSError:
+                conn.close()
+                raise
+        else:
+            conn = socket.create_connection((host, port), timeout=timeout)
+        with conn as s:
             s.settimeout(timeout)
             s.sendall((8).to_bytes(4, "big") + (80877103).to_bytes(4, "big"))
             return s.recv(1) in (b"N", b"S")
@@ -231,6 +272,27 @@ class Engine:
     @property
     def default_data(self) -> Path:
         return self.home / "data"
+
+    @property
+    def socket_dir(self) -> Path:
+        """The folder of the engine's Unix socket: only its owner may enter it, so no other
+        user of the machine reaches the engine (which serves every client as its superuser)."""
+        return self.home / "run"
+
+    def _private_socket_dir(self, port: int) -> str:
+        folder = self.socket_dir
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chmod(folder, 0o700)  # made earlier by someone else's umask, or changed since
+        path = socket_path(folder.resolve(), port)
+        if len(str(path).encode()) > _SOCKET_PATH_MAX:
+            raise EngineError(
+                f"the engine's socket {path} would be longer than a Unix socket's path may be "
+                f"({_SOCKET_PATH_MAX} bytes): set AGEFACTS_HOME to a shorter folder, or serve on a TCP "
+                "port with `agefacts db start --tcp`"
+            )
+        if path.exists() and not _listened(path):
+            path.unlink()  # left by an engine that was killed: nothing listens on it
+        return str(folder.resolve())
 
     @staticmethod
     def _lockfile_text() -> tuple[str, str]:
@@ -400,13 +462,20 @@ class Engine:
 
     # -- process -------------------------------------------------------------------------
     def start(
-        self, data: str | os.PathLike[str] | None = None, port: int | None = None, timeout: float = 120.0
+        self,
+        data: str | os.PathLike[str] | None = None,
+        port: int | None = None,
+        timeout: float = 120.0,
+        *,
+        tcp: bool = False,
     ) -> tuple[EngineState, bool]:
         """Start the server in the background and return once it accepts connections.
 
-        Returns the state and whether this call started it. Starting a running engine is
-        harmless: its state is returned, unless it serves other data or another port, which is
-        an error rather than a silent switch.
+        It listens on a Unix socket in :attr:`socket_dir`, a folder only this user may enter
+        (``port`` names the socket); with ``tcp``, on ``port`` of 127.0.0.1 instead, where any
+        local user can connect (as the engine's superuser). Returns the state and whether this
+        call started it. Starting a running engine is harmless: its state is returned, unless
+        it serves other data or another port, which is an error rather than a silent switch.
         """
         port = default_port() if port is None else int(port)
         data_arg = self._data_arg(data)
@@ -417,19 +486,22 @@ class Engine:
             if unsure is not None:
                 raise EngineError(self.unconfirmed_hint(*unsure))
             if running is not None:
-                if running.data != data_arg or running.port != port:
+                if running.data != data_arg or running.port != port or running.on_socket == tcp:
                     raise EngineError(
                         f"the embedded engine is already running (pid {running.pid}, port "
-                        f"{running.port}, data {running.data}); stop it with `agefacts db stop` "
-                        "before starting it with other data or another port"
+                        f"{running.port}{'' if running.on_socket else ' on TCP'}, data {running.data}); stop it "
+                        "with `agefacts db stop` before starting it with other data, another port or "
+                        "another way to reach it (--tcp)"
                     )
                 self._wait_ready(running, timeout)
                 return running, False
-            if not _port_free("127.0.0.1", port):
+            host = "127.0.0.1" if tcp else self._private_socket_dir(port)
+            if not _port_free(host, port):
                 # A local server answers in milliseconds; a program that says nothing is not one.
-                who = "a PostgreSQL server" if _answers_postgres("127.0.0.1", port, timeout=0.5) else "another program"
+                who = "a PostgreSQL server" if _answers_postgres(host, port, timeout=0.5) else "another program"
+                where = f"port {port} on 127.0.0.1" if tcp else f"the socket {socket_path(host, port)}"
                 raise EngineError(
-                    f"port {port} on 127.0.0.1 is already in use by {who} that agefacts did not "
+                    f"{where} is already in use by {who} that agefacts did not "
                     "start; choose another with `agefacts db start --port N`, or use that server "
                     "with --dsn if it has Apache AGE"
                 )
@@ -437,7 +509,7 @@ class Engine:
             held = None if data_arg == MEMORY else _lock_data_folder(Path(data_arg))
             if held is not None:
                 self._seed(Path(data_arg))
-            cmd = self._command("memory://" if data_arg == MEMORY else data_arg, port)
+            cmd = self._command("memory://" if data_arg == MEMORY else data_arg, port, host)
             log = open(self.log_file, "ab")
             since = log.tell()  # what this start writes to the log, not earlier runs
             proc = subprocess.Popen(
@@ -455,7 +527,7 @@ class Engine:
                 os.ftruncate(held, 0)
                 os.write(held, f"pid {proc.pid}, port {port}, home {self.home}\n".encode())
                 os.close(held)
-            state = EngineState(pid=proc.pid, port=port, data=data_arg, script=str(self.server_script()))
+            state = EngineState(pid=proc.pid, port=port, data=data_arg, host=host, script=str(self.server_script()))
             self.state_file.write_text(json.dumps(dataclasses.asdict(state)))
             try:
                 self._wait_ready(state, timeout, since)
@@ -465,14 +537,17 @@ class Engine:
                 raise
             return state, True
 
-    def _command(self, db: str, port: int) -> list[str]:
+    def _command(self, db: str, port: int, host: str = "127.0.0.1") -> list[str]:
+        # On a socket, --port only names it (the server binds --path and no TCP port); it
+        # stays on the command line, which is how an engine is known as this home's.
+        where = [f"--path={socket_path(host, port)}"] if host.startswith("/") else ["--host=127.0.0.1"]
         return [
             self.node(),
             "--max-old-space-size=8192",
             str(self.server_script()),
             f"--db={db}",
             f"--port={port}",
-            "--host=127.0.0.1",
+            *where,
             # pgvector serves the optional embeddings (agefacts.embed), created only when used.
             "--extensions=@electric-sql/pglite-age:age,@electric-sql/pglite-pgvector:vector",
             f"--max-connections={MAX_CONNECTIONS}",
@@ -609,7 +684,7 @@ class Engine:
         # A killed process's leader shows as gone before its last thread has closed the
         # listening socket: a start right after would find the port taken. Waited for here.
         deadline = time.monotonic() + 10.0
-        while not _port_free("127.0.0.1", state.port) and time.monotonic() < deadline:
+        while not _port_free(state.host, state.port) and time.monotonic() < deadline:
             time.sleep(0.05)
         return True
 
@@ -625,7 +700,7 @@ class Engine:
         if state is None or state.data == "memory":
             return None
         self.stop(timeout=0.0)
-        started, _ = self.start(data=state.data, port=state.port, timeout=timeout)
+        started, _ = self.start(data=state.data, port=state.port, timeout=timeout, tcp=not state.on_socket)
         return started
 
     @staticmethod

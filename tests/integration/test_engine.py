@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import socket
+import stat
 
 import pytest
 
 from agefacts.cli import main
 from agefacts.db import Database
-from agefacts.engine import Engine
+from agefacts.engine import Engine, socket_path
 from agefacts.errors import EngineError
 
 from ..helpers import EXAMPLES
@@ -74,8 +75,49 @@ def test_port_in_use_is_explained(own_engine):
         s.listen()
         port = s.getsockname()[1]
         with pytest.raises(EngineError, match=rf"port {port} .*in use.*--port"):
-            own_engine.start(data="memory", port=port)
+            own_engine.start(data="memory", port=port, tcp=True)
     assert own_engine.status() == {"running": False}
+
+
+def test_the_engine_listens_on_a_socket_only_its_owner_can_reach(own_engine, tmp_path):
+    """By default the engine, which serves every client as its superuser, listens on a Unix
+    socket in a folder only its owner may enter, and on no TCP port; --tcp serves 127.0.0.1.
+    A socket someone listens on is refused like a taken port; one a killed engine left is
+    taken over."""
+    port = free_port()
+    state, _ = own_engine.start(data="memory", port=port)
+    try:
+        assert state.on_socket and state.host == str(own_engine.socket_dir.resolve())
+        assert stat.S_IMODE(own_engine.socket_dir.stat().st_mode) == 0o700
+        assert socket_path(state.host, port).is_socket()
+        with socket.socket() as s:
+            assert s.connect_ex(("127.0.0.1", port)) != 0  # nothing on TCP
+        assert Database(state.dsn, "sock_graph").connect().execute("SELECT 1") == [(1,)]
+        with pytest.raises(EngineError, match="another way to reach it"):
+            own_engine.start(data="memory", port=port, tcp=True)
+    finally:
+        own_engine.stop()
+    # A socket file left behind (nothing listens) is taken over; one that is listened on is not.
+    left = socket_path(own_engine.socket_dir.resolve(), port)
+    with socket.socket(socket.AF_UNIX) as s:
+        s.bind(str(left))  # bound, never listening: what a killed server leaves
+    state, _ = own_engine.start(data="memory", port=port)
+    own_engine.stop()
+    other = socket.socket(socket.AF_UNIX)
+    try:
+        other.bind(str(left))
+        other.listen()
+        with pytest.raises(EngineError, match=r"socket .*in use by another program"):
+            own_engine.start(data="memory", port=port)
+    finally:
+        other.close()
+        left.unlink(missing_ok=True)
+    state, _ = own_engine.start(data="memory", port=port, tcp=True)
+    try:
+        assert not state.on_socket and "host=127.0.0.1" in state.dsn
+        assert Database(state.dsn, "tcp_graph").connect().execute("SELECT 1") == [(1,)]
+    finally:
+        own_engine.stop()
 
 
 def test_missing_node_says_what_to_install(own_engine, tmp_path, monkeypatch, capsys):
