@@ -631,8 +631,25 @@ async def extract_conversation(
     for i in order:
         if turns[i] is not conv.turns[i]:
             Conversation.model_validate({"id": conv.id, "namespace": conv.namespace, "turns": [turns[i].model_dump()]})
-    recorded = conv.model_copy(update={"turns": turns, "model": model_id or conv.model or client.model})
+    model = model_id or client.model
+    if conv.model in (None, model) and not _recorded_otherwise(conv, model):
+        recorded = conv.model_copy(update={"turns": turns, "model": model})
+    else:
+        # Turns recorded by hand or by another model are theirs: what this run recorded names
+        # its model on each turn, and the conversation's model stays as it was.
+        now = [i for i in order if turns[i] is not conv.turns[i] and turns[i].recorded is not None]
+        for i in now:
+            turns[i] = turns[i].model_copy(update={"model": model})
+        recorded = conv.model_copy(update={"turns": turns})
     return ConversationOutcome(recorded, errors, kept, recorded=done[0], failed=done[1])
+
+
+def _recorded_otherwise(conv: Conversation, model: str) -> bool:
+    """Whether a turn of ``conv`` holds statements that ``model`` did not record (a person's,
+    or another model's): the conversation's model would then claim them."""
+    return any(
+        t.recorded is not None and t.recorded.statements and (t.model or conv.model) != model for t in conv.turns
+    )
 
 
 def _declared_here(proposal: Proposal, known: dict[str, Entity], before: Sequence[Turn]) -> Proposal:

@@ -520,3 +520,35 @@ def test_generated_chats_with_a_faulty_model_and_failing_writes_pay_once_and_kee
     fresh = other_graph("fresh" + uuid.uuid4().hex[:6])
     assert Loader(fresh, ONTO).load(conv).status == "loaded"
     assert digest(fresh, namespace=ns) == mine
+
+
+def test_a_conversation_recorded_by_hand_then_by_the_model_keeps_both_and_appends(dsn, graph_name, server, caplog):
+    """A message recorded by hand (no model), then messages the memory's model extracts: the
+    model's evidence is the model's and the hand's stays authored, and each add appends. The
+    conversation's one model could not be set without making the hand's words the model's,
+    so the model's facts were stored as authored and every add loaded the conversation whole."""
+    import logging
+
+    from agefacts.db import Database
+    from agefacts.extract import LLMClient
+    from agefacts.memory import Memory
+
+    from ..helpers import LIKES, LIVES
+    from ..llm_server import completion
+
+    url, script = server({"I love fado.": [("json", 200, completion(json.dumps(LIKES), model="live-model"))]})
+    caplog.set_level(logging.DEBUG, logger="agefacts.memory")
+    with Memory(dsn, graph_name, llm=LLMClient(url, "m", backoff=0.01)) as memory:
+        first = [{"role": "user", "content": "I live in Porto", "at": "2026-03-01T10:00:00Z", "recorded": LIVES}]
+        assert memory.add(first, namespace="mix", conversation="c").status == "loaded"
+        for i, text in enumerate(["Noted.", "I love fado.", "Lovely."]):
+            said = [{"role": "assistant" if i != 1 else "user", "content": text, "at": f"2026-03-01T10:0{i + 1}:00Z"}]
+            assert memory.add(said, namespace="mix", conversation="c").status == "loaded"
+        assert len(script.requests) == 1
+    appended = [r for r in caplog.records if "appended to conversation" in r.getMessage()]
+    assert len(appended) == 3, [r.getMessage() for r in caplog.records]
+    with Database(dsn, graph_name) as db:
+        rows = db.cypher(
+            "MATCH (s:Statement)-[e:EVIDENCED_BY]->(:Message) RETURN s.predicate, e.extractor", columns=("p", "x")
+        ).rows
+    assert sorted(rows) == [("likes", "llm:live-model"), ("lives_in", "authored")]
