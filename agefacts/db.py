@@ -705,10 +705,18 @@ class Database:
         return out
 
     def _is_tenant(self, role: str) -> bool:
-        """Whether ``role`` is a tenant (of any graph: agefacts.tenants is read by them too)."""
-        if not self._run("SELECT to_regclass('agefacts.tenants') IS NOT NULL")[0][0]:
+        """Whether ``role`` is a tenant (of any graph: agefacts.tenants is read by them too).
+        No when this role may not read that table (it is then no tenant, which may)."""
+        try:
+            with self._tx():  # a savepoint inside the caller's transaction: a refusal undoes only this
+                if not self._run("SELECT has_schema_privilege('agefacts', 'USAGE')")[0][0]:
+                    return False
+                if not self._run("SELECT to_regclass('agefacts.tenants') IS NOT NULL")[0][0]:
+                    return False
+                found = self._run("SELECT EXISTS (SELECT 1 FROM agefacts.tenants WHERE role = %s)", (role,))
+                return bool(found[0][0])
+        except psycopg.Error:
             return False
-        return bool(self._run("SELECT EXISTS (SELECT 1 FROM agefacts.tenants WHERE role = %s)", (role,))[0][0])
 
     def grant(self, role: str, *, write: bool) -> tuple[list[str], list[str]]:
         """Grant ``role`` what it lacks to load into (``write``) or read this graph, as far as
