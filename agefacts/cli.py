@@ -303,7 +303,14 @@ def _cmd_db(args: argparse.Namespace) -> int:
         elif status["running"]:
             _print(
                 f"running: pid {status['pid']}, port {status['port']}, data {status['data']}, "
-                f"{'accepting connections' if status['accepting'] else 'NOT accepting connections'}"
+                + (
+                    "accepting connections"
+                    if status["answering"]
+                    else "accepting connections but answering no query within 3 s (a statement that runs "
+                    "long, or never ends: `agefacts db stop` then start ends it)"
+                    if status["accepting"]
+                    else "NOT accepting connections"
+                )
                 + (
                     "; started by an earlier install of agefacts (`agefacts db stop`, then any command, "
                     "runs this one's)"
@@ -318,7 +325,7 @@ def _cmd_db(args: argparse.Namespace) -> int:
         # A script asks "can I use it?": running but not answering is not a yes.
         if not status["running"]:
             return 3
-        return _EXIT_OK if status["accepting"] else 4
+        return _EXIT_OK if status["answering"] else 4
     if args.db_command == "url":
         running = engine.state()
         if running is None and (unsure := engine.unconfirmed()) is not None:

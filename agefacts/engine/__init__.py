@@ -253,6 +253,31 @@ def _answers_postgres(host: str, port: int, timeout: float = 2.0) -> bool:
         return False
 
 
+def _answers_query(dsn: str, timeout: float = 3.0) -> bool:
+    """Whether the engine answers ``SELECT 1`` within ``timeout`` seconds: it serves its
+    clients one statement at a time from one session, so one that runs long, or never ends
+    (a wedged engine), leaves it accepting connections that no query is answered on."""
+    import threading
+
+    import psycopg
+
+    answered: list[bool] = []
+
+    def ask() -> None:
+        try:
+            with psycopg.connect(dsn, autocommit=True, connect_timeout=max(1, int(timeout))) as conn:
+                answered.append(conn.execute("SELECT 1").fetchone() == (1,))
+        except psycopg.Error:
+            answered.append(False)
+
+    # On a thread of its own: a query the engine never answers is left waiting there (it ends,
+    # and closes, if the engine answers later), and this call returns when the time is up.
+    worker = threading.Thread(target=ask, daemon=True)
+    worker.start()
+    worker.join(timeout)
+    return bool(answered and answered[0])
+
+
 class Engine:
     """The embedded engine's files and process. Constructing one does no I/O."""
 
@@ -450,12 +475,14 @@ class Engine:
             if unsure is not None:
                 return {"running": False, "unconfirmed": unsure[0].pid, "hint": self.unconfirmed_hint(*unsure)}
             return {"running": False}
+        accepting = _answers_postgres(state.host, state.port)
         return {
             "running": True,
             "pid": state.pid,
             "port": state.port,
             "data": state.data,
-            "accepting": _answers_postgres(state.host, state.port),
+            "accepting": accepting,
+            "answering": accepting and _answers_query(state.dsn),
             "dsn": state.dsn,
             "outdated": self.outdated(state),
         }

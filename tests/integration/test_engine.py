@@ -528,3 +528,39 @@ def test_a_command_connecting_while_the_engine_restarts_waits_for_it(own_engine,
     with pytest.raises(Exception, match="connection"):
         db.connect()
     assert time.monotonic() - began < 5
+
+
+def test_status_of_an_engine_held_by_a_transaction_left_open_is_not_success(own_engine, monkeypatch, capsys):
+    """The engine serves one client at a time from one session, and a client in a transaction
+    keeps it: while one is left open (here held idle; a wedged engine never ends one) it still
+    accepts connections, and `db status` said "accepting connections" and exited 0 although no
+    command could run."""
+    import threading
+
+    import psycopg
+
+    state, _ = own_engine.start(data="memory", port=free_port())
+    monkeypatch.setenv("AGEFACTS_HOME", str(own_engine.home))
+    assert main(["db", "status"]) == 0
+    capsys.readouterr()
+    started, done = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with psycopg.connect(state.dsn, autocommit=True) as conn, conn.transaction():
+            conn.execute("SELECT 1")
+            started.set()
+            done.wait(30)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert started.wait(10)
+        assert main(["db", "status"]) == 4
+        out = capsys.readouterr().out
+        assert "accepting connections but answering no query" in out, out
+        assert own_engine.status()["accepting"] and not own_engine.status()["answering"]
+    finally:
+        done.set()
+        holder.join(20)
+    assert main(["db", "status"]) == 0
+    own_engine.stop()
