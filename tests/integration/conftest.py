@@ -84,3 +84,12 @@ def cli_env(monkeypatch, dsn, graph_name):
     Database(dsn, graph_name).connect().close()  # the graph exists, as after a first load
     yield
     Database(dsn, graph_name).connect().drop_graph()
+
+
+@pytest.fixture
+def paths(dsn, graph_name):
+    """A graph per load path, shared by the examples (each story has a namespace of its own)."""
+    with Database(dsn, graph_name + "_b") as bulk, Database(dsn, graph_name + "_c") as cypher:
+        yield bulk, cypher
+        bulk.drop_graph()
+        cypher.drop_graph()

@@ -42,6 +42,23 @@ def _drop_tenant(db: Database, role: str) -> None:
         db.execute(f'DROP ROLE "{role}"')
 
 
+@pytest.fixture
+def ann_tenant(db):
+    """The examples loaded, and a tenant role kept to namespace 'ann' (None on an AGE too old
+    for tenants: setup refuses them there, as the first test holds)."""
+    load_paths(db, [EXAMPLES], ONTO)
+    role = "tenant_" + uuid.uuid4().hex[:8]
+    db.execute(f'CREATE ROLE "{role}" LOGIN')
+    try:
+        if not age_version_at_least(db.age_version, (1, 7, 0)):
+            yield None
+            return
+        setup(db, ONTO, tenants=[(role, "ann")])
+        yield role
+    finally:
+        _drop_tenant(db, role)
+
+
 def test_a_tenant_reads_and_writes_only_its_namespace(db, dsn, graph_name, caplog):
     load_paths(db, [EXAMPLES], ONTO)
     role = "tenant_" + uuid.uuid4().hex[:8]
@@ -195,32 +212,26 @@ def test_another_clients_session_settings_change_no_answer(db, dsn, graph_name, 
         db.execute(f'DROP ROLE "{role}"')
 
 
-def test_a_connection_acts_as_the_user_it_names(db, dsn, graph_name):
+def test_a_connection_acts_as_the_user_it_names(db, dsn, graph_name, ann_tenant):
     """A tenant connects as itself and reads its namespace only, on the embedded engine too,
     whose one session is a superuser's whatever user connects; a user that is no role there
     is refused, not served as the superuser."""
     from psycopg.conninfo import make_conninfo
 
-    load_paths(db, [EXAMPLES], ONTO)
-    role = "tenant_" + uuid.uuid4().hex[:8]
-    db.execute(f'CREATE ROLE "{role}" LOGIN')
+    role = ann_tenant
+    if role is None:
+        return  # setup refuses tenants there (the first test holds it)
+    tenant = Database(make_conninfo(dsn, user=role), graph_name, create=False).connect()
     try:
-        if not age_version_at_least(db.age_version, (1, 7, 0)):
-            return  # setup refuses tenants there (the test above holds it)
-        setup(db, ONTO, tenants=[(role, "ann")])
-        tenant = Database(make_conninfo(dsn, user=role), graph_name, create=False).connect()
-        try:
-            assert tenant.execute("SELECT current_user") == [(role,)]
-            assert facts(tenant, "user", namespace="ann").rows == facts(db, "user", namespace="ann").rows
-            with pytest.raises(NotFound, match="no entity 'user' in namespace 'nina'"):
-                facts(tenant, "user", namespace="nina")
-        finally:
-            tenant.close()
-        assert db.execute("SELECT current_user") != [(role,)]
-        with pytest.raises(DatabaseError, match="does not exist"):
-            Database(make_conninfo(dsn, user="nobody_" + uuid.uuid4().hex[:8]), graph_name).connect()
+        assert tenant.execute("SELECT current_user") == [(role,)]
+        assert facts(tenant, "user", namespace="ann").rows == facts(db, "user", namespace="ann").rows
+        with pytest.raises(NotFound, match="no entity 'user' in namespace 'nina'"):
+            facts(tenant, "user", namespace="nina")
     finally:
-        _drop_tenant(db, role)
+        tenant.close()
+    assert db.execute("SELECT current_user") != [(role,)]
+    with pytest.raises(DatabaseError, match="does not exist"):
+        Database(make_conninfo(dsn, user="nobody_" + uuid.uuid4().hex[:8]), graph_name).connect()
 
 
 @pytest.mark.parametrize("via", ["bulk", "cypher"])
@@ -330,7 +341,7 @@ def test_planting_any_key_of_another_namespace_changes_nothing_of_it(dsn, data):
             d.close()
 
 
-def test_a_tenant_loads_adds_asks_and_forgets_through_its_own_connection(db, dsn, graph_name):
+def test_a_tenant_loads_adds_asks_and_forgets_through_its_own_connection(db, dsn, graph_name, ann_tenant):
     """A tenant connects as itself (not the owner's connection switched to its role): every
     label of the ontology is prepared and protected by setup, and what configures the graph is
     read-only to it, so a load needs no right it lacks. Another namespace stays as it was."""
@@ -339,35 +350,29 @@ def test_a_tenant_loads_adds_asks_and_forgets_through_its_own_connection(db, dsn
     from agefacts.memory import Memory
     from agefacts.reads import digest
 
-    load_paths(db, [EXAMPLES], ONTO)
-    role = "tenant_" + uuid.uuid4().hex[:8]
-    db.execute(f'CREATE ROLE "{role}" LOGIN')
+    role = ann_tenant
+    if role is None:
+        return  # setup refuses tenants there (the first test holds it)
+    nina = digest(db, "nina")
+    own = make_conninfo(dsn, user=role)
+    tenant = Database(own, graph_name).connect()
     try:
-        if not age_version_at_least(db.age_version, (1, 7, 0)):
-            return  # setup refuses tenants there (the first test holds it)
-        setup(db, ONTO, tenants=[(role, "ann")])
-        nina = digest(db, "nina")
-        own = make_conninfo(dsn, user=role)
-        tenant = Database(own, graph_name).connect()
-        try:
-            said = [{"speaker": "user", "text": "I live in Porto", "at": "2026-12-01T10:00:00Z", "recorded": LIVES}]
-            assert Loader(tenant, ONTO).load(conversation("own-1", said, "ann")).status == "loaded"
-        finally:
-            tenant.close()
-        with Memory(own, graph_name, ontology=ONTO) as memory:
-            added = memory.add(
-                [{"speaker": "user", "text": "We moved to Porto", "recorded": LIVES, "at": "2026-12-02T10:00:00Z"}],
-                namespace="ann",
-                conversation="own-2",
-            )
-            assert added.status == "loaded", added
-            assert "Porto" in {f.object for f in memory.facts("user", namespace="ann")}
-            assert memory.ask("Where do I live?", namespace="ann").facts
-            assert sorted(memory.forget("ann", ["own-1", "own-2"])) == ["own-1", "own-2"]
-            assert "Porto" not in {f.object for f in memory.facts("user", namespace="ann")}
-        assert digest(db, "nina") == nina
+        said = [{"speaker": "user", "text": "I live in Porto", "at": "2026-12-01T10:00:00Z", "recorded": LIVES}]
+        assert Loader(tenant, ONTO).load(conversation("own-1", said, "ann")).status == "loaded"
     finally:
-        _drop_tenant(db, role)
+        tenant.close()
+    with Memory(own, graph_name, ontology=ONTO) as memory:
+        added = memory.add(
+            [{"speaker": "user", "text": "We moved to Porto", "recorded": LIVES, "at": "2026-12-02T10:00:00Z"}],
+            namespace="ann",
+            conversation="own-2",
+        )
+        assert added.status == "loaded", added
+        assert "Porto" in {f.object for f in memory.facts("user", namespace="ann")}
+        assert memory.ask("Where do I live?", namespace="ann").facts
+        assert sorted(memory.forget("ann", ["own-1", "own-2"])) == ["own-1", "own-2"]
+        assert "Porto" not in {f.object for f in memory.facts("user", namespace="ann")}
+    assert digest(db, "nina") == nina
 
 
 _TABLES = ["ingest_log", "ingest_turns", "questions", "schema_version", "graph_ontology", "tenants", "moves"]
@@ -454,7 +459,7 @@ def _attacks(graph: str, stolen_keys: list[str]):
     )
 
 
-def test_a_tenant_running_drawn_attacks_changes_and_reads_nothing_of_another_namespace(db, dsn, graph_name):
+def test_a_tenant_running_drawn_attacks_changes_and_reads_nothing_of_another_namespace(db, dsn, graph_name, ann_tenant):
     """The attacker's generator for tenants: a tenant's own connection runs drawn SQL and Cypher
     against every agefacts table and label (reads, inserts, updates, deletes, policy changes,
     guessed keys). Afterwards each other namespace's digest and answers are what they were, and
@@ -464,61 +469,55 @@ def test_a_tenant_running_drawn_attacks_changes_and_reads_nothing_of_another_nam
 
     from agefacts.reads import digest
 
-    load_paths(db, [EXAMPLES], ONTO)
-    role = "tenant_" + uuid.uuid4().hex[:8]
-    db.execute(f'CREATE ROLE "{role}" LOGIN')
-    try:
-        if not age_version_at_least(db.age_version, (1, 7, 0)):
-            return  # setup refuses tenants there (the first test holds it)
-        setup(db, ONTO, tenants=[(role, "ann")])
-        others = ["nina", "jose", "omar"]
-        before = {ns: (digest(db, ns), facts(db, "user", namespace=ns).rows) for ns in others}
-        # What is theirs and cannot be guessed: their vertices' ids (from sequences) and words.
-        secrets = {
-            str(r[0])
-            for r in db.execute(
-                f'SELECT id::text FROM "{graph_name}"._ag_label_vertex '
-                "WHERE ag_catalog.agtype_object_field_text(properties, 'namespace') <> 'ann'"
-            )
-        } | {
-            str(r[0])
-            for r in db.cypher(
-                "MATCH (m:Message) WHERE m.namespace <> 'ann' AND size(m.text) > 12 RETURN m.text", columns=["t"]
-            ).rows
-        }
-        keys = {str(r[0]) for r in db.cypher("MATCH (v) WHERE v.namespace <> 'ann' RETURN v.k", columns=["k"]).rows}
-        stolen = sorted(keys)[:40]
-        tenant = psycopg.connect(make_conninfo(dsn, user=role), autocommit=True)
-        ran: list[str] = []
-
-        @settings(
-            max_examples=int(os.environ.get("AGEFACTS_FUZZ_EXAMPLES", "40")),
-            deadline=None,
-            phases=[Phase.generate],
-            suppress_health_check=list(HealthCheck),
+    role = ann_tenant
+    if role is None:
+        return  # setup refuses tenants there (the first test holds it)
+    others = ["nina", "jose", "omar"]
+    before = {ns: (digest(db, ns), facts(db, "user", namespace=ns).rows) for ns in others}
+    # What is theirs and cannot be guessed: their vertices' ids (from sequences) and words.
+    secrets = {
+        str(r[0])
+        for r in db.execute(
+            f'SELECT id::text FROM "{graph_name}"._ag_label_vertex '
+            "WHERE ag_catalog.agtype_object_field_text(properties, 'namespace') <> 'ann'"
         )
-        @given(st.lists(_attacks(graph_name, stolen), min_size=1, max_size=6))
-        def attack(statements):
-            for stmt in statements:
-                try:
-                    with tenant.transaction():
-                        if db.shares_session:
-                            tenant.execute(f'SET LOCAL ROLE "{role}"')  # who it is on the embedded engine
-                        tenant.execute('SET LOCAL search_path = ag_catalog, "$user", public')
-                        cur = tenant.execute(stmt)
-                        rows = cur.fetchall() if cur.description else []
-                except psycopg.Error:
-                    continue
-                ran.append(stmt)
-                seen = " ".join(str(c) for r in rows for c in r)
-                leaked = [s for s in secrets if s in seen]
-                assert not leaked, (stmt, leaked[:3])
+    } | {
+        str(r[0])
+        for r in db.cypher(
+            "MATCH (m:Message) WHERE m.namespace <> 'ann' AND size(m.text) > 12 RETURN m.text", columns=["t"]
+        ).rows
+    }
+    keys = {str(r[0]) for r in db.cypher("MATCH (v) WHERE v.namespace <> 'ann' RETURN v.k", columns=["k"]).rows}
+    stolen = sorted(keys)[:40]
+    tenant = psycopg.connect(make_conninfo(dsn, user=role), autocommit=True)
+    ran: list[str] = []
 
-        try:
-            attack()
-        finally:
-            tenant.close()
-        assert ran, "no drawn statement ran at all"
-        assert {ns: (digest(db, ns), facts(db, "user", namespace=ns).rows) for ns in others} == before
+    @settings(
+        max_examples=int(os.environ.get("AGEFACTS_FUZZ_EXAMPLES", "40")),
+        deadline=None,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(st.lists(_attacks(graph_name, stolen), min_size=1, max_size=6))
+    def attack(statements):
+        for stmt in statements:
+            try:
+                with tenant.transaction():
+                    if db.shares_session:
+                        tenant.execute(f'SET LOCAL ROLE "{role}"')  # who it is on the embedded engine
+                    tenant.execute('SET LOCAL search_path = ag_catalog, "$user", public')
+                    cur = tenant.execute(stmt)
+                    rows = cur.fetchall() if cur.description else []
+            except psycopg.Error:
+                continue
+            ran.append(stmt)
+            seen = " ".join(str(c) for r in rows for c in r)
+            leaked = [s for s in secrets if s in seen]
+            assert not leaked, (stmt, leaked[:3])
+
+    try:
+        attack()
     finally:
-        _drop_tenant(db, role)
+        tenant.close()
+    assert ran, "no drawn statement ran at all"
+    assert {ns: (digest(db, ns), facts(db, "user", namespace=ns).rows) for ns in others} == before

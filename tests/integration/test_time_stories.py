@@ -6,11 +6,9 @@ from __future__ import annotations
 import itertools
 import os
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agefacts.db import Database
 from agefacts.load import Loader
 from agefacts.named import run_named
 from agefacts.reads import facts
@@ -48,15 +46,6 @@ def conversations(story: list[Said], namespace: str) -> list:
             )
         out.append(conversation(f"c{s.i}", turns, namespace=namespace))
     return out
-
-
-@pytest.fixture
-def paths(dsn, graph_name):
-    """A graph per load path, shared by the examples (each story has a namespace of its own)."""
-    with Database(dsn, graph_name + "_b") as bulk, Database(dsn, graph_name + "_c") as cypher:
-        yield bulk, cypher
-        bulk.drop_graph()
-        cypher.drop_graph()
 
 
 @settings(

@@ -8,14 +8,12 @@ from __future__ import annotations
 import itertools
 import os
 
-import pytest
 from hypothesis import HealthCheck, given, settings, target
 from hypothesis import strategies as st
 
-from agefacts.db import Database
 from agefacts.keys import message_key
 from agefacts.load import Loader
-from agefacts.named import run_named
+from agefacts.named import named_queries, run_named
 
 from ..helpers import ONTO
 from ..stories import ASK_KNOWN, stories
@@ -39,27 +37,6 @@ WHERE (o IS NULL AND co IS NULL AND c.value = s.value) OR (o IS NOT NULL AND co 
 WITH m, s, subj, o, coalesce(c.corrects, false) AS corrected, min([ce.at, cm.conversation, cm.ordinal, ce.quote]) AS first
 RETURN m.namespace AS namespace, m.conversation AS conversation, m.ordinal AS message, s.predicate AS predicate, coalesce(subj.name, subj.role, subj.k) AS subject, coalesce(o.name, o.k, s.value) AS what, corrected, first[0] AS at, first[1] AS by_conversation, first[2] AS by_message, first[3] AS by_quote
 """
-COLUMNS = [
-    "namespace",
-    "conversation",
-    "message",
-    "predicate",
-    "subject",
-    "what",
-    "corrected",
-    "at",
-    "by_conversation",
-    "by_message",
-    "by_quote",
-]
-
-
-@pytest.fixture
-def graphs(dsn, graph_name):
-    with Database(dsn, graph_name + "_b") as bulk, Database(dsn, graph_name + "_c") as cypher:
-        yield bulk, cypher
-        bulk.drop_graph()
-        cypher.drop_graph()
 
 
 @settings(
@@ -68,18 +45,18 @@ def graphs(dsn, graph_name):
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(story=stories(max_size=8), data=st.data())
-def test_withdrawals_are_what_the_cypher_they_replaced_gives(graphs, story, data):
+def test_withdrawals_are_what_the_cypher_they_replaced_gives(paths, story, data):
     ns = f"w{next(_NAMESPACES)}"
     found = 0
     convs = conversations(story, ns)
-    for db, via in zip(graphs, ("bulk", "cypher"), strict=True):
+    for db, via in zip(paths, ("bulk", "cypher"), strict=True):
         for c in data.draw(st.permutations(convs), label=f"order {via}"):
             assert Loader(db, ONTO, via=via).load(c).status == "loaded"
         keys = sorted(message_key(ns, c.id, i) for c in convs for i in range(len(c.turns)))
         for known in ASK_KNOWN:
             params = {"keys": keys, "known_at": known}
             got = run_named(db, "message_withdrawals", params).rows
-            want = db.cypher(ORACLE, params, COLUMNS).rows
+            want = db.cypher(ORACLE, params, named_queries()["message_withdrawals"].columns).rows
             assert sorted(map(repr, got)) == sorted(map(repr, want)), (via, known)
             found += len(want)
     target(float(found), label="withdrawals found")  # drawn towards stories with many
