@@ -1062,8 +1062,8 @@ def _embedder(args: argparse.Namespace) -> Any:
 
 
 def _need_k(k: int) -> None:
-    if k < 20:
-        raise UsageError(f"--k is how many messages to score, at least 20 (R@20 needs them), not {k}")
+    if k < 1:
+        raise UsageError(f"--k is how many messages to ask for and score, at least 1, not {k}")
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -1425,7 +1425,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = esub.add_parser(
         "recall",
         parents=[dbo, ont],
-        help="R@5/10/20, hit@10 and MRR per category for ask and BM25 over the same messages",
+        help="R@5/10/20 (as far as --k reaches, and R@k), hit@10 and MRR per category for ask and BM25 over the "
+        "same messages",
         description="Ask every question of a JSON Lines file (question, namespace, evidence: "
         "[{conversation, message}], optional category) and score the messages found against "
         "its evidence, beside an in-process BM25 over the namespace's messages (docs/recall.md).",

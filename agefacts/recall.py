@@ -9,7 +9,8 @@ A questions file is JSON Lines, one question per line::
 ``evidence`` names the messages that answer it (conversation id and ordinal, as loaded);
 ``category`` is optional and groups the figures. For each question, :func:`ask` is asked in its
 namespace and the messages it returns are scored in order: R@k is the share of the question's
-evidence messages among the first k, hit@10 whether any is among the first 10, MRR the mean of
+evidence messages among the first k (R@5, R@10, R@20 as far as the k asked for reaches, and that
+k), hit@10 whether any is among the first 10 (of them all, when fewer are asked for), MRR the mean of
 1/rank of the first one found (0 when none is). The baseline is Okapi BM25 (k1 1.5, b 0.75,
 words lower-cased, as ``rank_bm25`` does it) over every message of the namespace, built here
 from the graph's own messages.
@@ -38,7 +39,9 @@ __all__ = [
     "MessageRef",
     "Question",
     "RecallReport",
+    "cutoffs",
     "evaluate",
+    "metrics",
     "namespace_messages",
     "read_questions",
     "score",
@@ -136,11 +139,22 @@ class BM25:
         return sorted((i for i in range(len(s)) if s[i] > 0), key=lambda i: (-s[i], i))[:k]
 
 
-def score(found: Sequence[MessageRef], evidence: Iterable[MessageRef]) -> dict[str, float]:
-    """One question's figures for the messages found, in order."""
+def cutoffs(k: int) -> tuple[int, ...]:
+    """The R@ figures of a run that asks for ``k`` messages: R@5, R@10 and R@20 as far as k
+    reaches, and R@k when k is below 20."""
+    return tuple(sorted({c for c in CUTOFFS if c <= k} | ({k} if k < max(CUTOFFS) else set())))
+
+
+def metrics(k: int) -> list[str]:
+    """The figures a run that asks for ``k`` messages reports, in order."""
+    return [*(f"R@{c}" for c in cutoffs(k)), f"hit@{min(10, k)}", "MRR"]
+
+
+def score(found: Sequence[MessageRef], evidence: Iterable[MessageRef], k: int = max(CUTOFFS)) -> dict[str, float]:
+    """One question's figures for the messages found, in order, of a run asking for ``k``."""
     gold = set(evidence)
-    out = {f"R@{k}": len(gold & set(found[:k])) / len(gold) for k in CUTOFFS}
-    out["hit@10"] = float(bool(gold & set(found[:10])))
+    out = {f"R@{c}": len(gold & set(found[:c])) / len(gold) for c in cutoffs(k)}
+    out[f"hit@{min(10, k)}"] = float(bool(gold & set(found[: min(10, k)])))
     first = next((i for i, f in enumerate(found, 1) if f in gold), None)
     out["MRR"] = 1.0 / first if first else 0.0
     out["all"] = len(gold & set(found)) / len(gold)
@@ -171,12 +185,12 @@ class RecallReport:
 
     def rows(self) -> tuple[list[str], list[list[Any]]]:
         """A table: one row per category and method."""
-        metrics = [*(f"R@{k}" for k in CUTOFFS), "hit@10", "MRR"]
+        shown = metrics(self.k)
         rows = []
         for cat in self.counts:
             for name, figures in (("ask", self.ask), ("bm25", self.bm25)):
-                rows.append([cat, self.counts[cat], name, *(round(figures[cat][m], 3) for m in metrics)])
-        return ["category", "questions", "method", *metrics], rows
+                rows.append([cat, self.counts[cat], name, *(round(figures[cat][m], 3) for m in shown)])
+        return ["category", "questions", "method", *shown], rows
 
 
 def _mean(values: list[dict[str, float]]) -> dict[str, float]:
@@ -236,8 +250,8 @@ def evaluate(
         took.append((time.perf_counter() - start) * 1000)
         base = [refs[i] for i in bm25.top(q.question, k)]
         for cat in dict.fromkeys(("all", q.category)):
-            per[cat]["ask"].append(score(found, q.evidence))
-            per[cat]["bm25"].append(score(base, q.evidence))
+            per[cat]["ask"].append(score(found, q.evidence, k))
+            per[cat]["bm25"].append(score(base, q.evidence, k))
     report = RecallReport(len(questions), k=k)
     for cat in sorted(per, key=lambda c: (c != "all", c)):
         report.counts[cat] = len(per[cat]["ask"])

@@ -149,6 +149,15 @@ def test_eval_recall_prints_ask_beside_bm25_per_category(cli_env, tmp_path, caps
     assert main(["eval", "recall", str(questions)]) == 0
     out = capsys.readouterr().out
     assert "bm25" in out and "ask's latency p50" in out
+    # Any k from 1: the figures as far as k reaches, and R@k itself (it was refused below 20).
+    assert main(["eval", "recall", str(questions), "--format", "json", "--k", "10"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["k"] == 10 and set(report["ask"]["all"]) == {"R@5", "R@10", "hit@10", "MRR", "all"}
+    assert report["ask"]["all"]["R@10"] == 1.0
+    assert main(["eval", "recall", str(questions), "--format", "json", "--k", "1"]) == 0
+    assert set(json.loads(capsys.readouterr().out)["ask"]["all"]) == {"R@1", "hit@1", "MRR", "all"}
+    assert main(["eval", "recall", str(questions), "--k", "0"]) == 2
+    assert "--k" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
