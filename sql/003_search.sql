@@ -181,6 +181,44 @@ BEGIN
 END
 $fn$;
 
+-- The messages that say any of these keyphrases (the named query ``topic_messages``), and
+-- where: each keyphrase by its key, then its APPEARS_IN edges and their messages, by index
+-- (Cypher's match on a list of keys read every keyphrase: 12 of a 35 ms ask on LoCoMo).
+CREATE OR REPLACE FUNCTION agefacts.topic_messages(graph_name text, keys text[])
+RETURNS TABLE (namespace text, conversation text, message bigint, speaker text, at text, message_text text,
+               keyphrase text, mention text, char_start bigint, char_end bigint, byte_start bigint,
+               byte_end bigint, score double precision, extractor text)
+LANGUAGE plpgsql STABLE
+SET join_collapse_limit = 1 SET from_collapse_limit = 1
+AS $fn$
+BEGIN
+    RETURN QUERY EXECUTE format($q$
+        SELECT ag_catalog.agtype_object_field_text(m.properties, 'namespace'),
+               ag_catalog.agtype_object_field_text(m.properties, 'conversation'),
+               ag_catalog.agtype_object_field_text(m.properties, 'ordinal')::bigint,
+               ag_catalog.agtype_object_field_text(m.properties, 'speaker'),
+               ag_catalog.agtype_object_field_text(m.properties, 'at'),
+               ag_catalog.agtype_object_field_text(m.properties, 'text'),
+               ag_catalog.agtype_object_field_text(p.properties, 'text'),
+               ag_catalog.agtype_object_field_text(e.properties, 'mention'),
+               ag_catalog.agtype_object_field_text(e.properties, 'char_start')::bigint,
+               ag_catalog.agtype_object_field_text(e.properties, 'char_end')::bigint,
+               ag_catalog.agtype_object_field_text(e.properties, 'byte_start')::bigint,
+               ag_catalog.agtype_object_field_text(e.properties, 'byte_end')::bigint,
+               ag_catalog.agtype_object_field_text(e.properties, 'score')::double precision,
+               ag_catalog.agtype_object_field_text(e.properties, 'extractor')
+        FROM unnest($1) AS u(k)
+        CROSS JOIN LATERAL (
+            SELECT v.id, v.properties FROM %1$I."Keyphrase" v
+            WHERE ag_catalog.agtype_access_operator(v.properties, '"k"'::ag_catalog.agtype)
+                  = (to_jsonb(u.k)::text)::ag_catalog.agtype
+            OFFSET 0) p
+        JOIN %1$I."APPEARS_IN" e ON e.start_id = p.id
+        JOIN %1$I."Message" m ON m.id = e.end_id
+    $q$, graph_name) USING keys;
+END
+$fn$;
+
 -- What was taken back of what messages said (the named query ``message_withdrawals``): for
 -- each message, each statement it is evidence of that a later correction withdrew, or a later
 -- negation ended, as known at a time; each (message, statement, kind) once, with the earliest
