@@ -709,9 +709,10 @@ class Database:
         No when this role may not read that table (it is then no tenant, which may)."""
         try:
             with self._tx():  # a savepoint inside the caller's transaction: a refusal undoes only this
-                if not self._run("SELECT has_schema_privilege('agefacts', 'USAGE')")[0][0]:
-                    return False
-                if not self._run("SELECT to_regclass('agefacts.tenants') IS NOT NULL")[0][0]:
+                # (has_schema_privilege refuses a schema that is not there: no tenant either.)
+                if not self._run(
+                    "SELECT has_schema_privilege('agefacts', 'USAGE') AND to_regclass('agefacts.tenants') IS NOT NULL"
+                )[0][0]:
                     return False
                 found = self._run("SELECT EXISTS (SELECT 1 FROM agefacts.tenants WHERE role = %s)", (role,))
                 return bool(found[0][0])

@@ -315,18 +315,25 @@ def _by_time(run: Run) -> list[Mapping[str, Any]]:
     return sorted(run.members, key=lambda m: (m["recorded_at"], m["statement"]))
 
 
-def _run_row(run: Run) -> dict[str, Any]:
+def _learned(run: Run) -> tuple[str, str | None, list[str]]:
+    """When a run was first known, its recurrence (the earliest said), and its statements."""
     by_time = _by_time(run)
+    recurrence = next((m["recurrence"] for m in by_time if m.get("recurrence")), None)
+    return by_time[0]["recorded_at"], recurrence, sorted({m["statement"] for m in run.members})
+
+
+def _run_row(run: Run) -> dict[str, Any]:
     cited = _cited(run)
+    recorded_at, recurrence, statements = _learned(run)
     row = {c: cited.get(c) for c in FACT_COLUMNS}
     row.update(
         valid_from=run.start,
         valid_until=run.end,
-        recorded_at=by_time[0]["recorded_at"],
+        recorded_at=recorded_at,
         superseded_at=run.superseded_at,
-        recurrence=next((m["recurrence"] for m in by_time if m.get("recurrence")), None),
+        recurrence=recurrence,
         evidence=sum(m["evidence"] for m in run.members),
-        statements=sorted({m["statement"] for m in run.members}),
+        statements=statements,
         said_at=_said(run),
     )
     return row
@@ -340,16 +347,16 @@ def _run_identity(run: Run) -> tuple[Any, ...]:
     """What decides a run's row but for its evidence count (:data:`VERSION_FIELDS`): its
     fact, its interval, its cited evidence, when it was learned, what ended it, its
     recurrence and its statements."""
-    by_time = _by_time(run)
+    recorded_at, recurrence, statements = _learned(run)
     return (
         run.fact,
         run.start,
         run.end,
         _cited(run)["evidence_key"],
-        by_time[0]["recorded_at"],
+        recorded_at,
         run.superseded_at,
-        next((m["recurrence"] for m in by_time if m.get("recurrence")), None),
-        tuple(sorted({m["statement"] for m in run.members})),
+        recurrence,
+        tuple(statements),
     )
 
 

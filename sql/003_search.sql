@@ -55,6 +55,26 @@ RETURNS text[] LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
     SELECT ARRAY['say', 'said', 'tell', 'told', 'talk', 'mention', 'rememb', 'recal']
 $fn$;
 
+-- A text as an agtype string, to compare with a property: a key (as the key indexes hold it:
+-- inlined, so the index serves), or a time.
+CREATE OR REPLACE FUNCTION agefacts.agtype_text(t text)
+RETURNS ag_catalog.agtype LANGUAGE sql STABLE PARALLEL SAFE AS $fn$
+    SELECT (to_jsonb(t)::text)::ag_catalog.agtype
+$fn$;
+
+-- A message vertex's columns as the message queries return them.
+CREATE OR REPLACE FUNCTION agefacts.message_fields(p ag_catalog.agtype)
+RETURNS TABLE (namespace text, conversation text, message bigint, speaker text, name text, at text, text text)
+LANGUAGE sql STABLE PARALLEL SAFE AS $fn$
+    SELECT ag_catalog.agtype_object_field_text(p, 'namespace'),
+           ag_catalog.agtype_object_field_text(p, 'conversation'),
+           ag_catalog.agtype_object_field_text(p, 'ordinal')::bigint,
+           ag_catalog.agtype_object_field_text(p, 'speaker'),
+           ag_catalog.agtype_object_field_text(p, 'name'),
+           ag_catalog.agtype_object_field_text(p, 'at'),
+           ag_catalog.agtype_object_field_text(p, 'text')
+$fn$;
+
 -- The k messages that best match a question's words, best first, with each one's BM25 score
 -- and the question's words it matched. Rarity is counted among the messages of the namespace
 -- searched (of every namespace when it is null); ``b`` is BM25's length weight (0.5, and k1
@@ -140,15 +160,8 @@ BEGIN
             GROUP BY h.id
             HAVING bool_or(NOT h.is_name) OR cardinality($2::text[]) = 0
         )
-        SELECT ag_catalog.agtype_object_field_text(f.p, 'namespace'),
-               ag_catalog.agtype_object_field_text(f.p, 'conversation'),
-               ag_catalog.agtype_object_field_text(f.p, 'ordinal')::bigint,
-               ag_catalog.agtype_object_field_text(f.p, 'speaker'),
-               ag_catalog.agtype_object_field_text(f.p, 'name'),
-               ag_catalog.agtype_object_field_text(f.p, 'at'),
-               ag_catalog.agtype_object_field_text(f.p, 'text'),
-               s.score, s.words
-        FROM scored s JOIN found f USING (id)
+        SELECT mf.*, s.score, s.words
+        FROM scored s JOIN found f USING (id) CROSS JOIN LATERAL agefacts.message_fields(f.p) mf
         ORDER BY 8 DESC, 1, 2, 3
         LIMIT $8
     $q$, graph_name, 'Message') USING query, sought, named, named_df, total, speaker_weight, b, k;
@@ -163,19 +176,13 @@ RETURNS TABLE (namespace text, conversation text, message bigint, speaker text, 
 LANGUAGE plpgsql STABLE AS $fn$
 BEGIN
     RETURN QUERY EXECUTE format($q$
-        SELECT ag_catalog.agtype_object_field_text(m.p, 'namespace'),
-               ag_catalog.agtype_object_field_text(m.p, 'conversation'),
-               ag_catalog.agtype_object_field_text(m.p, 'ordinal')::bigint,
-               ag_catalog.agtype_object_field_text(m.p, 'speaker'),
-               ag_catalog.agtype_object_field_text(m.p, 'name'),
-               ag_catalog.agtype_object_field_text(m.p, 'at'),
-               ag_catalog.agtype_object_field_text(m.p, 'text')
+        SELECT mf.*
         FROM unnest($1) WITH ORDINALITY AS u(k, i)
         CROSS JOIN LATERAL (
             SELECT v.properties AS p FROM %I.%I v
-            WHERE ag_catalog.agtype_access_operator(v.properties, '"k"'::ag_catalog.agtype)
-                  = (to_jsonb(u.k)::text)::ag_catalog.agtype
+            WHERE ag_catalog.agtype_access_operator(v.properties, '"k"'::ag_catalog.agtype) = agefacts.agtype_text(u.k)
             OFFSET 0) m
+        CROSS JOIN LATERAL agefacts.message_fields(m.p) mf
         ORDER BY u.i
     $q$, graph_name, 'Message') USING keys;
 END
@@ -193,12 +200,7 @@ SET join_collapse_limit = 1 SET from_collapse_limit = 1
 AS $fn$
 BEGIN
     RETURN QUERY EXECUTE format($q$
-        SELECT ag_catalog.agtype_object_field_text(m.properties, 'namespace'),
-               ag_catalog.agtype_object_field_text(m.properties, 'conversation'),
-               ag_catalog.agtype_object_field_text(m.properties, 'ordinal')::bigint,
-               ag_catalog.agtype_object_field_text(m.properties, 'speaker'),
-               ag_catalog.agtype_object_field_text(m.properties, 'at'),
-               ag_catalog.agtype_object_field_text(m.properties, 'text'),
+        SELECT mf.namespace, mf.conversation, mf.message, mf.speaker, mf.at, mf.text,
                ag_catalog.agtype_object_field_text(p.properties, 'text'),
                ag_catalog.agtype_object_field_text(e.properties, 'mention'),
                ag_catalog.agtype_object_field_text(e.properties, 'char_start')::bigint,
@@ -210,11 +212,11 @@ BEGIN
         FROM unnest($1) AS u(k)
         CROSS JOIN LATERAL (
             SELECT v.id, v.properties FROM %1$I."Keyphrase" v
-            WHERE ag_catalog.agtype_access_operator(v.properties, '"k"'::ag_catalog.agtype)
-                  = (to_jsonb(u.k)::text)::ag_catalog.agtype
+            WHERE ag_catalog.agtype_access_operator(v.properties, '"k"'::ag_catalog.agtype) = agefacts.agtype_text(u.k)
             OFFSET 0) p
         JOIN %1$I."APPEARS_IN" e ON e.start_id = p.id
         JOIN %1$I."Message" m ON m.id = e.end_id
+        CROSS JOIN LATERAL agefacts.message_fields(m.properties) mf
     $q$, graph_name) USING keys;
 END
 $fn$;
@@ -243,8 +245,7 @@ BEGIN
             FROM unnest($1) AS u(k)
             CROSS JOIN LATERAL (
                 SELECT v.id, v.properties FROM %1$I."Message" v
-                WHERE ag_catalog.agtype_access_operator(v.properties, '"k"'::ag_catalog.agtype)
-                      = (to_jsonb(u.k)::text)::ag_catalog.agtype
+                WHERE ag_catalog.agtype_access_operator(v.properties, '"k"'::ag_catalog.agtype) = agefacts.agtype_text(u.k)
                 OFFSET 0) m
             JOIN %1$I."EVIDENCED_BY" e ON e.end_id = m.id
             JOIN %1$I."Statement" s ON s.id = e.start_id
@@ -262,7 +263,7 @@ BEGIN
             JOIN %1$I."Message" cm ON cm.id = ce.end_id
             WHERE ag_catalog.agtype_access_operator(c.properties, '"ends_fact"'::ag_catalog.agtype) = 'true'::ag_catalog.agtype
               AND ag_catalog.agtype_access_operator(ce.properties, '"at"'::ag_catalog.agtype)
-                  <= (to_jsonb($2)::text)::ag_catalog.agtype
+                  <= agefacts.agtype_text($2)
         ), later AS (
             SELECT DISTINCT ON (d.mid, d.sid, 3)
                    d.mid, d.mp, coalesce(ag_catalog.agtype_access_operator(n.cp, '"corrects"'::ag_catalog.agtype)
@@ -288,9 +289,7 @@ BEGIN
                      ag_catalog.agtype_access_operator(n.cmp, '"ordinal"'::ag_catalog.agtype),
                      ag_catalog.agtype_access_operator(n.cep, '"quote"'::ag_catalog.agtype)
         )
-        SELECT ag_catalog.agtype_object_field_text(l.mp, 'namespace'),
-               ag_catalog.agtype_object_field_text(l.mp, 'conversation'),
-               ag_catalog.agtype_object_field_text(l.mp, 'ordinal')::bigint,
+        SELECT mf.namespace, mf.conversation, mf.message,
                ag_catalog.agtype_object_field_text(l.sp, 'predicate'),
                coalesce(ag_catalog.agtype_object_field_text(sv.properties, 'name'),
                         ag_catalog.agtype_object_field_text(sv.properties, 'role'),
@@ -305,6 +304,7 @@ BEGIN
                ag_catalog.agtype_object_field_text(l.cmp, 'ordinal')::bigint,
                ag_catalog.agtype_object_field_text(l.cep, 'quote')
         FROM later l
+        CROSS JOIN LATERAL agefacts.message_fields(l.mp) mf
         JOIN %1$I._ag_label_vertex sv ON sv.id = l.subj
         LEFT JOIN %1$I._ag_label_vertex ov ON ov.id = l.obj
     $q$, graph_name) USING keys, known_at;

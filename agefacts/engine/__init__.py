@@ -206,23 +206,36 @@ def socket_path(folder: str | Path, port: int) -> Path:
 _SOCKET_PATH_MAX = 107
 
 
-def _listened(path: Path) -> bool:
-    """Whether something listens on the Unix socket ``path`` (a file left by a process that
-    was killed refuses connections)."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-        s.settimeout(0.5)
-        try:
-            s.connect(str(path))
-        except (FileNotFoundError, ConnectionRefusedError):
-            return False
-        except OSError:
-            return True  # there, and busy or not ours to reach: taken either way
+def _connect(host: str, port: int, timeout: float) -> socket.socket:
+    """A connection to a server on ``port`` of ``host``: a folder (its Unix socket) or an
+    address."""
+    if not host.startswith("/"):
+        return socket.create_connection((host, port), timeout=timeout)
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    conn.settimeout(timeout)
+    try:
+        conn.connect(str(socket_path(host, port)))
+    except OSError:
+        conn.close()
+        raise
+    return conn
+
+
+def _listened(folder: str, port: int) -> bool:
+    """Whether something listens on the Unix socket of ``port`` in ``folder`` (a file left by a
+    process that was killed refuses connections)."""
+    try:
+        _connect(folder, port, 0.5).close()
+    except (FileNotFoundError, ConnectionRefusedError):
+        return False
+    except OSError:
+        return True  # there, and busy or not ours to reach: taken either way
     return True
 
 
 def _port_free(host: str, port: int) -> bool:
     if host.startswith("/"):
-        return not _listened(socket_path(host, port))
+        return not _listened(host, port)
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
@@ -235,17 +248,7 @@ def _port_free(host: str, port: int) -> bool:
 def _answers_postgres(host: str, port: int, timeout: float = 2.0) -> bool:
     """True when something on host:port speaks the PostgreSQL protocol (answers SSLRequest)."""
     try:
-        if host.startswith("/"):
-            conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            conn.settimeout(timeout)
-            try:
-                conn.connect(str(socket_path(host, port)))
-            except OSError:
-                conn.close()
-                raise
-        else:
-            conn = socket.create_connection((host, port), timeout=timeout)
-        with conn as s:
+        with _connect(host, port, timeout) as s:
             s.settimeout(timeout)
             s.sendall((8).to_bytes(4, "big") + (80877103).to_bytes(4, "big"))
             return s.recv(1) in (b"N", b"S")
@@ -308,16 +311,17 @@ class Engine:
         folder = self.socket_dir
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         os.chmod(folder, 0o700)  # made earlier by someone else's umask, or changed since
-        path = socket_path(folder.resolve(), port)
+        where = str(folder.resolve())
+        path = socket_path(where, port)
         if len(str(path).encode()) > _SOCKET_PATH_MAX:
             raise EngineError(
                 f"the engine's socket {path} would be longer than a Unix socket's path may be "
                 f"({_SOCKET_PATH_MAX} bytes): set AGEFACTS_HOME to a shorter folder, or serve on a TCP "
                 "port with `agefacts db start --tcp`"
             )
-        if path.exists() and not _listened(path):
+        if path.exists() and not _listened(where, port):
             path.unlink()  # left by an engine that was killed: nothing listens on it
-        return str(folder.resolve())
+        return where
 
     @staticmethod
     def _lockfile_text() -> tuple[str, str]:
