@@ -219,7 +219,8 @@ class Recall:
 @dataclass(frozen=True)
 class TopicMessage:
     """A message found for a question, best first: ``words`` are the question's words it
-    says (as search folds them: "painting" is "paint"), ``spans`` where it says the question's
+    says (as search folds them: "painting" is "paint"), ``around`` those said only in the
+    turns it replies to, ``spans`` where it says the question's
     keyphrases ((keyphrase text, mention, char start, char end), ``text[start:end] ==
     mention``), ``facts`` the statements it is evidence of, ``name`` who said it when the
     conversation names them, and ``score`` its place in the fused ranking (higher first)."""
@@ -237,6 +238,7 @@ class TopicMessage:
     score: float = 0.0
     withdrawn: tuple[str, ...] = ()
     """What of it was taken back (a correction) or ended since, each as a sentence."""
+    around: tuple[str, ...] = ()
 
     @classmethod
     def from_row(cls, m: Mapping[str, Any]) -> TopicMessage:
@@ -253,6 +255,7 @@ class TopicMessage:
             tuple(m.get("facts") or ()),
             float(m.get("score") or 0.0),
             tuple(withdrawal(w) for w in m.get("withdrawn") or ()),
+            tuple(m.get("around") or ()),
         )
 
 

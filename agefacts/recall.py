@@ -11,9 +11,11 @@ A questions file is JSON Lines, one question per line::
 namespace and the messages it returns are scored in order: R@k is the share of the question's
 evidence messages among the first k (R@5, R@10, R@20 as far as the k asked for reaches, and that
 k), hit@10 whether any is among the first 10 (of them all, when fewer are asked for), MRR the mean of
-1/rank of the first one found (0 when none is). The baseline is Okapi BM25 (k1 1.5, b 0.75,
-words lower-cased, as ``rank_bm25`` does it) over every message of the namespace, built here
-from the graph's own messages.
+1/rank of the first one found (0 when none is). Two baselines run beside it, each Okapi BM25
+(k1 1.5, b 0.75, as ``rank_bm25`` scores) over every message of the namespace, built here from
+the graph's own messages: ``bm25`` over words lower-cased, as ``rank_bm25`` is mostly used, and
+``bm25-stemmed`` over the engine's own stems (PostgreSQL's ``english`` configuration: stop
+words dropped, inflections folded), the strongest lexical baseline we know.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ __all__ = [
     "namespace_messages",
     "read_questions",
     "score",
+    "stems",
 ]
 
 CUTOFFS = (5, 10, 20)
@@ -104,13 +107,34 @@ def _words(text: str) -> list[str]:
     return _WORD.findall(text.lower())
 
 
+def _tokens(doc: str | Sequence[str]) -> list[str]:
+    return _words(doc) if isinstance(doc, str) else list(doc)
+
+
+def stems(db: Database, texts: Sequence[str]) -> list[list[str]]:
+    """Each text's stems as the engine's search makes them (``to_tsvector('english')``), each
+    as often as it is said, in one round trip."""
+    out: list[list[str]] = [[] for _ in texts]
+    for i, lexeme, n in db.execute(
+        "SELECT t.i, u.lexeme, coalesce(cardinality(u.positions), 1) "
+        "FROM unnest(%s::text[]) WITH ORDINALITY AS t(x, i), unnest(to_tsvector('english'::regconfig, t.x)) u",
+        (list(texts),),
+    ):
+        out[int(i) - 1].extend([lexeme] * int(n))
+    return out
+
+
 class BM25:
     """Okapi BM25 over a list of documents, as ``rank_bm25.BM25Okapi`` scores them: a word in
-    more than half the documents gets ``epsilon`` times the mean idf rather than a negative one."""
+    more than half the documents gets ``epsilon`` times the mean idf rather than a negative one.
+    A document (and a query) is a text, cut into lower-cased words, or a list of its tokens
+    already made (the engine's stems, say)."""
 
-    def __init__(self, docs: Sequence[str], k1: float = 1.5, b: float = 0.75, epsilon: float = 0.25) -> None:
+    def __init__(
+        self, docs: Sequence[str | Sequence[str]], k1: float = 1.5, b: float = 0.75, epsilon: float = 0.25
+    ) -> None:
         self.k1, self.b = k1, b
-        self.tf = [Counter(_words(d)) for d in docs]
+        self.tf = [Counter(_tokens(d)) for d in docs]
         self.len = [sum(c.values()) for c in self.tf]
         n = len(docs)
         self.avgdl = (sum(self.len) / n) if n else 0.0
@@ -121,8 +145,8 @@ class BM25:
         floor = epsilon * (sum(idf.values()) / len(idf)) if idf else 0.0
         self.idf = {w: (v if v >= 0 else floor) for w, v in idf.items()}
 
-    def scores(self, query: str) -> list[float]:
-        q = _words(query)
+    def scores(self, query: str | Sequence[str]) -> list[float]:
+        q = _tokens(query)
         out = []
         for tf, dl in zip(self.tf, self.len, strict=True):
             s = 0.0
@@ -133,7 +157,7 @@ class BM25:
             out.append(s)
         return out
 
-    def top(self, query: str, k: int) -> list[int]:
+    def top(self, query: str | Sequence[str], k: int) -> list[int]:
         """The indexes of the ``k`` best documents, best first (ties by position)."""
         s = self.scores(query)
         return sorted((i for i in range(len(s)) if s[i] > 0), key=lambda i: (-s[i], i))[:k]
@@ -163,12 +187,13 @@ def score(found: Sequence[MessageRef], evidence: Iterable[MessageRef], k: int = 
 
 @dataclass
 class RecallReport:
-    """Mean figures per category (and ``all``) for ask and the BM25 baseline, with ask's
+    """Mean figures per category (and ``all``) for ask and the two BM25 baselines, with ask's
     latency in milliseconds."""
 
     questions: int
     ask: dict[str, dict[str, float]] = field(default_factory=dict)
     bm25: dict[str, dict[str, float]] = field(default_factory=dict)
+    bm25_stemmed: dict[str, dict[str, float]] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=dict)
     latency_ms: dict[str, float] = field(default_factory=dict)
     k: int = 20
@@ -180,6 +205,7 @@ class RecallReport:
             "counts": self.counts,
             "ask": self.ask,
             "bm25": self.bm25,
+            "bm25_stemmed": self.bm25_stemmed,
             "latency_ms": self.latency_ms,
         }
 
@@ -188,7 +214,7 @@ class RecallReport:
         shown = metrics(self.k)
         rows = []
         for cat in self.counts:
-            for name, figures in (("ask", self.ask), ("bm25", self.bm25)):
+            for name, figures in (("ask", self.ask), ("bm25", self.bm25), ("bm25-stemmed", self.bm25_stemmed)):
                 rows.append([cat, self.counts[cat], name, *(round(figures[cat][m], 3) for m in shown)])
         return ["category", "questions", "method", *shown], rows
 
@@ -232,10 +258,11 @@ def evaluate(
         return answer.message_refs()
 
     ask = ask or default
-    by_ns: dict[str, tuple[list[MessageRef], BM25]] = {}
-    per: dict[str, dict[str, list[dict[str, float]]]] = defaultdict(lambda: {"ask": [], "bm25": []})
+    by_ns: dict[str, tuple[list[MessageRef], BM25, BM25]] = {}
+    per: dict[str, dict[str, list[dict[str, float]]]] = defaultdict(lambda: {"ask": [], "bm25": [], "stemmed": []})
+    asked = stems(db, [q.question for q in questions]) if questions else []
     took: list[float] = []
-    for q in questions:
+    for q, q_stems in zip(questions, asked, strict=True):
         if q.namespace not in by_ns:
             msgs = namespace_messages(db, q.namespace)
             if not msgs:
@@ -243,19 +270,23 @@ def evaluate(
                     f"namespace {q.namespace!r} of question {q.question!r} has no messages in graph {db.graph!r}: "
                     "load its conversations first (or give the graph they are in)"
                 )
-            by_ns[q.namespace] = ([m for m, _ in msgs], BM25([t for _, t in msgs]))
-        refs, bm25 = by_ns[q.namespace]
+            texts = [t for _, t in msgs]
+            by_ns[q.namespace] = ([m for m, _ in msgs], BM25(texts), BM25(stems(db, texts)))
+        refs, bm25, stemmed = by_ns[q.namespace]
         start = time.perf_counter()
         found = ask(q, k)
         took.append((time.perf_counter() - start) * 1000)
         base = [refs[i] for i in bm25.top(q.question, k)]
+        strong = [refs[i] for i in stemmed.top(q_stems, k)]
         for cat in dict.fromkeys(("all", q.category)):
             per[cat]["ask"].append(score(found, q.evidence, k))
             per[cat]["bm25"].append(score(base, q.evidence, k))
+            per[cat]["stemmed"].append(score(strong, q.evidence, k))
     report = RecallReport(len(questions), k=k)
     for cat in sorted(per, key=lambda c: (c != "all", c)):
         report.counts[cat] = len(per[cat]["ask"])
         report.ask[cat] = _mean(per[cat]["ask"])
         report.bm25[cat] = _mean(per[cat]["bm25"])
+        report.bm25_stemmed[cat] = _mean(per[cat]["stemmed"])
     report.latency_ms = {"p50": round(_percentile(took, 0.5), 2), "p95": round(_percentile(took, 0.95), 2)}
     return report

@@ -249,10 +249,12 @@ def _withdrawal_order(w: Mapping[str, Any]) -> tuple[str, ...]:
 
 
 def about(m: dict[str, Any]) -> str:
-    """What of the question a found message says: its words, keyphrases, and the number of
-    facts it is evidence of."""
+    """What of the question a found message says: its words, keyphrases, the words said in
+    the turns it replies to, and the number of facts it is evidence of."""
     parts = list(m.get("words") or [])
     parts += sorted({h["text"] for h in m.get("keyphrases") or []} - set(parts))
+    if m.get("around"):
+        parts.append("replying to " + " ".join(m["around"]))
     if m.get("facts"):
         parts.append(f"{len(m['facts'])} fact" + ("s" if len(m["facts"]) > 1 else ""))
     return ", ".join(parts)
@@ -460,6 +462,7 @@ def _message(r: dict[str, Any], text: str | None) -> dict[str, Any]:
         "text": text,
         "score": 0.0,
         "words": [],
+        "around": [],
         "keyphrases": [],
         "facts": [],
     }
@@ -633,6 +636,7 @@ def fuse(
     for rank, r in enumerate(words, 1):
         m = add(0, rank, (r["namespace"], r["conversation"], r["message"]), r, r["message_text"])
         m["words"] = list(r["words"] or [])
+        m["around"] = list(r.get("around") or [])
     # A keyphrase ranks up a message the words found, never adds one (every keyphrase is
     # words of its message, so the words find what it would); one that is only a speaker's
     # name ("Congrats, Gina!") counts for nothing, as the name does in the words' ranking.

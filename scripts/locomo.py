@@ -11,7 +11,9 @@ which writes ``locomo/conversations/<sample>-s<session>.json`` (one conversation
 one namespace per LoCoMo conversation: the sample's id) and ``locomo/questions.jsonl`` (the
 questions of categories 1-4 that name evidence turns, by default; ``--categories`` picks
 others). LoCoMo's two people are its ``speaker_a`` (written as ``user``) and ``speaker_b``
-(``assistant``); each turn keeps its person's name (``name``). Every turn of a session is
+(``assistant``); each turn keeps its person's name (``name``). With ``--no-names`` every turn
+is written as a chat app stores it: speaker ``user``, no name (recall measured without the
+names a question asks by). Every turn of a session is
 sent at the session's date and time. A photo a person shares is not part of what they say and
 is left out, as are LoCoMo's own summaries and observations.
 
@@ -41,7 +43,15 @@ def session_time(text: str) -> str:
     return datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y").isoformat()
 
 
-def convert(sample: dict[str, Any], categories: set[int]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def _turn(t: dict[str, Any], role: dict[str, str], at: str, names: bool) -> dict[str, Any]:
+    if not names:
+        return {"speaker": "user", "text": t["text"], "at": at}
+    return {"speaker": role[t["speaker"]], "name": t["speaker"], "text": t["text"], "at": at}
+
+
+def convert(
+    sample: dict[str, Any], categories: set[int], names: bool = True
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     conv = sample["conversation"]
     namespace = sample["sample_id"]
     role = {conv["speaker_a"]: "user", conv["speaker_b"]: "assistant"}
@@ -63,9 +73,7 @@ def convert(sample: dict[str, Any], categories: set[int]) -> tuple[list[dict[str
                 "id": cid,
                 "namespace": namespace,
                 "title": f"LoCoMo {namespace}, session {n}",
-                "turns": [
-                    {"speaker": role[t["speaker"]], "name": t["speaker"], "text": t["text"], "at": at} for t in turns
-                ],
+                "turns": [_turn(t, role, at, names) for t in turns],
             }
         )
     questions = []
@@ -97,6 +105,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, required=True, help="folder to write conversations/ and questions.jsonl into")
     p.add_argument("--categories", default="1,2,3,4", help="question categories to keep (default 1,2,3,4)")
     p.add_argument("--samples", type=int, default=None, help="only the first N conversations")
+    p.add_argument(
+        "--no-names", action="store_true", help="write every turn as speaker user with no name, as a chat app stores it"
+    )
     args = p.parse_args(argv)
     try:
         data = json.loads(args.locomo.read_text(encoding="utf-8"))
@@ -108,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     n_conv = n_q = 0
     with (args.out / "questions.jsonl").open("w", encoding="utf-8") as qf:
         for sample in data[: args.samples]:
-            convs, questions = convert(sample, cats)
+            convs, questions = convert(sample, cats, names=not args.no_names)
             for c in convs:
                 path = args.out / "conversations" / f"{c['id']}.json"
                 path.write_text(json.dumps(c, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")

@@ -75,19 +75,38 @@ LANGUAGE sql STABLE PARALLEL SAFE AS $fn$
            ag_catalog.agtype_object_field_text(p, 'text')
 $fn$;
 
--- The k messages that best match a question's words, best first, with each one's BM25 score
--- and the question's words it matched. Rarity is counted among the messages of the namespace
--- searched (of every namespace when it is null); ``b`` is BM25's length weight (0.5, and k1
--- 1.2: measured on LoCoMo's first five conversations, docs/recall.md). A word that is a
--- speaker's name (a turn's ``name``) counts for that person's own turns, ``speaker_weight``
--- times a word as rare, and not where the name is merely said ("Thanks, Gina!" is not about
--- Gina); it ranks a message up, never in, unless the question asks by names alone. A
--- question with no searchable word returns no row.
+-- A message's key, as agefacts.keys.message_key makes it (a test holds the two equal): the
+-- search reaches the turns after a found message through the key index.
+CREATE OR REPLACE FUNCTION agefacts.message_key(ns text, conversation text, ordinal bigint)
+RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
+    SELECT 'msg:' || left(encode(sha256(convert_to(
+        '[' || to_json(ns)::text || ',' || to_json(conversation)::text || ',' || ordinal::text || ']', 'UTF8')), 'hex'), 32)
+$fn$;
+
+-- The k messages that best match a question's words, best first, with each one's BM25 score,
+-- the question's words it says, and those said in the turns it replies to. Rarity is counted
+-- among the messages of the namespace searched (of every namespace when it is null); ``b`` is
+-- BM25's length weight (0.5, and k1 1.2: measured on LoCoMo's first five conversations,
+-- docs/recall.md). A word that is a speaker's name (a turn's ``name``) counts for that
+-- person's own turns, ``speaker_weight`` times a word as rare, and not where the name is
+-- merely said ("Thanks, Gina!" is not about Gina); it ranks a message up, never in, unless the
+-- question asks by names alone. A message is also searched with what it replies to: the turn
+-- before it, and the turn before that when its own speaker said it, each word there counted
+-- ``context_weight`` times a word of its own ("I bought it in Paris." after "Where did you get
+-- that painting?"). Those turns are read when the search runs, never stored with the message,
+-- so a replacement or a forget leaves nothing to mend. A question with no searchable word
+-- returns no row.
+-- Made anew each time this file runs: its columns have changed, and it took no context_weight
+-- before (left beside the new one, a call with four arguments would match both).
+DROP FUNCTION IF EXISTS agefacts.search_messages(text, text, text, integer, double precision, double precision);
+DROP FUNCTION IF EXISTS agefacts.search_messages(text, text, text, integer, double precision, double precision,
+                                                 double precision);
 CREATE OR REPLACE FUNCTION agefacts.search_messages(graph_name text, ns text, question text, k integer,
                                                     speaker_weight double precision DEFAULT 3.0,
-                                                    b double precision DEFAULT 0.5)
+                                                    b double precision DEFAULT 0.5,
+                                                    context_weight double precision DEFAULT 0.3)
 RETURNS TABLE (namespace text, conversation text, message bigint, speaker text, name text, at text,
-               message_text text, score double precision, words text[])
+               message_text text, score double precision, words text[], around text[])
 LANGUAGE plpgsql STABLE AS $fn$
 DECLARE
     asked text[];
@@ -135,36 +154,87 @@ BEGIN
             FROM %1$I.%2$I m
             WHERE agefacts.message_words(m.properties) @@ $1
         ),
+        place AS MATERIALIZED (
+            SELECT f.id, f.p, mf.namespace AS ns, mf.conversation AS conv, mf.message AS ord, mf.speaker, mf.name,
+                   length(ts_filter(f.words, '{a,d}'))::double precision AS dl
+            FROM found f CROSS JOIN LATERAL agefacts.message_fields(f.p) mf
+        ),
         named AS (SELECT n.lexeme, n.df FROM unnest($3::text[], $4::double precision[]) AS n(lexeme, df)),
-        hits AS (
+        hits AS MATERIALIZED (
             -- A speaker's name counts once for each of their turns; any other word by how often it is said.
-            SELECT f.id, u.lexeme, length(f.words)::double precision - 1 AS dl, nm.df AS name_df,
-                   nm.lexeme IS NOT NULL AS is_name,
+            SELECT f.id, u.lexeme, nm.df AS name_df, nm.lexeme IS NOT NULL AS is_name,
                    CASE WHEN nm.lexeme IS NOT NULL THEN ('A' = ANY (u.weights))::int::double precision
-                        ELSE (SELECT count(*) FROM unnest(u.weights) w WHERE w = 'D')::double precision END AS tf
+                        ELSE cardinality(array_positions(u.weights, 'D'))::double precision END AS tf
             FROM found f CROSS JOIN LATERAL unnest(f.words) u LEFT JOIN named nm ON nm.lexeme = u.lexeme
-            WHERE u.lexeme = ANY ($2::text[]) OR nm.lexeme IS NOT NULL
+            WHERE u.lexeme = ANY ($2::text[] || $3::text[])
         ),
         rarity AS (
             SELECT h.lexeme, ln(1 + ($5 - coalesce(max(h.name_df), count(*)) + 0.5) / (coalesce(max(h.name_df), count(*)) + 0.5)) AS idf
             FROM hits h WHERE h.tf > 0 GROUP BY h.lexeme
         ),
-        mean AS (SELECT greatest(avg(length(f.words) - 1), 1)::double precision AS avgdl FROM found f),
+        mean AS (SELECT greatest(avg(p.dl), 1)::double precision AS avgdl FROM place p),
+        -- The turns a found message's words are context of (the next two), when not found themselves.
+        near AS MATERIALIZED (
+            SELECT DISTINCT p.ns, p.conv, p.ord + d.d AS ord
+            FROM place p CROSS JOIN (VALUES (1), (2)) AS d(d)
+            WHERE EXISTS (SELECT 1 FROM hits h WHERE h.id = p.id AND NOT h.is_name AND h.tf > 0)
+              AND NOT EXISTS (SELECT 1 FROM place o WHERE o.ns = p.ns AND o.conv = p.conv AND o.ord = p.ord + d.d)
+        ),
+        more AS MATERIALIZED (
+            SELECT v.id, v.properties AS p, n.ns, n.conv, n.ord,
+                   ag_catalog.agtype_object_field_text(v.properties, 'speaker') AS speaker,
+                   ag_catalog.agtype_object_field_text(v.properties, 'name') AS name
+            FROM near n CROSS JOIN LATERAL (
+                SELECT v.id, v.properties FROM %1$I.%2$I v
+                WHERE ag_catalog.agtype_access_operator(v.properties, '"k"'::ag_catalog.agtype)
+                      = agefacts.agtype_text(agefacts.message_key(n.ns, n.conv, n.ord))
+                OFFSET 0) v
+        ),
+        cand AS (
+            SELECT p.id, p.ns, p.conv, p.ord, p.speaker, p.name, p.dl FROM place p
+            UNION ALL
+            SELECT m.id, m.ns, m.conv, m.ord, m.speaker, m.name, mean.avgdl FROM more m, mean
+        ),
+        said AS (
+            SELECT h.id, h.lexeme, h.is_name, h.tf, false AS around FROM hits h
+            UNION ALL
+            -- a turn reached only as context still counts its speaker's name
+            SELECT m.id, t.lexeme, true, 1, false
+            FROM more m CROSS JOIN LATERAL unnest(to_tsvector('english'::regconfig, coalesce(m.name, ''))) t
+            JOIN named nm ON nm.lexeme = t.lexeme
+            UNION ALL
+            SELECT c.id, h.lexeme, false, $9 * h.tf, true
+            FROM cand c
+            JOIN place p ON p.ns = c.ns AND p.conv = c.conv
+                        AND (p.ord = c.ord - 1
+                             OR (p.ord = c.ord - 2 AND p.speaker IS NOT DISTINCT FROM c.speaker
+                                 AND p.name IS NOT DISTINCT FROM c.name))
+            JOIN hits h ON h.id = p.id AND NOT h.is_name AND h.tf > 0
+        ),
+        per AS (
+            -- a word counts where the message says it; where only the turns before it do, it is "around"
+            SELECT s.id, s.lexeme, bool_or(s.is_name) AS is_name, sum(s.tf) AS tf,
+                   NOT bool_or(NOT s.around AND s.tf > 0) AS around
+            FROM said s GROUP BY s.id, s.lexeme
+        ),
         scored AS (
-            SELECT h.id,
-                   sum(CASE WHEN h.is_name THEN $6 ELSE 1 END
-                       * r.idf * h.tf * 2.2 / (h.tf + 1.2 * (1 - $7 + $7 * h.dl / mean.avgdl))) AS score,
-                   array_agg(h.lexeme ORDER BY h.lexeme) AS words
-            FROM hits h JOIN rarity r USING (lexeme), mean
-            WHERE h.tf > 0
-            GROUP BY h.id
-            HAVING bool_or(NOT h.is_name) OR cardinality($2::text[]) = 0
+            SELECT w.id,
+                   sum(CASE WHEN w.is_name THEN $6 ELSE 1 END
+                       * r.idf * w.tf * 2.2 / (w.tf + 1.2 * (1 - $7 + $7 * c.dl / mean.avgdl))) AS score,
+                   coalesce(array_agg(w.lexeme ORDER BY w.lexeme) FILTER (WHERE NOT w.around), '{}') AS words,
+                   coalesce(array_agg(w.lexeme ORDER BY w.lexeme) FILTER (WHERE w.around), '{}') AS around
+            FROM per w JOIN rarity r USING (lexeme) JOIN cand c ON c.id = w.id, mean
+            WHERE w.tf > 0
+            GROUP BY w.id
+            HAVING bool_or(NOT w.is_name) OR cardinality($2::text[]) = 0
         )
-        SELECT mf.*, s.score, s.words
-        FROM scored s JOIN found f USING (id) CROSS JOIN LATERAL agefacts.message_fields(f.p) mf
+        SELECT mf.*, s.score, s.words, s.around
+        FROM scored s
+        JOIN (SELECT p.id, p.p FROM place p UNION ALL SELECT m.id, m.p FROM more m) f USING (id)
+        CROSS JOIN LATERAL agefacts.message_fields(f.p) mf
         ORDER BY 8 DESC, 1, 2, 3
         LIMIT $8
-    $q$, graph_name, 'Message') USING query, sought, named, named_df, total, speaker_weight, b, k;
+    $q$, graph_name, 'Message') USING query, sought, named, named_df, total, speaker_weight, b, k, context_weight;
 END
 $fn$;
 

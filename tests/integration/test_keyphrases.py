@@ -123,9 +123,13 @@ def test_ask_finds_the_messages_about_a_topic_with_their_spans(db):
     _load(db, [_said("a", A), _said("b", B), _said("c", ["[sourdough] is great"], ns="other")], "bulk")
     answer = ask(db, "What did I say about sourdough?", ONTO, namespace="kp")
     assert answer.facts == []
-    said = {(m["conversation"], m["message"]) for m in answer.messages}
+    said = {(m["conversation"], m["message"]) for m in answer.messages if m["words"]}
     assert said == {("a", 0), ("a", 1), ("b", 1)}  # not the other namespace's
+    # a's third message is found too, replying to the turns that say it
+    assert [m["around"] for m in answer.messages if not m["words"]] == [["sourdough"]]
     for m in answer.messages:
+        if not m["words"]:
+            continue
         (hit,) = [h for h in m["keyphrases"] if h["text"] == "sourdough"]
         assert m["text"][hit["char_start"] : hit["char_end"]] == hit["mention"]
     # Two words of the question, one message that says both, first.

@@ -13,7 +13,7 @@ from agefacts.load import Loader
 from agefacts.models import Conversation
 from agefacts.named import run_named
 from agefacts.recall import BM25, read_questions, score
-from agefacts.retrieve import ask
+from agefacts.retrieve import about, ask
 
 from ..helpers import ONTO, VIAS, conversation
 
@@ -49,11 +49,13 @@ def _found(db: Database, question: str, k: int = 5, ns: str | None = "jg") -> li
 def test_a_word_inside_a_message_finds_it_whoever_said_it(db, via):
     """'Was there a flood?' found nothing: 'flood' was inside the keyphrase 'flood last week'."""
     _load(db, via, _dialogue())
-    assert _found(db, "Was there a flood?") == [4]
+    # The turn that says it first; then the replies to it (Gina's next, and Jon's own next).
+    assert _found(db, "Was there a flood?") == [4, 5, 6]
     # Inflections fold: "paint" finds "painting"; the other namespace's messages are not read.
     _load(db, via, conversation("x", [{"speaker": "user", "text": "I paint every day."}], namespace="other"))
-    assert _found(db, "Does she paint?") == [3]
-    assert set(_found(db, "Does she paint?", ns=None)) == {3, 0}  # every namespace: both
+    assert _found(db, "Does she paint?")[0] == 3
+    assert {3, 0} <= set(_found(db, "Does she paint?", ns=None))  # every namespace: both
+    assert "other" not in {m["namespace"] for m in ask(db, "Does she paint?", ONTO, namespace="jg").messages}
 
 
 @pytest.mark.parametrize("via", VIAS)
@@ -62,7 +64,7 @@ def test_the_named_persons_own_turn_ranks_first_and_a_vocative_never_counts(db, 
     fashion internship'; 'Thanks, Gina!' matched the name and nothing else."""
     _load(db, via, _dialogue())
     answer = ask(db, "When did Gina get the internship?", ONTO, namespace="jg", k=5)
-    assert [m["message"] for m in answer.messages][:2] == [1, 2]
+    assert [m["message"] for m in answer.messages][0] == 1 and 2 in [m["message"] for m in answer.messages][:3]
     first = answer.messages[0]
     assert first["name"] == "Gina" and first["words"] == ["gina", "internship"]
     assert 6 not in [m["message"] for m in answer.messages]  # "Thanks, Gina!"
@@ -77,6 +79,77 @@ def test_a_question_that_matches_nothing_returns_nothing_and_says_why(db, via):
     assert answer.messages == [] and answer.facts == []
     assert answer.reason == "no message says any word of the question, and it names no known entity"
     assert ask(db, "What did she say?", ONTO, namespace="jg").messages == []  # asking words find nothing
+
+
+@pytest.mark.parametrize("via", VIAS)
+def test_a_reply_is_found_by_what_it_replies_to(db, via):
+    """ "I bought it a year ago in Paris." answers "Where did Gina purchase the painting?", and
+    says nothing of a painting: the turn it replies to does. Only the turn before and the
+    speaker's own turn before that count, below a message's own words, and they are read from
+    the conversation as it is now (a replacement changes them)."""
+    turns = [
+        ("user", "Jon", "That painting in your hall is gorgeous, where did it come from?"),
+        ("assistant", "Gina", "I purchased it a year ago in Paris."),
+        ("user", "Jon", "Lucky you. My painting class starts Monday."),
+        ("assistant", "Gina", "Have fun!"),
+        ("user", "Jon", "Thanks."),
+    ]
+
+    def dialogue(rows) -> Conversation:
+        return conversation("p", [{"speaker": s, "name": n, "text": t} for s, n, t in rows], namespace="jg")
+
+    _load(db, via, dialogue(turns))
+    answer = ask(db, "Where did Gina purchase the painting?", ONTO, namespace="jg", k=10)
+    got = {m["message"]: m for m in answer.messages}
+    assert answer.messages[0]["message"] == 1  # Gina's own turn, replying to the painting
+    assert got[1]["words"] == ["gina", "purchas"] and got[1]["around"] == ["paint"]
+    assert "replying to paint" in about(got[1])
+    # Jon's "Thanks." replies to Gina's "Have fun!", and Jon said painting two turns before: his own.
+    assert got[4]["words"] == [] and got[4]["around"] == ["paint"]
+    # Gina's "Have fun!" replies to Jon's painting class, and her own turn before it purchased.
+    assert got[3]["around"] == ["paint", "purchas"]
+    # Two turns back counts only when the same person said it.
+    _load(
+        db,
+        via,
+        conversation(
+            "q",
+            [
+                {"speaker": "user", "name": "Jon", "text": "The painting is done."},
+                {"speaker": "assistant", "name": "Gina", "text": "Nice."},
+                {"speaker": "assistant", "name": "Gina", "text": "Off to bed."},
+            ],
+            namespace="other",
+        ),
+    )
+    assert _found(db, "painting", ns="other") == [0, 1]
+    # A message's own word outranks the same word around it.
+    assert [m["message"] for m in ask(db, "painting class", ONTO, namespace="jg", k=10).messages][0] == 2
+    # The words around a message are the conversation's as it is now: replaced, they change.
+    changed = [turns[0][:2] + ("Hi Gina, how are you?",)] + turns[1:]
+    _load(db, via, dialogue(changed))
+    again = {m["message"]: m for m in ask(db, "Where did Gina purchase the painting?", ONTO, namespace="jg").messages}
+    assert again[1]["around"] == [] and again[1]["words"] == ["gina", "purchas"]
+
+
+def test_the_database_makes_a_message_key_as_agefacts_does(db):
+    """The search finds the turns after a message by their keys, made in SQL: any namespace
+    and conversation text (quotes, backslashes, control characters, any script) gives the key
+    agefacts.keys.message_key gives."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from agefacts.keys import message_key
+
+    text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), min_size=1, max_size=20)
+
+    @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(text, text, st.integers(min_value=0, max_value=10**12))
+    def check(ns: str, conv: str, ordinal: int) -> None:
+        got = db._run("SELECT agefacts.message_key(%s, %s, %s)", (ns, conv, ordinal))[0][0]
+        assert got == message_key(ns, conv, ordinal)
+
+    check()
 
 
 def test_k_is_applied_in_the_database(db):
@@ -107,7 +180,7 @@ def test_a_graph_loaded_before_search_gets_its_index_when_agefacts_sets_up(db, d
             "SELECT count(*) FROM pg_indexes WHERE schemaname = %s AND indexname = 'Message_words'", (graph_name,)
         )
         assert found[0][0] == 1
-        assert [m["message"] for m in ask(again, "Was there a flood?", ONTO, namespace="jg").messages] == [4]
+        assert [m["message"] for m in ask(again, "Was there a flood?", ONTO, namespace="jg").messages][0] == 4
 
 
 def test_bm25_weighs_rarity_and_length():
@@ -116,6 +189,18 @@ def test_bm25_weighs_rarity_and_length():
     assert bm.top("dog", 4) == [1]
     assert bm.top("cat", 4)[0] == 2  # the shorter of the messages that say it
     assert bm.top("unknown", 4) == []
+
+
+def test_the_stemmed_baseline_reads_the_engines_stems(db):
+    """'Does she paint?' shares no lower-cased word with 'I have been painting a lot', and
+    every stem that counts with it: the stemmed baseline finds it, the plain one does not."""
+    from agefacts.recall import stems
+
+    docs = ["I have been painting a lot.", "We went to the beach.", "The the the painting painting"]
+    assert sorted(stems(db, docs)[0]) == ["lot", "paint"] and stems(db, docs)[2] == ["paint", "paint"]
+    plain, stemmed = BM25(docs), BM25(stems(db, docs))
+    (question,) = stems(db, ["Does she paint?"])
+    assert plain.top("Does she paint?", 3) == [] and stemmed.top(question, 3) == [2, 0]
 
 
 def test_scores_are_shares_of_the_evidence_found():
@@ -145,10 +230,12 @@ def test_eval_recall_prints_ask_beside_bm25_per_category(cli_env, tmp_path, caps
     assert report["questions"] == 2 and report["counts"] == {"all": 2, "temporal": 1}
     assert report["ask"]["temporal"]["MRR"] == 1.0 and report["ask"]["all"]["R@10"] == 1.0
     assert set(report["bm25"]["all"]) == {"R@5", "R@10", "R@20", "hit@10", "MRR", "all"}
+    # The stemmed baseline folds "flood" as the engine does; the plain one does not fold "internship?".
+    assert report["bm25_stemmed"]["all"]["R@10"] == 1.0
     assert report["latency_ms"]["p50"] > 0
     assert main(["eval", "recall", str(questions)]) == 0
     out = capsys.readouterr().out
-    assert "bm25" in out and "ask's latency p50" in out
+    assert "bm25 " in out and "bm25-stemmed" in out and "ask's latency p50" in out
     # Any k from 1: the figures as far as k reaches, and R@k itself (it was refused below 20).
     assert main(["eval", "recall", str(questions), "--format", "json", "--k", "10"]) == 0
     report = json.loads(capsys.readouterr().out)
@@ -207,7 +294,8 @@ def test_facts_of_the_owner_join_the_messages_only_when_the_question_asks_for_th
 
     load_paths(db, [EXAMPLES / "ann-01.json", EXAMPLES / "ann-03.json"], ONTO)
     dentist = ask(db, "What did I say about the dentist?", ONTO, namespace="ann")
-    assert dentist.facts and all("dentist" in m["text"] for m in dentist.messages)
+    assert dentist.facts and all("dentist" in m["text"] or m["around"] == ["dentist"] for m in dentist.messages)
+    assert "dentist" in dentist.messages[0]["text"]
     husband = ask(db, "Where does my husband work?", ONTO, namespace="ann")  # names Tom, and work
     assert any(m["facts"] for m in husband.messages)
 
