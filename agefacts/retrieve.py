@@ -62,6 +62,7 @@ __all__ = [
     "correction_line",
     "fuse",
     "named_times",
+    "nothing_found",
     "question_time",
     "message_line",
     "link",
@@ -610,6 +611,7 @@ def fuse(
     k: int,
     times: list[tuple[str, str]] | None = None,
     meaning: list[dict[str, Any]] | None = None,
+    timed: list[dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
     """One ranked list of messages from up to five: ``words`` (the ``search_messages`` rows,
     best first), ``keyphrases`` (:func:`topics_from`'s messages, best first), ``facts`` (the
@@ -664,6 +666,11 @@ def fuse(
     if times:
         # Stored instants ("2023-05-08T13:56:00Z") compare as text in time order.
         inside = [r for r in words if r["at"] and any(a <= r["at"] < b for a, b in times)]
+        # Then the messages of that time the words did not find: a person's the question
+        # names, when it names one who spoke then, else anyone's, in the order they were sent.
+        by_name = [r for r in timed or [] if r["by_name"]] or list(timed or [])
+        seen = {(r["namespace"], r["conversation"], r["message"]) for r in inside}
+        inside += [r for r in by_name if (r["namespace"], r["conversation"], r["message"]) not in seen]
         for rank, r in enumerate(inside, 1):
             add(3, rank, (r["namespace"], r["conversation"], r["message"]), r, r["message_text"])
     for rank, r in enumerate(meaning or [], 1):
@@ -729,6 +736,7 @@ class Found:
     topics: list[dict[str, Any]] = field(default_factory=list)
     texts: dict[tuple[str, str, int], dict[str, Any]] = field(default_factory=dict)
     meaning: list[dict[str, Any]] = field(default_factory=list)
+    timed: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _in_order(keys: list[str], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -737,11 +745,16 @@ def _in_order(keys: list[str], rows: list[dict[str, Any]]) -> list[dict[str, Any
 
 
 def _found_queries(
-    question: str, namespace: str | None, k: int, facts: list[dict[str, Any]]
+    question: str, namespace: str | None, k: int, facts: list[dict[str, Any]], times: list[tuple[str, str]]
 ) -> dict[str, tuple[str, dict[str, Any]]]:
     """The named queries that find a question's messages, by what they find: its words'
-    matches, its keyphrases' messages, and the cited facts' evidence messages."""
+    matches, its keyphrases' messages, the cited facts' evidence messages, and the messages
+    sent inside the times it names (in one namespace: every namespace's would be a scan)."""
     out = {"words": ("search_messages", _search_params(question, namespace, k))}
+    if times and namespace is not None:
+        starts, ends = (list(x) for x in zip(*times, strict=True))
+        params = {"namespace": namespace, "question": question, "starts": starts, "ends": ends, "k": max(2 * k, 20)}
+        out["timed"] = ("time_messages", params)
     if (q := _topic_query(question, namespace)) is not None:
         out["topics"] = q
     if facts:
@@ -750,7 +763,9 @@ def _found_queries(
 
 
 def _found_of(rows: dict[str, list[dict[str, Any]]], meaning: list[dict[str, Any]]) -> Found:
-    return Found(rows["words"], rows.get("topics", []), _by_ident(rows.get("texts", [])), meaning)
+    return Found(
+        rows["words"], rows.get("topics", []), _by_ident(rows.get("texts", [])), meaning, rows.get("timed", [])
+    )
 
 
 def _found(
@@ -760,8 +775,10 @@ def _found(
     k: int,
     facts: list[dict[str, Any]],
     embedder: Embedder | None = None,
+    times: Sequence[tuple[str, str]] = (),
 ) -> Found:
-    rows = {what: run_named(db, *q).dicts() for what, q in _found_queries(question, namespace, k, facts).items()}
+    queries = _found_queries(question, namespace, k, facts, list(times))
+    rows = {what: run_named(db, *q).dicts() for what, q in queries.items()}
     meaning: list[dict[str, Any]] = []
     if embedder is not None:
         keys = nearest_messages(db, embedder, namespace, question, max(2 * k, 20))
@@ -776,11 +793,10 @@ async def _found_async(
     k: int,
     facts: list[dict[str, Any]],
     embedder: Embedder | None = None,
+    times: Sequence[tuple[str, str]] = (),
 ) -> Found:
-    rows = {
-        what: (await run_named_async(db, *q)).dicts()
-        for what, q in _found_queries(question, namespace, k, facts).items()
-    }
+    queries = _found_queries(question, namespace, k, facts, list(times))
+    rows = {what: (await run_named_async(db, *q)).dicts() for what, q in queries.items()}
     meaning: list[dict[str, Any]] = []
     if embedder is not None:
         keys = await nearest_messages_async(db, embedder, namespace, question, max(2 * k, 20))
@@ -831,12 +847,51 @@ def answer_from(
         k,
         times,
         f.meaning,
+        f.timed,
     )
     if not entities and not answer.messages:
         answer.reason = "no message says any word of the question, and it names no known entity"
     elif entities and not answer.facts:
         answer.reason = "no fact about " + ", ".join(e.name or e.key for e in entities) + " is valid at that time"
     return answer
+
+
+def _either(words: Sequence[str]) -> str:
+    quoted = [f"'{w}'" for w in words]
+    return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " or " + quoted[-1]
+
+
+def _when(times: Sequence[tuple[str, str]]) -> str:
+    spans = []
+    for a, b in times:
+        last = (dt.datetime.fromisoformat(b.replace("Z", "+00:00")) - dt.timedelta(days=1)).date().isoformat()
+        spans.append(f"on {a[:10]}" if last == a[:10] else f"between {a[:10]} and {last}")
+    return " or ".join(spans)
+
+
+def nothing_found(
+    why: Mapping[str, Any], times: Sequence[tuple[str, str]], answer: Answer, namespace: str | None
+) -> str:
+    """Why a question found no message, in its own terms (``why``: the ``question_words``
+    row): the namespace holds none, the question has no word to search for, no message says
+    its words, none was sent in the time it names; and whether it names an entity with facts."""
+    where = f"namespace {namespace!r}" if namespace is not None else "the graph"
+    if not why["messages"]:
+        parts = [f"{where} holds no messages"]
+    else:
+        if why["searched"]:
+            parts = [f"no message says {_either(why['searched'])}"]
+        elif why["names"]:
+            parts = [f"{_either(why['names'])} said nothing the question asks about"]
+        else:
+            parts = ["the question has no word to search for (only words that ask, such as what, say or tell)"]
+        if times and namespace is not None:
+            parts.append(f"none was sent {_when(times)}")
+    if not answer.entities:
+        parts.append("it names no known entity")
+    elif not answer.facts:
+        parts.append("no fact about " + ", ".join(e.name or e.key for e in answer.entities) + " is valid at that time")
+    return ", ".join(parts[:-1]) + (" and " if len(parts) > 1 else "") + parts[-1]
 
 
 def _cited(
@@ -896,11 +951,13 @@ def ask(
     # Linked entities are known by key: no second lookup of each one.
     rows = facts_of_each(db, [e.key for e in entities], valid_at, known_at) if entities else []
     facts = _cited(question, rank(question, [f for r in rows for f in r], ontology), entities, ontology)[: 2 * k]
-    answer = answer_from(
-        question, ontology, entities, rows, k, _found(db, question, namespace, k, facts, embedder), known_at
-    )
+    times = named_times(question, _asked_at(known_at))
+    found = _found(db, question, namespace, k, facts, embedder, times)
+    answer = answer_from(question, ontology, entities, rows, k, found, known_at)
     answer.as_of = named
     if not answer.messages:
+        why = run_named(db, "question_words", {"namespace": namespace, "question": question}).dicts()[0]
+        answer.reason = nothing_found(why, times, answer, namespace)
         return answer
     return mark_withdrawn(answer, run_named(db, "message_withdrawals", _withdrawal_params(answer, known_at)).dicts())
 
@@ -925,11 +982,13 @@ async def ask_async(
     check_scope(namespace, all_namespaces, (e.namespace for e in entities), "what the question names")
     rows = await facts_of_each_async(db, [e.key for e in entities], valid_at, known_at) if entities else []
     facts = _cited(question, rank(question, [f for r in rows for f in r], ontology), entities, ontology)[: 2 * k]
-    answer = answer_from(
-        question, ontology, entities, rows, k, await _found_async(db, question, namespace, k, facts, embedder), known_at
-    )
+    times = named_times(question, _asked_at(known_at))
+    found = await _found_async(db, question, namespace, k, facts, embedder, times)
+    answer = answer_from(question, ontology, entities, rows, k, found, known_at)
     answer.as_of = named
     if not answer.messages:
+        why = (await run_named_async(db, "question_words", {"namespace": namespace, "question": question})).dicts()
+        answer.reason = nothing_found(why[0], times, answer, namespace)
         return answer
     withdrawn = await run_named_async(db, "message_withdrawals", _withdrawal_params(answer, known_at))
     return mark_withdrawn(answer, withdrawn.dicts())

@@ -26,10 +26,18 @@ RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
     SELECT ag_catalog.agtype_object_field_text(properties, 'namespace')
 $fn$;
 
+-- When a message was sent, as text ('2023-05-08T13:56:00Z' sorts in time order): with the
+-- namespace, what the Message_at index holds, so the messages of a time are a range of it.
+CREATE OR REPLACE FUNCTION agefacts.message_at(properties ag_catalog.agtype)
+RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
+    SELECT ag_catalog.agtype_object_field_text(properties, 'at')
+$fn$;
+
 -- The Message label's search indexes, made with its key index (agefacts.index_label): the
--- words, and the namespace (a search is in one namespace, and BM25 counts that namespace's
--- messages). A role that may not create them leaves them to the owner: search is then slower,
--- never different.
+-- words, the namespace (a search is in one namespace, and BM25 counts that namespace's
+-- messages), and the namespace with the time sent (the messages of a time a question names).
+-- A role that may not create them leaves them to the owner: search is then slower, never
+-- different.
 CREATE OR REPLACE FUNCTION agefacts.index_messages(graph_name text)
 RETURNS void LANGUAGE plpgsql AS $fn$
 BEGIN
@@ -41,6 +49,10 @@ BEGIN
         IF NOT agefacts.relation_exists(graph_name, 'Message_namespace') THEN
             EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON %I.%I (agefacts.message_namespace(properties))',
                            'Message_namespace', graph_name, 'Message');
+        END IF;
+        IF NOT agefacts.relation_exists(graph_name, 'Message_at') THEN
+            EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON %I.%I (agefacts.message_namespace(properties), '
+                           'agefacts.message_at(properties))', 'Message_at', graph_name, 'Message');
         END IF;
     EXCEPTION WHEN insufficient_privilege THEN
         NULL;
@@ -235,6 +247,73 @@ BEGIN
         ORDER BY 8 DESC, 1, 2, 3
         LIMIT $8
     $q$, graph_name, 'Message') USING query, sought, named, named_df, total, speaker_weight, b, k, context_weight;
+END
+$fn$;
+
+-- The messages of a namespace sent inside the times a question names ([start, end) instants:
+-- agefacts.retrieve.named_times), k at most: those of a person the question names first (a
+-- word of the question in the turn's name: "What did Nate do on 25 May, 2022?"), then in the
+-- order they were sent. A question of names and a date finds that day's messages this way,
+-- where its words alone may find none.
+CREATE OR REPLACE FUNCTION agefacts.time_messages(graph_name text, ns text, question text, starts text[],
+                                                  ends text[], k integer)
+RETURNS TABLE (namespace text, conversation text, message bigint, speaker text, name text, at text,
+               message_text text, by_name boolean)
+LANGUAGE plpgsql STABLE AS $fn$
+DECLARE
+    asked text[];
+BEGIN
+    IF NOT agefacts.relation_exists(graph_name, 'Message') THEN
+        RETURN;
+    END IF;
+    SELECT coalesce(array_agg(DISTINCT a.lexeme), '{}') INTO asked
+    FROM unnest(to_tsvector('english'::regconfig, question)) a;
+    RETURN QUERY EXECUTE format($q$
+        SELECT d.* FROM (
+            SELECT DISTINCT ON (mf.conversation, mf.message)
+                   mf.namespace, mf.conversation, mf.message, mf.speaker, mf.name, mf.at, mf.text,
+                   tsvector_to_array(to_tsvector('english'::regconfig, coalesce(mf.name, ''))) && $4 AS by_name
+            FROM unnest($2, $3) AS t(a, b)
+            CROSS JOIN LATERAL (
+                SELECT m.properties AS p FROM %1$I.%2$I m
+                WHERE agefacts.message_namespace(m.properties) = $1
+                  AND agefacts.message_at(m.properties) >= t.a AND agefacts.message_at(m.properties) < t.b
+                OFFSET 0) m
+            CROSS JOIN LATERAL agefacts.message_fields(m.p) mf
+            ORDER BY mf.conversation, mf.message) d
+        ORDER BY d.by_name DESC, d.at, d.conversation, d.message
+        LIMIT $5
+    $q$, graph_name, 'Message') USING ns, starts, ends, asked, k;
+END
+$fn$;
+
+-- Why a question found nothing, for the answer to say: its words that were searched (as the
+-- person wrote them), those that are a speaker's name, and how many messages the namespace
+-- (every namespace, when null) holds. Run only when nothing was found.
+CREATE OR REPLACE FUNCTION agefacts.question_words(graph_name text, ns text, question text)
+RETURNS TABLE (searched text[], names text[], messages bigint)
+LANGUAGE plpgsql STABLE AS $fn$
+DECLARE
+    total bigint := 0;
+    speakers text[] := '{}';
+BEGIN
+    IF agefacts.relation_exists(graph_name, 'Message') THEN
+        EXECUTE format($q$
+            SELECT count(*), coalesce(array_agg(DISTINCT x.name) FILTER (WHERE x.name IS NOT NULL), '{}')
+            FROM (SELECT ag_catalog.agtype_object_field_text(m.properties, 'name') AS name FROM %1$I.%2$I m
+                  WHERE $1::text IS NULL OR agefacts.message_namespace(m.properties) = $1::text) x
+        $q$, graph_name, 'Message') INTO total, speakers USING ns;
+        speakers := tsvector_to_array(to_tsvector('english'::regconfig, array_to_string(speakers, ' ')));
+    END IF;
+    RETURN QUERY
+    SELECT coalesce(array_agg(w.word ORDER BY w.n) FILTER (WHERE NOT w.is_name), '{}'),
+           coalesce(array_agg(w.word ORDER BY w.n) FILTER (WHERE w.is_name), '{}'),
+           total
+    FROM (SELECT DISTINCT ON (l.lexeme) t.word, t.n, l.lexeme = ANY (speakers) AS is_name
+          FROM regexp_split_to_table(question, '[^[:alnum:]'']+') WITH ORDINALITY AS t(word, n)
+          CROSS JOIN LATERAL unnest(to_tsvector('english'::regconfig, t.word)) l
+          WHERE l.lexeme <> ALL (agefacts.asking_words())
+          ORDER BY l.lexeme, t.n) w;
 END
 $fn$;
 

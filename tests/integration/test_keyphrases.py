@@ -137,7 +137,7 @@ def test_ask_finds_the_messages_about_a_topic_with_their_spans(db):
     assert (answer.messages[0]["conversation"], answer.messages[0]["message"]) == ("a", 1)
     nothing = ask(db, "what about kayaks?", ONTO, namespace="kp")
     assert nothing.messages == [] and nothing.facts == []
-    assert nothing.reason == "no message says any word of the question, and it names no known entity"
+    assert nothing.reason == "no message says 'kayaks' and it names no known entity"
     assert "[1]" in ask(db, "what did I say about flour?", ONTO, namespace="kp").context()
 
 

@@ -147,8 +147,8 @@ def test_longest_name_links_first_and_claims_its_words(db):
 def test_a_question_naming_nobody_returns_nothing(loaded):
     answer = ask(loaded, "What should we cook tonight?", ONTO, all_namespaces=True)
     assert answer.entities == [] and answer.facts == [] and answer.rejected == []
-    assert answer.reason == "no message says any word of the question, and it names no known entity"
-    assert answer.context() == "(no facts: no message says any word of the question, and it names no known entity)"
+    assert answer.reason == "no message says 'cook' or 'tonight' and it names no known entity"
+    assert answer.context() == "(no facts: no message says 'cook' or 'tonight' and it names no known entity)"
     # "I" across every namespace is every namespace's owner, as `facts user` is.
     owners = ask(loaded, "Where do I live?", ONTO, all_namespaces=True).entities
     assert {e.name for e in owners} == {"user"} and len({e.namespace for e in owners}) == len(owners) > 1

@@ -77,8 +77,61 @@ def test_a_question_that_matches_nothing_returns_nothing_and_says_why(db, via):
     _load(db, via, _dialogue())
     answer = ask(db, "What did Gina say about quantum chromodynamics?", ONTO, namespace="jg")
     assert answer.messages == [] and answer.facts == []
-    assert answer.reason == "no message says any word of the question, and it names no known entity"
-    assert ask(db, "What did she say?", ONTO, namespace="jg").messages == []  # asking words find nothing
+    assert answer.reason == "no message says 'quantum' or 'chromodynamics' and it names no known entity"
+    nothing = ask(db, "What did she say?", ONTO, namespace="jg")  # asking words find nothing
+    assert nothing.messages == [] and nothing.reason == (
+        "the question has no word to search for (only words that ask, such as what, say or tell) "
+        "and it names no known entity"
+    )
+    assert ask(db, "Was there a flood?", ONTO, namespace="nobody").reason == (
+        "namespace 'nobody' holds no messages and it names no known entity"
+    )
+    # A time named, and nothing then: both are said.
+    assert ask(db, "What did Gina paint on 1 January 2020?", ONTO, namespace="jg").messages != []  # she did, in May
+    assert ask(db, "Who sang on 1 January 2020?", ONTO, namespace="jg").reason == (
+        "no message says 'sang', '1', 'January' or '2020', none was sent on 2020-01-01 and it names no known entity"
+    )
+    assert ask(db, "Who sang in July 2023?", ONTO, namespace="jg").reason == (
+        "no message says 'sang', 'July' or '2023', none was sent between 2023-07-01 and 2023-07-31 "
+        "and it names no known entity"
+    )
+
+
+@pytest.mark.parametrize("via", VIAS)
+def test_a_question_of_names_and_a_date_finds_that_days_messages(db, via):
+    """'What did Nate do for Joanna on 25 May, 2022?' returned nothing, saying it names no
+    known entity: no word of it but the names is said, and a named time only ranked what the
+    words found. The day's messages are found, in the order sent; another day's are not; and
+    asked of Nate alone, his turns of that day."""
+
+    def session(cid: str, day: str, said: list[tuple[str, str, str]]) -> Conversation:
+        turns = [
+            {"speaker": s, "name": n, "text": t, "at": f"{day}T18:{i:02d}:00Z"} for i, (s, n, t) in enumerate(said)
+        ]
+        return conversation(cid, turns, namespace="nj")
+
+    _load(
+        db,
+        via,
+        session(
+            "s1",
+            "2022-05-25",
+            [
+                ("user", "Nate", "I baked you some coconut cupcakes, they are on your desk."),
+                ("assistant", "Joanna", "You are the best, thank you!"),
+                ("user", "Nate", "Anytime. Enjoy them with your coffee."),
+            ],
+        ),
+        session("s2", "2022-06-10", [("user", "Nate", "I fixed the fence for Joanna's garden.")]),
+    )
+    answer = ask(db, "What did Nate do for Joanna on 25 May, 2022?", ONTO, namespace="nj", k=5)
+    assert [(m["conversation"], m["message"]) for m in answer.messages] == [("s1", 0), ("s1", 1), ("s1", 2)]
+    assert answer.reason is None
+    nate = ask(db, "What did Nate do on 25 May, 2022?", ONTO, namespace="nj", k=5)
+    assert [(m["conversation"], m["message"]) for m in nate.messages] == [("s1", 0), ("s1", 2)]
+    # Asked of a day nobody spoke on, it says so.
+    none = ask(db, "What did Nate cook for Joanna on 26 May, 2022?", ONTO, namespace="nj")
+    assert none.messages == [] and "none was sent on 2022-05-26" in none.reason
 
 
 @pytest.mark.parametrize("via", VIAS)
