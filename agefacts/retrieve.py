@@ -52,6 +52,7 @@ __all__ = [
     "Found",
     "FUSION_K",
     "FUSION_WEIGHTS",
+    "SELECTING_DAYS",
     "Linked",
     "about",
     "answer_from",
@@ -744,6 +745,17 @@ def _in_order(keys: list[str], rows: list[dict[str, Any]]) -> list[dict[str, Any
     return [by_key[k] for k in keys if k in by_key]  # a message gone since is left out
 
 
+SELECTING_DAYS = 92
+"""The longest time a question may name and have the messages sent then added (a season): a
+longer one ("in 2023") only ranks up the words' matches sent then, as the messages of a year
+in the order sent would say nothing of the question."""
+
+
+def _days(start: str, end: str) -> float:
+    a, b = (dt.datetime.fromisoformat(t.replace("Z", "+00:00")) for t in (start, end))
+    return (b - a).total_seconds() / 86400
+
+
 def _found_queries(
     question: str, namespace: str | None, k: int, facts: list[dict[str, Any]], times: list[tuple[str, str]]
 ) -> dict[str, tuple[str, dict[str, Any]]]:
@@ -751,8 +763,9 @@ def _found_queries(
     matches, its keyphrases' messages, the cited facts' evidence messages, and the messages
     sent inside the times it names (in one namespace: every namespace's would be a scan)."""
     out = {"words": ("search_messages", _search_params(question, namespace, k))}
-    if times and namespace is not None:
-        starts, ends = (list(x) for x in zip(*times, strict=True))
+    spans = [(a, b) for a, b in times if _days(a, b) <= SELECTING_DAYS]
+    if spans and namespace is not None:
+        starts, ends = (list(x) for x in zip(*spans, strict=True))
         params = {"namespace": namespace, "question": question, "starts": starts, "ends": ends, "k": max(2 * k, 20)}
         out["timed"] = ("time_messages", params)
     if (q := _topic_query(question, namespace)) is not None:
@@ -885,8 +898,9 @@ def nothing_found(
             parts = [f"{_either(why['names'])} said nothing the question asks about"]
         else:
             parts = ["the question has no word to search for (only words that ask, such as what, say or tell)"]
-        if times and namespace is not None:
-            parts.append(f"none was sent {_when(times)}")
+        spans = [(a, b) for a, b in times if _days(a, b) <= SELECTING_DAYS]
+        if spans and namespace is not None:
+            parts.append(f"none was sent {_when(spans)}")
     if not answer.entities:
         parts.append("it names no known entity")
     elif not answer.facts:

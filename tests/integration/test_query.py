@@ -267,8 +267,16 @@ def test_every_shipped_query_states_its_parameters_and_columns_and_returns_them(
         "message_withdrawals": {"keys": [message_key("omar", "omar-02", 0)], "known_at": when["known_at"]},
         "placeholders": {"namespace": "tess"},
         "questions": {"namespace": None, "include_resolved": True},
+        "question_words": {"namespace": "baker", "question": "Who bakes rye?"},
         "rejections": {"namespace": None},
         "search_messages": {"namespace": "baker", "question": "Who bakes sourdough?", "k": 5},
+        "time_messages": {
+            "namespace": "ann",
+            "question": "What did I say on 10 November 2026?",
+            "starts": ["2026-11-10T00:00:00Z"],
+            "ends": ["2026-11-11T00:00:00Z"],
+            "k": 5,
+        },
         "topic_messages": {"keys": [keyphrase_key("baker", "sourdough")]},
         "topic_messages_by_text": {"texts": ["sourdough"]},
     }

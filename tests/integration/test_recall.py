@@ -129,6 +129,9 @@ def test_a_question_of_names_and_a_date_finds_that_days_messages(db, via):
     assert answer.reason is None
     nate = ask(db, "What did Nate do on 25 May, 2022?", ONTO, namespace="nj", k=5)
     assert [(m["conversation"], m["message"]) for m in nate.messages] == [("s1", 0), ("s1", 2)]
+    # A year is too long a time to add its messages in the order sent: it only ranks.
+    year = ask(db, "What did Nate do for Joanna in 2022?", ONTO, namespace="nj", k=5)
+    assert year.messages == [] and year.reason == "no message says '2022' and it names no known entity"
     # Asked of a day nobody spoke on, it says so.
     none = ask(db, "What did Nate cook for Joanna on 26 May, 2022?", ONTO, namespace="nj")
     assert none.messages == [] and "none was sent on 2022-05-26" in none.reason
