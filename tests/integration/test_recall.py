@@ -4,6 +4,7 @@ them, fused with keyphrases and facts; and the measurement that says how much is
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 
 import pytest
 
@@ -206,6 +207,37 @@ def test_the_database_makes_a_message_key_as_agefacts_does(db):
         assert got == message_key(ns, conv, ordinal)
 
     check()
+
+
+def test_a_search_over_many_messages_scores_those_with_the_rarest_words_as_all_would_be_scored(db):
+    """Where the question's words are said in more messages than are scored (400), those that
+    say its rarest words are scored, and each word counts as rare as it is among all of them:
+    the messages found, in the same order, are those of scoring every message."""
+    turns = [{"speaker": "user", "text": f"The weather talk number {i} again."} for i in range(430)]
+    turns += [{"speaker": "assistant", "text": t} for t in ("A heron on the weather vane!", "The heron flew.")]
+    _load(db, "bulk", conversation("many", turns, namespace="wx"))
+
+    def search(scored: int) -> list[tuple]:
+        rows = db.execute(
+            "SELECT conversation, message, round(score::numeric, 9), words "
+            "FROM agefacts.search_messages(%s, 'wx', 'heron weather', 5, 3.0, 0.5, 0.3, %s)",
+            (db.graph, scored),
+        )
+        return [tuple(r) for r in rows]
+
+    def same(a: list[tuple], b: list[tuple], within: float = 0.001) -> bool:
+        # The order and words are the same; a score differs only by the mean length of the
+        # messages scored, which BM25 weighs a length against.
+        return [(c, m, w) for c, m, _, w in a] == [(c, m, w) for c, m, _, w in b] and all(
+            abs(x[2] - y[2]) <= abs(y[2]) * Decimal(within) for x, y in zip(a, b, strict=True)
+        )
+
+    every = search(100_000)
+    assert {r[1] for r in every[:2]} == {430, 431} and ["heron", "weather"] in [r[3] for r in every[:2]]
+    assert same(search(400), every)  # 432 messages say a word of the question: only 400 are scored
+    # 10 scored: the two herons' first, weather as rare as before (which of the messages that
+    # say only "weather", all scored alike, fill the rest is the prefilter's choice)
+    assert same(search(10)[:2], every[:2], within=0.05)
 
 
 def test_k_is_applied_in_the_database(db):
