@@ -408,3 +408,40 @@ def test_any_question_text_is_searched_without_error(db):
         assert len(rows) <= 5 and all(r["namespace"] == "jg" for r in rows)
 
     check()
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_memory_and_async_memory_find_a_days_messages_and_say_why_when_none(dsn, graph_name, asynchronous):
+    """The library's front doors ask as ask does: a day named selects its messages (the words
+    find none of them), a reply carries the words it replies to, and nothing found says why."""
+    import asyncio
+
+    from agefacts.memory import AsyncMemory, Memory
+
+    said = [
+        {"role": "user", "content": "That painting in your hall, where is it from?", "at": "2024-03-02T10:00:00Z"},
+        {"role": "assistant", "content": "Someone gave it to me.", "at": "2024-03-02T10:00:05Z"},
+        {"role": "user", "content": "I planted tulips.", "at": "2024-04-20T09:00:00Z"},
+    ]
+    questions = ("What happened on 2 March 2024?", "Who gave the painting?", "What about kayaks on 3 March 2024?")
+
+    def run():
+        if not asynchronous:
+            with Memory(dsn, graph_name) as memory:
+                memory.add(said, namespace="lib", conversation="c")
+                return [memory.ask(q, namespace="lib") for q in questions]
+
+        async def go():
+            async with AsyncMemory(dsn, graph_name) as memory:
+                await memory.add(said, namespace="lib", conversation="c")
+                return [await memory.ask(q, namespace="lib") for q in questions]
+
+        return asyncio.run(go())
+
+    day, reply, none = run()
+    assert [m.message for m in day.messages] == [0, 1]
+    (found,) = [m for m in reply.messages if m.message == 1]
+    assert found.words == ("gave",) and found.around == ("paint",)
+    assert none.messages == () and none.reason == (
+        "no message says 'kayaks', '3', 'March' or '2024', none was sent on 2024-03-03 and it names no known entity"
+    )
