@@ -618,7 +618,8 @@ def fuse(
     best first), ``keyphrases`` (:func:`topics_from`'s messages, best first), ``facts`` (the
     served facts, best first: each one's evidence message; ``texts`` holds those messages by
     (namespace, conversation, ordinal)); when the question names ``times``
-    (:func:`named_times`), the words' matches sent inside one, in the words' order; and
+    (:func:`named_times`), the words' matches sent inside one, in the words' order, then the
+    other messages sent then (``timed``: ``time_messages`` rows, a named person's when any); and
     ``meaning``, the messages nearest in meaning when embeddings are used (``messages``
     rows, nearest first). Reciprocal-rank fusion (:data:`FUSION_WEIGHTS`),
     ties by the words' own order, cut to ``k``. Each message says why it is there: ``words``
