@@ -788,6 +788,11 @@ class Database:
     def _set_up(self, scripts: list[str], version: str) -> None:
         with self._tx():
             self._run("SELECT pg_advisory_xact_lock(%s)", (_SETUP_LOCK,))
+            # An advisory lock does not make the server read what other sessions changed in
+            # its catalogs, and a relation's lock does: without it, a client that waited here
+            # while another set up a new database still found no schema agefacts by name, ran
+            # the scripts again and failed on the schema the other had made.
+            self._run("LOCK TABLE pg_catalog.pg_namespace IN ACCESS SHARE MODE")
             if self._schema_version() == version:
                 return
             for script in scripts:

@@ -404,3 +404,33 @@ def test_named_queries_run_prepared_and_a_closed_client_leaves_none_behind(dsn, 
         other.drop_graph()
         other.close()
     assert left == []
+
+
+def test_clients_that_set_up_a_new_database_at_once_all_connect(dsn, graph_name):
+    """Four clients connecting at once to a database agefacts had never seen: three failed
+    ("duplicate key value violates unique constraint pg_namespace_nspname_index"), as the one
+    that waited for the set-up lock still could not see, by name, the schema the first had
+    made, and made it again. Every one connects, and the schema is set up once."""
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    fresh = graph_name.replace("t_", "db_")
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {fresh}")
+    try:
+        there = make_conninfo(dsn, dbname=fresh)
+        assert conninfo_to_dict(there)["dbname"] == fresh
+        clients = [Database(there, f"{graph_name}_{i}") for i in range(4)]
+        try:
+            assert at_once(lambda i: clients[i].connect(), 4) == []
+            assert clients[0]._run("SELECT count(*) FROM agefacts.schema_version")[0][0] == 1
+            # The embedded engine serves its one database whatever a DSN names (one session for
+            # every client: there, nothing is set up twice).
+            served = clients[0]._run("SELECT current_database()")[0][0]
+            assert served == ("postgres" if clients[0].shares_session else fresh)
+        finally:
+            for c in clients:
+                c.close()
+    finally:
+        with psycopg.connect(dsn, autocommit=True) as admin:
+            admin.execute(f"DROP DATABASE IF EXISTS {fresh} WITH (FORCE)")
