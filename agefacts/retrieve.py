@@ -752,9 +752,14 @@ longer one ("in 2023") only ranks up the words' matches sent then, as the messag
 in the order sent would say nothing of the question."""
 
 
-def _days(start: str, end: str) -> float:
-    a, b = (dt.datetime.fromisoformat(t.replace("Z", "+00:00")) for t in (start, end))
-    return (b - a).total_seconds() / 86400
+def _selecting(times: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The times named whose messages are added, not only ranked: a season or shorter."""
+    out = []
+    for start, end in times:
+        a, b = (dt.datetime.fromisoformat(t.replace("Z", "+00:00")) for t in (start, end))
+        if (b - a).total_seconds() <= SELECTING_DAYS * 86400:
+            out.append((start, end))
+    return out
 
 
 def _found_queries(
@@ -764,7 +769,7 @@ def _found_queries(
     matches, its keyphrases' messages, the cited facts' evidence messages, and the messages
     sent inside the times it names (in one namespace: every namespace's would be a scan)."""
     out = {"words": ("search_messages", _search_params(question, namespace, k))}
-    spans = [(a, b) for a, b in times if _days(a, b) <= SELECTING_DAYS]
+    spans = _selecting(times)
     if spans and namespace is not None:
         starts, ends = (list(x) for x in zip(*spans, strict=True))
         params = {"namespace": namespace, "question": question, "starts": starts, "ends": ends, "k": max(2 * k, 20)}
@@ -899,7 +904,7 @@ def nothing_found(
             parts = [f"{_either(why['names'])} said nothing the question asks about"]
         else:
             parts = ["the question has no word to search for (only words that ask, such as what, say or tell)"]
-        spans = [(a, b) for a, b in times if _days(a, b) <= SELECTING_DAYS]
+        spans = _selecting(times)
         if spans and namespace is not None:
             parts.append(f"none was sent {_when(spans)}")
     if not answer.entities:

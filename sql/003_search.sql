@@ -426,20 +426,21 @@ LANGUAGE plpgsql STABLE
 SET join_collapse_limit = 1 SET from_collapse_limit = 1
 AS $fn$
 DECLARE
-    evidence boolean;
+    evidence ag_catalog.graphid[];
 BEGIN
-    -- Most messages found for a question are evidence of nothing: then there is nothing to
-    -- take back, and the query below (most of whose time is its planning) is not run.
+    -- The messages by key, those that are evidence of something: most messages found for a
+    -- question are evidence of nothing, and then the query below (most of whose time is its
+    -- planning) is not run.
     EXECUTE format($q$
-        SELECT EXISTS (
-            SELECT 1 FROM unnest($1) AS u(k)
-            CROSS JOIN LATERAL (
-                SELECT v.id FROM %1$I."Message" v
-                WHERE ag_catalog.agtype_access_operator(v.properties, '"k"'::ag_catalog.agtype) = agefacts.agtype_text(u.k)
-                OFFSET 0) m
-            JOIN %1$I."EVIDENCED_BY" e ON e.end_id = m.id)
+        SELECT coalesce(array_agg(m.id ORDER BY m.id), '{}')
+        FROM unnest($1) AS u(k)
+        CROSS JOIN LATERAL (
+            SELECT v.id FROM %1$I."Message" v
+            WHERE ag_catalog.agtype_access_operator(v.properties, '"k"'::ag_catalog.agtype) = agefacts.agtype_text(u.k)
+            OFFSET 0) m
+        WHERE EXISTS (SELECT 1 FROM %1$I."EVIDENCED_BY" e WHERE e.end_id = m.id)
     $q$, graph_name) INTO evidence USING keys;
-    IF NOT evidence THEN
+    IF cardinality(evidence) = 0 THEN
         RETURN;
     END IF;
     RETURN QUERY EXECUTE format($q$
@@ -448,11 +449,8 @@ BEGIN
             -- its subject, its object and when that message said it
             SELECT m.id AS mid, m.properties AS mp, e.properties AS ep, s.id AS sid, s.properties AS sp,
                    so.start_id AS subj, (SELECT a.end_id FROM %1$I."ABOUT" a WHERE a.start_id = s.id LIMIT 1) AS obj
-            FROM unnest($1) AS u(k)
-            CROSS JOIN LATERAL (
-                SELECT v.id, v.properties FROM %1$I."Message" v
-                WHERE ag_catalog.agtype_access_operator(v.properties, '"k"'::ag_catalog.agtype) = agefacts.agtype_text(u.k)
-                OFFSET 0) m
+            FROM unnest($1) AS u(id)
+            JOIN %1$I."Message" m ON m.id = u.id
             JOIN %1$I."EVIDENCED_BY" e ON e.end_id = m.id
             JOIN %1$I."Statement" s ON s.id = e.start_id
             JOIN %1$I."SUBJECT_OF" so ON so.end_id = s.id
@@ -513,7 +511,7 @@ BEGIN
         CROSS JOIN LATERAL agefacts.message_fields(l.mp) mf
         JOIN %1$I._ag_label_vertex sv ON sv.id = l.subj
         LEFT JOIN %1$I._ag_label_vertex ov ON ov.id = l.obj
-    $q$, graph_name) USING keys, known_at;
+    $q$, graph_name) USING evidence, known_at;
 END
 $fn$;
 
