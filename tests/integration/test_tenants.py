@@ -5,6 +5,7 @@ tables, because row-level security on every label says so, not agefacts' code.""
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import uuid
@@ -19,6 +20,7 @@ from agefacts.db import Database, age_version_at_least
 from agefacts.errors import DatabaseError, NotFound, UsageError
 from agefacts.load import Loader, load_paths, setup
 from agefacts.reads import facts
+from agefacts.retrieve import ask
 
 from ..helpers import EXAMPLES, LIVES, ONTO, conversation
 
@@ -375,6 +377,9 @@ def test_a_tenant_loads_adds_asks_and_forgets_through_its_own_connection(db, dsn
     assert digest(db, "nina") == nina
 
 
+# What the drawn attacks' check asks every other namespace (words their messages say).
+_ASKED = "where do I live and work, my sister, my job"
+
 _TABLES = ["ingest_log", "ingest_turns", "questions", "schema_version", "graph_ontology", "tenants", "moves"]
 _LABELS = ["Conversation", "Message", "Person", "Place", "Organization", "Statement", "Fact", "EVIDENCE", "ABOUT"]
 
@@ -395,7 +400,18 @@ def _attacks(graph: str, stolen_keys: list[str]):
         st.sampled_from(["2000-01", "2999"]),
     )
     vlabel = st.sampled_from(["Statement", "Person", "Message", "Fact"])
+    # A message of its own that says another namespace's search word and the words asked of it.
+    planted = st.builds(
+        lambda n, i: (
+            f"SELECT * FROM ag_catalog.cypher('{graph}', $$ CREATE (:Message {{k: 'msg:planted{i}', "
+            f"namespace: 'ann', conversation: 'planted', ordinal: {i}, speaker: 'user', "
+            f"text: 'ns{hashlib.md5(n.encode()).hexdigest()} {_ASKED}'}}) $$) AS (v ag_catalog.agtype)"
+        ),
+        ns,
+        st.integers(0, 3),
+    )
     return st.one_of(
+        planted,
         st.builds(lambda t: f"SELECT * FROM {t}", table),
         st.builds(lambda t: f"DELETE FROM {t}", table),
         st.builds(
@@ -473,7 +489,13 @@ def test_a_tenant_running_drawn_attacks_changes_and_reads_nothing_of_another_nam
     if role is None:
         return  # setup refuses tenants there (the first test holds it)
     others = ["nina", "jose", "omar"]
-    before = {ns: (digest(db, ns), facts(db, "user", namespace=ns).rows) for ns in others}
+
+    def answers(ns: str) -> tuple:
+        found = ask(db, _ASKED, ONTO, namespace=ns, k=10).messages
+        return digest(db, ns), facts(db, "user", namespace=ns).rows, [(m["namespace"], m["text"]) for m in found]
+
+    before = {ns: answers(ns) for ns in others}
+    assert all(b[2] for b in before.values())  # each namespace finds something for the question
     # What is theirs and cannot be guessed: their vertices' ids (from sequences) and words.
     secrets = {
         str(r[0])
@@ -520,4 +542,4 @@ def test_a_tenant_running_drawn_attacks_changes_and_reads_nothing_of_another_nam
     finally:
         tenant.close()
     assert ran, "no drawn statement ran at all"
-    assert {ns: (digest(db, ns), facts(db, "user", namespace=ns).rows) for ns in others} == before
+    assert {ns: answers(ns) for ns in others} == before
