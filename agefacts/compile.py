@@ -379,6 +379,7 @@ def plan(
         "followups": len(p.followups),
         "keyphrases": len(result.keyphrases),
         "rejected_reasons": dict(sorted(Counter(r.reason for r in result.rejected).items())),
+        "people": _people(by_key),
         # User messages no extraction has read yet (none recorded, none failed): stored and
         # searchable, but no fact comes of them until a model (or a person) records one.
         "unextracted": sum(
@@ -389,6 +390,22 @@ def plan(
     }
     p.rejections = [(r.turn, r.kind, r.reason, r.detail) for r in result.rejected]
     return p
+
+
+def _people(by_key: dict[str, list[Entity]]) -> dict[str, Any]:
+    """Who is who, for the load's summary: each named entity by key (its name and role, so a
+    run can say where one name met in several conversations is one person), and each role
+    that named several people (two sisters are two people, not one)."""
+    named: dict[str, list[str | None]] = {}
+    for k, ents in sorted(by_key.items()):
+        names = sorted({e.name for e in ents if e.name and e.resolved})
+        if names:
+            named[k] = [names[0], next((e.attrs["rel"] for e in ents if e.attrs.get("rel")), None)]
+    roles: dict[str, set[str]] = {}
+    for name, rel in named.values():
+        if rel and name:
+            roles.setdefault(rel, set()).add(name)
+    return {"named": named, "apart": {r: sorted(n) for r, n in sorted(roles.items()) if len(n) > 1}}
 
 
 _VORDER = {"Conversation": 0, "Message": 1, "Statement": 3, "Keyphrase": 4}

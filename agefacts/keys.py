@@ -123,11 +123,14 @@ def user_key(namespace: str) -> str:
 def entity_key(namespace: str, conversation: str, entity: Entity) -> str:
     if entity.handle == USER:
         return user_key(namespace)
+    # A name is who someone is: two sisters named in one message are two people, and "Ravi"
+    # met again is the "my brother Ravi" of before. A role ("my boss") says who only while
+    # no name is known (docs/graph.md, "Who is who").
+    if entity.name and entity.resolved:
+        return make_key("ent", namespace, entity.type, "name", normalise_name(entity.name))
     rel = entity.attrs.get("rel")
     if rel:
         return make_key("ent", namespace, entity.type, "rel", rel)
-    if entity.name and entity.resolved:
-        return make_key("ent", namespace, entity.type, "name", normalise_name(entity.name))
     return make_key("ent", namespace, "placeholder", conversation, entity.handle)
 
 

@@ -139,8 +139,42 @@ class Summary:
             **self.totals(),
             "rejected_reasons": self.rejected_reasons(),
             "rejections": self.rejections(),
+            "people": self.people(),
             "failures": [{"source": o.source, "conversation": o.conversation, "reason": o.reason} for o in self.failed],
         }
+
+    def people(self) -> list[str]:
+        """Who is who in what was loaded: a name met in several conversations, one person (with
+        a role in some and none in others: "my brother Ravi", then "Ravi"), and a role that
+        names several people, kept apart ("my sister Ana", "my sister Rita")."""
+        loaded = [o for o in self.outcomes if o.status == "loaded"]
+        seen: dict[tuple[str | None, str], set[str]] = {}
+        name_of: dict[tuple[str | None, str], str] = {}
+        roles: dict[tuple[str | None, str], set[str | None]] = {}
+        apart: dict[tuple[str | None, str], set[str]] = {}
+        for o in loaded:
+            people = o.counts.get("people") or {}
+            for k, (name, rel) in people.get("named", {}).items():
+                seen.setdefault((o.namespace, k), set()).add(o.conversation or "")
+                name_of[(o.namespace, k)] = name
+                roles.setdefault((o.namespace, k), set()).add(rel)
+            for rel, names in people.get("apart", {}).items():
+                apart.setdefault((o.namespace, rel), set()).update(names)
+        lines = []
+        for (ns, k), convs in sorted(seen.items(), key=lambda x: (x[0][0] or "", name_of[x[0]])):
+            said = roles[(ns, k)]
+            if len(convs) > 1 and None in said and len(said) > 1:
+                role = ", ".join(sorted(r for r in said if r))
+                lines.append(
+                    f"one person: {name_of[(ns, k)]!r} of namespace {ns!r}, named with a role ({role}) "
+                    f"and without one, in {len(convs)} conversations"
+                )
+        for (ns, rel), names in sorted(apart.items(), key=lambda x: (x[0][0] or "", x[0][1])):
+            lines.append(
+                f"several people with one role: {', '.join(repr(n) for n in sorted(names))} "
+                f"of namespace {ns!r} are each {rel}"
+            )
+        return lines
 
     def text(self, show_rejections: bool = False) -> str:
         """What the run did; each refused claim's sentence too with ``show_rejections`` (the
@@ -160,6 +194,7 @@ class Summary:
                 "them by their words, but no fact is read from them until one is recorded (`agefacts extract FILES "
                 "--out DIR --llm-url URL --model NAME`, then load DIR; or write statements by hand: docs/extract.md)"
             )
+        lines.extend(self.people())
         reasons = self.rejected_reasons()
         if reasons:
             lines.append(

@@ -189,3 +189,46 @@ def statement_rows(story: list[Said], known_at: str | None = None) -> list[dict]
             }
         )
     return out
+
+
+# -- people: who is who ---------------------------------------------------------------------------
+# Relatives told of over several conversations, each conversation one message: a relative is
+# mentioned with their role ("my sister Ana") or by name alone ("Ana"), several in one message,
+# and each mention may say where they live from a month on. What a person answers: each name is
+# one person, whatever the mentions; where they live at T is the latest move on or before T; the
+# owner's siblings are the names ever said with the role.
+NAMES = ["Ana", "Rita", "Ravi", "Tomás"]
+CITIES = ["Porto", "Faro", "Delhi", "Pune", "Lyon"]
+MONTHS = ["2023-02", "2023-07", "2024-01", "2024-05", "2024-10"]
+
+
+@dataclass(frozen=True)
+class Mention:
+    name: str
+    with_role: bool
+    moves: tuple[str, str] | None  # (city, month)
+
+
+@st.composite
+def families(draw) -> list[list[Mention]]:
+    """Conversations (each a list of mentions in one message); no name moves twice in one month."""
+    used: set[tuple[str, str]] = set()
+    convs = []
+    for _ in range(draw(st.integers(1, 4))):
+        names = draw(st.lists(st.sampled_from(NAMES), min_size=1, max_size=3, unique=True))
+        mentions = []
+        for name in names:
+            move = draw(st.one_of(st.none(), st.tuples(st.sampled_from(CITIES), st.sampled_from(MONTHS))))
+            if move is not None and (name, move[1]) in used:
+                move = None
+            if move is not None:
+                used.add((name, move[1]))
+            mentions.append(Mention(name, draw(st.booleans()), move))
+        convs.append(mentions)
+    return convs
+
+
+def home_at(convs: list[list[Mention]], name: str, month: str) -> list[str]:
+    moves = sorted((m.moves[1], m.moves[0]) for c in convs for m in c if m.name == name and m.moves)
+    now = [city for start, city in moves if start <= month]
+    return now[-1:]

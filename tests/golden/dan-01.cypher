@@ -1,4 +1,4 @@
-// agefacts agefacts/0.3.0: namespace 'dan', conversation 'dan-01'
+// agefacts agefacts/0.4.0: namespace 'dan', conversation 'dan-01'
 MERGE (n:Conversation {k: 'conv:4ff8d4cf0e4e2b573ffcac93eda9e0f2'}) SET n.id = 'dan-01', n.namespace = 'dan', n.title = 'Work'
 MERGE (n:Message {k: 'msg:8ac6e77031b7575ce40b25450cfa31cd'}) SET n.at = '2025-11-20T14:00:00Z', n.conversation = 'dan-01', n.namespace = 'dan', n.ordinal = 0, n.speaker = 'user', n.text = 'I work at Acme as a data engineer.'
 MERGE (n:Person {k: 'ent:d693788a5f19cf7b6dcb38ec00e89fce'}) SET n.namespace = 'dan', n.resolution = 'resolved', n.role = 'user', n.type = 'Person'

@@ -1,4 +1,4 @@
-// agefacts agefacts/0.3.0: namespace 'dan', conversation 'dan-02'
+// agefacts agefacts/0.4.0: namespace 'dan', conversation 'dan-02'
 MERGE (n:Conversation {k: 'conv:2321b809902cb73275be985632cb3c1a'}) SET n.id = 'dan-02', n.namespace = 'dan', n.title = 'New job'
 MERGE (n:Message {k: 'msg:717b6ae3a7e7c080f309742bdd0e5b72'}) SET n.at = '2026-05-10T09:30:00Z', n.conversation = 'dan-02', n.namespace = 'dan', n.ordinal = 0, n.speaker = 'user', n.text = 'I left Acme in March. I\'ve been at Globex since April and it\'s much better.'
 MERGE (n:Organization {k: 'ent:776f9e2a583cb6ea2f91da54f90a7d9b'}) SET n.namespace = 'dan', n.type = 'Organization'

@@ -1,4 +1,4 @@
-// agefacts agefacts/0.3.0: namespace 'hana', conversation 'hana-01'
+// agefacts agefacts/0.4.0: namespace 'hana', conversation 'hana-01'
 MERGE (n:Conversation {k: 'conv:0de3a5a4480de5b8acdc263487611704'}) SET n.id = 'hana-01', n.namespace = 'hana', n.title = 'Kyoto'
 MERGE (n:Message {k: 'msg:e74b6b6b46a6322d60979a88fdf4c669'}) SET n.at = '2026-10-20T09:00:00Z', n.conversation = 'hana-01', n.namespace = 'hana', n.ordinal = 0, n.speaker = 'user', n.text = 'I live in Kyoto and work at the Kyoto National Museum.'
 MERGE (n:Person {k: 'ent:17c9ad81910e08b570608b793d66a8b7'}) SET n.namespace = 'hana', n.resolution = 'resolved', n.role = 'user', n.type = 'Person'

@@ -1,4 +1,4 @@
-// agefacts agefacts/0.3.0: namespace 'mei', conversation 'mei-01'
+// agefacts agefacts/0.4.0: namespace 'mei', conversation 'mei-01'
 MERGE (n:Conversation {k: 'conv:9ce41e317a74a3cf52d4e0c18d5ab8ba'}) SET n.id = 'mei-01', n.namespace = 'mei', n.title = 'Food'
 MERGE (n:Message {k: 'msg:a7a00b9b705858847b4daf5ce651c2c9'}) SET n.at = '2026-09-02T12:00:00Z', n.conversation = 'mei-01', n.namespace = 'mei', n.ordinal = 0, n.speaker = 'user', n.text = 'I\'m not allergic to peanuts, people always assume that. I am allergic to shellfish though.'
 MERGE (n:Message {k: 'msg:bd7e0143ef1409c969976ac28105ccbd'}) SET n.at = '2026-09-02T12:00:04Z', n.conversation = 'mei-01', n.namespace = 'mei', n.ordinal = 1, n.speaker = 'assistant', n.text = 'Noted, no shellfish. Anything else I should know?'

@@ -1,4 +1,4 @@
-// agefacts agefacts/0.3.0: namespace 'nina', conversation 'nina-01'
+// agefacts agefacts/0.4.0: namespace 'nina', conversation 'nina-01'
 MERGE (n:Conversation {k: 'conv:21b1ea29651332714bd07c34d27b0074'}) SET n.id = 'nina-01', n.namespace = 'nina', n.title = 'Lyon'
 MERGE (n:Message {k: 'msg:202ea01b676d5361177c36f8c3c6c2e2'}) SET n.at = '2024-01-15T10:00:00Z', n.conversation = 'nina-01', n.namespace = 'nina', n.ordinal = 0, n.speaker = 'user', n.text = 'I live in Lyon, near the Croix-Rousse.'
 MERGE (n:Place {k: 'ent:17d8b948b5c7f8b9aff5305719fcab59'}) SET n.namespace = 'nina', n.type = 'Place'

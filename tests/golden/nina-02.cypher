@@ -1,4 +1,4 @@
-// agefacts agefacts/0.3.0: namespace 'nina', conversation 'nina-02'
+// agefacts agefacts/0.4.0: namespace 'nina', conversation 'nina-02'
 MERGE (n:Conversation {k: 'conv:60a9a82eb340bd92c60c6eb37e56c74b'}) SET n.id = 'nina-02', n.namespace = 'nina', n.title = 'Oslo'
 MERGE (n:Message {k: 'msg:7bb45b48f7846b741a7b2c2bd4ba11b4'}) SET n.at = '2024-07-02T09:00:00Z', n.conversation = 'nina-02', n.namespace = 'nina', n.ordinal = 0, n.speaker = 'user', n.text = 'We moved to Oslo in June, I\'m still unpacking boxes.'
 MERGE (n:Place {k: 'ent:3e5bcfedcfe367d977c8095d3e18e774'}) SET n.namespace = 'nina', n.type = 'Place'

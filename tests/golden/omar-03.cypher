@@ -1,4 +1,4 @@
-// agefacts agefacts/0.3.0: namespace 'omar', conversation 'omar-03'
+// agefacts agefacts/0.4.0: namespace 'omar', conversation 'omar-03'
 MERGE (n:Conversation {k: 'conv:0c1063cb37e48b0db78b289ab52ff860'}) SET n.id = 'omar-03', n.namespace = 'omar', n.title = 'Back to Berlin'
 MERGE (n:Message {k: 'msg:24b97aa80ff9cadb4b90f440a01963bf'}) SET n.at = '2026-11-20T10:00:00Z', n.conversation = 'omar-03', n.namespace = 'omar', n.ordinal = 0, n.speaker = 'user', n.text = 'I don\'t live in Hamburg any more, we\'re back in Berlin since last week.'
 MERGE (n:Person {k: 'ent:3a3248cb32737f9fef85f0196c35fd05'}) SET n.namespace = 'omar', n.resolution = 'resolved', n.role = 'user', n.type = 'Person'

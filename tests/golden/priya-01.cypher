@@ -1,4 +1,4 @@
-// agefacts agefacts/0.3.0: namespace 'priya', conversation 'priya-01'
+// agefacts agefacts/0.4.0: namespace 'priya', conversation 'priya-01'
 MERGE (n:Conversation {k: 'conv:c88b60658b17ff30bc9948cea4fc34ee'}) SET n.id = 'priya-01', n.namespace = 'priya', n.title = 'Languages'
 MERGE (n:Message {k: 'msg:6752a9cde42abf3cc42175b413e219bc'}) SET n.at = '2026-02-14T13:00:00Z', n.conversation = 'priya-01', n.namespace = 'priya', n.ordinal = 0, n.speaker = 'user', n.text = 'I speak Tamil at home and English at work.'
 MERGE (n:Person {k: 'ent:ab20d2f9a8e5e3bc497f330543ee00e3'}) SET n.namespace = 'priya', n.resolution = 'resolved', n.role = 'user', n.type = 'Person'

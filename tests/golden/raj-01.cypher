@@ -1,4 +1,4 @@
-// agefacts agefacts/0.3.0: namespace 'raj', conversation 'raj-01'
+// agefacts agefacts/0.4.0: namespace 'raj', conversation 'raj-01'
 MERGE (n:Conversation {k: 'conv:5410410bcfde5958bd35af8afe3a3c87'}) SET n.id = 'raj-01', n.namespace = 'raj', n.title = 'Going back to school'
 MERGE (n:Message {k: 'msg:7999a27d89b9d5c674c00a2ac93a81e5'}) SET n.at = '2027-02-11T10:01:00Z', n.conversation = 'raj-01', n.namespace = 'raj', n.ordinal = 2, n.speaker = 'user', n.text = 'Probably climate science, not sure yet.'
 MERGE (n:Message {k: 'msg:8076211b163882c853473e3a550f09e5'}) SET n.at = '2027-02-11T10:00:00Z', n.conversation = 'raj-01', n.namespace = 'raj', n.ordinal = 0, n.speaker = 'user', n.text = 'I\'m starting a master\'s at Imperial College in September.'

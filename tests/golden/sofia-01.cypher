@@ -1,4 +1,4 @@
-// agefacts agefacts/0.3.0: namespace 'sofia', conversation 'sofia-01'
+// agefacts agefacts/0.4.0: namespace 'sofia', conversation 'sofia-01'
 MERGE (n:Conversation {k: 'conv:96b493167c204aa0d5ffc393c652ee0f'}) SET n.id = 'sofia-01', n.namespace = 'sofia', n.title = 'Pottery'
 MERGE (n:Message {k: 'msg:7635b68827f3cde0bcf26f57532c218a'}) SET n.at = '2026-03-03T19:10:00Z', n.conversation = 'sofia-01', n.namespace = 'sofia', n.ordinal = 0, n.speaker = 'user', n.text = 'I do pottery every Tuesday evening at the community studio.'
 MERGE (n:Activity {k: 'ent:0dc58de9414bd6e6f2451268d7eb410a'}) SET n.namespace = 'sofia', n.type = 'Activity'

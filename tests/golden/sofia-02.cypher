@@ -1,4 +1,4 @@
-// agefacts agefacts/0.3.0: namespace 'sofia', conversation 'sofia-02'
+// agefacts agefacts/0.4.0: namespace 'sofia', conversation 'sofia-02'
 MERGE (n:Conversation {k: 'conv:81dfba98eed96f183d629e0e787c4af6'}) SET n.id = 'sofia-02', n.namespace = 'sofia', n.title = 'Spanish class'
 MERGE (n:Message {k: 'msg:d4e8ae397df8862eef8d7aa2420548fa'}) SET n.at = '2026-03-05T12:00:00Z', n.conversation = 'sofia-02', n.namespace = 'sofia', n.ordinal = 0, n.speaker = 'user', n.text = 'Starting next week my Spanish class is on Mondays and Wednesdays at 7pm.'
 MERGE (n:Activity {k: 'ent:100d05a55c783405131b3a91d5eff2c8'}) SET n.namespace = 'sofia', n.type = 'Activity'

@@ -1,4 +1,4 @@
-// agefacts agefacts/0.3.0: namespace 'zoe', conversation 'zoe-01'
+// agefacts agefacts/0.4.0: namespace 'zoe', conversation 'zoe-01'
 MERGE (n:Conversation {k: 'conv:4c86c5d95780de0c0b6aad2bb3828155'}) SET n.id = 'zoe-01', n.namespace = 'zoe', n.title = 'Book club'
 MERGE (n:Message {k: 'msg:5839bb904055cfb1a4657df95ae3b8c6'}) SET n.at = '2026-04-01T21:00:00Z', n.conversation = 'zoe-01', n.namespace = 'zoe', n.ordinal = 0, n.speaker = 'user', n.text = 'My book club – “The Page Turners” – meets at Zoë’s flat… we’re reading “Piranesi”.'
 MERGE (n:Activity {k: 'ent:4cd732f84b7232f806b799667729491a'}) SET n.namespace = 'zoe', n.type = 'Activity'

@@ -31,9 +31,14 @@ def test_keys_are_namespace_scoped_and_follow_the_documented_rules():
     named = Entity(
         handle="e7", type="Person", mention="Tom", name="Tom", resolution="resolved", attrs={"rel": "spouse_of:user"}
     )
-    # The role to the user keys the entity, whatever the conversation or handle.
-    assert entity_key("ann", "c1", husband) == entity_key("ann", "c2", named)
+    # The role to the user keys an unnamed entity, whatever the conversation or handle; a
+    # name keys a named one, with its role or without.
+    assert entity_key("ann", "c1", husband) == entity_key("ann", "c2", husband.model_copy(update={"handle": "e4"}))
     assert entity_key("ann", "c1", husband) != entity_key("bob", "c1", husband)
+    assert entity_key("ann", "c2", named) == entity_key("ann", "c3", named.model_copy(update={"attrs": {}}))
+    assert entity_key("ann", "c2", named) != entity_key("ann", "c1", husband)
+    sister = named.model_copy(update={"name": "Rita", "attrs": {"rel": "sibling_of:user"}})
+    assert entity_key("ann", "c2", sister) != entity_key("ann", "c2", sister.model_copy(update={"name": "Ana"}))
     tom = Entity(handle="e2", type="Person", mention="Tom", name="  TOM ", resolution="resolved")
     assert entity_key("ann", "c1", tom) == entity_key("ann", "c9", tom.model_copy(update={"name": "tom"}))
     placeholder = Entity(handle="e3", type="Person", mention="a friend")
