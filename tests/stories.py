@@ -3,8 +3,10 @@ section and independent of ``agefacts.timeline``: it paints each chain's values 
 sorted times the story mentions and reads the value under T.
 
 A story is a list of said statements about the user: a predicate, a target (an object's name
-or a literal), a kind (``states``, ``ends`` "not any more", ``corrects`` "I'm not X, I meant"),
-optional valid-time bounds, and the instants it was said at (once or more).
+or a literal), a kind (``states``, ``ends`` "not any more", ``corrects`` "I'm not X, I meant",
+``calls_off`` "we're not moving to X after all", a plan called off), optional valid-time
+bounds, the instants it was said at (once or more), and for a correction or a plan called off,
+what the same message says instead (``beside``: "not X, it's Y").
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ class Said:
     valid_from: str | None
     valid_until: str | None
     said: tuple[str, ...]
+    beside: str | None = None  # a target the same message states (a correction's replacement)
 
     @property
     def single(self) -> bool:
@@ -54,15 +57,34 @@ class Said:
 def said(draw, i: int) -> Said:
     predicate = draw(st.sampled_from(sorted(PREDICATES)))
     target = draw(st.sampled_from(PREDICATES[predicate][2]))
-    kind = draw(st.sampled_from(["states"] * 6 + ["ends"] * 2 + ["corrects"]))
+    kind = draw(st.sampled_from(["states"] * 6 + ["ends"] * 2 + ["corrects", "calls_off"]))
     start = draw(st.one_of(st.none(), st.none(), st.sampled_from(VALID)))
     until = draw(st.one_of(st.none(), st.none(), st.sampled_from(VALID)))
-    if kind == "corrects":
+    beside = None
+    if kind in ("corrects", "calls_off"):
         start = until = None
+        others = [t for t in PREDICATES[predicate][2] if t != target]
+        beside = draw(st.one_of(st.none(), st.sampled_from(others)))
     if start is not None and until is not None and until <= start:
         until = None  # the gate refuses an interval that ends where it starts, or before
     times = draw(st.lists(st.sampled_from(SAID), min_size=1, max_size=2, unique=True))
-    return Said(i, predicate, target, kind, start, until, tuple(sorted(times)))
+    return Said(i, predicate, target, kind, start, until, tuple(sorted(times)), beside)
+
+
+def taking_back(s: Said) -> bool:
+    """A correction or a plan called off: each takes back what its fact was said to be."""
+    return s.kind in ("corrects", "calls_off")
+
+
+def each_statement(story: list[Said]) -> list[Said]:
+    """The story with what a correction's message states beside it as a statement of its own
+    (numbered 1000 on, said in the same message)."""
+    out = []
+    for s in story:
+        out.append(s)
+        if s.beside is not None:
+            out.append(Said(s.i + 1000, s.predicate, s.beside, "states", None, None, s.said))
+    return out
 
 
 @st.composite
@@ -74,18 +96,18 @@ def stories(draw, max_size: int = 8) -> list[Said]:
 def oracle(story: list[Said], valid_at: str, known_at: str) -> set[tuple[str, str]]:
     """The (predicate, target) facts that hold at ``valid_at`` as known at ``known_at``."""
     known = []
-    for s in story:
+    for s in each_statement(story):
         times = [t for t in s.said if t <= known_at]
         if times:
             known.append((s, times))
     # A correction withdraws what its fact was said to be before it.
     corrected: dict[tuple[str, str], str] = {}
     for s, times in known:
-        if s.kind == "corrects":
+        if taking_back(s):
             corrected[(s.predicate, s.target)] = max(corrected.get((s.predicate, s.target), ""), max(times))
     chains: dict[tuple[str, ...], list[tuple[str, int, str, str, Said]]] = {}
     for s, times in known:
-        if s.kind == "corrects":
+        if taking_back(s):
             continue
         if s.kind == "states" and (s.predicate, s.target) in corrected:
             # What is said beside the correction (at its time) is what it puts right.
@@ -152,13 +174,15 @@ def statement_rows(story: list[Said], known_at: str | None = None) -> list[dict]
     and the earliest, cited."""
     said: dict[tuple, list[str]] = {}
     first: dict[tuple, Said] = {}
-    for s in story:
-        content = (s.predicate, s.target, s.kind, s.valid_from, s.valid_until)
+    for s in each_statement(story):
+        content = (s.predicate, s.target, taking_back(s) or s.kind, s.valid_from, s.valid_until)
         said.setdefault(content, []).extend(t for t in s.said if known_at is None or t <= known_at)
         first.setdefault(content, s)
     out = []
     for content, s in first.items():
-        evidence = [[t, f"edge:{s.i:04d}:{n}", f"s{s.i} {n}", f"c{s.i}", n, 0, 4] for n, t in enumerate(said[content])]
+        evidence = [
+            [t, f"edge:{s.i:04d}:{n}", f"s{s.i} {n}", f"c{s.i % 1000}", n, 0, 4] for n, t in enumerate(said[content])
+        ]
         if not evidence:
             continue
         cited = min(evidence)
@@ -176,7 +200,7 @@ def statement_rows(story: list[Said], known_at: str | None = None) -> list[dict]
                 "stated_until": s.valid_until,
                 "recurrence": None,
                 "ends_fact": s.kind != "states",
-                "corrects": s.kind == "corrects",
+                "corrects": taking_back(s),
                 "single_valued": s.single,
                 "namespace": "ns",
                 "said": evidence[::-1],  # in any order

@@ -15,7 +15,7 @@ from agefacts.reads import facts
 from agefacts.timeline import fact_rows
 
 from ..helpers import ONTO, claim, conversation, user_turn
-from ..stories import ASK_KNOWN, ASK_VALID, PREDICATES, Said, oracle, stories
+from ..stories import ASK_KNOWN, ASK_VALID, PREDICATES, Said, each_statement, oracle, stories
 from .recipes import ask
 
 _NAMESPACES = itertools.count()
@@ -34,16 +34,22 @@ def conversations(story: list[Said], namespace: str) -> list:
                 kw["polarity"] = "negated"
             if s.kind == "corrects":
                 kw["correction"] = True
+            if s.kind == "calls_off":
+                kw["tense"] = "future"  # "we're not moving to Riga after all"
             target = {"obj": "e1"} if typ else {"value": s.target}
             entities = [{"handle": "e1", "type": typ, "mention": s.target, "resolution": "resolved", "name": s.target}]
-            turns.append(
-                user_turn(
-                    text,
-                    at,
-                    entities=entities if typ else [],
-                    statements=[claim("user", s.predicate, text, **target, **kw)],
+            statements = [claim("user", s.predicate, text, **target, **kw)]
+            if s.beside is not None:
+                # the same message says what holds instead: "not X, it's Y"
+                instead = f"instead {s.beside}"
+                text += f"; {instead}"
+                entities.append(
+                    {"handle": "e2", "type": typ, "mention": s.beside, "resolution": "resolved", "name": s.beside}
                 )
-            )
+                statements.append(
+                    claim("user", s.predicate, instead, **({"obj": "e2"} if typ else {"value": s.beside}))
+                )
+            turns.append(user_turn(text, at, entities=entities if typ else [], statements=statements))
         out.append(conversation(f"c{s.i}", turns, namespace=namespace))
     return out
 
@@ -95,7 +101,7 @@ def test_generated_stories_answer_as_the_oracle_on_both_load_paths(paths, story,
     expected = oracle(story, t, k)
     table = facts(cypher, "user", namespace=ns, valid_at=t, known_at=k).dicts()
     assert {(r["predicate"], r["object"] or r["value"]) for r in table} == expected
-    for name in sorted({s.target for s in story if PREDICATES[s.predicate][1]}):
+    for name in sorted({s.target for s in each_statement(story) if PREDICATES[s.predicate][1]}):
         about = facts(bulk, name, namespace=ns, valid_at=t, known_at=k).dicts()
         assert {(r["predicate"], r["object"]) for r in about} == {f for f in expected if f[1] == name}, name
     # Forgetting one conversation recomputes the versions of what it touched: the graph then
