@@ -69,6 +69,46 @@ RETURNS text[] LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
     SELECT ARRAY['say', 'said', 'tell', 'told', 'talk', 'mention', 'rememb', 'recal']
 $fn$;
 
+-- The forms of an irregular verb, which the 'english' stemmer leaves apart ("met" is not
+-- "meet", "bought" not "buy"): a question's word finds the verb's other forms too, read as
+-- the index folds each. Forms that are stop words ("was", "had", "did") are left out, as are
+-- verbs with a form that is mostly another word ("left", "saw", "rose", "spring", "a bit").
+CREATE OR REPLACE FUNCTION agefacts.word_forms(lexemes text[])
+RETURNS text[] LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
+    SELECT coalesce(array_agg(DISTINCT f ORDER BY f), '{}')
+    FROM (SELECT unnest(lexemes) AS f
+          UNION
+          SELECT f.lexeme
+          FROM unnest(ARRAY[
+              'arise arose arisen', 'awake awoke awoken', 'beat beaten',
+              'become became', 'begin began begun', 'bend bent', 'bind bound',
+              'bleed bled', 'blow blew blown', 'break broke broken', 'breed bred', 'bring brought',
+              'build built', 'burn burnt', 'buy bought', 'catch caught', 'choose chose chosen',
+              'cling clung', 'come came', 'creep crept', 'deal dealt', 'dig dug',
+              'draw drew drawn', 'dream dreamt', 'drink drank drunk', 'drive drove driven',
+              'eat ate eaten', 'fall fell fallen', 'feed fed', 'feel felt', 'fight fought', 'find found',
+              'flee fled', 'fly flew flown', 'forbid forbade forbidden', 'forget forgot forgotten',
+              'forgive forgave forgiven', 'freeze froze frozen', 'get got gotten', 'give gave given',
+              'go went gone', 'grow grew grown', 'hang hung', 'hear heard', 'hide hid hidden',
+              'hold held', 'keep kept', 'kneel knelt', 'know knew known', 'lead led',
+              'lean leant', 'leap leapt', 'learn learnt', 'lend lent', 'lose lost', 'make made',
+              'mean meant', 'meet met', 'pay paid', 'ride rode ridden', 'ring rang rung',
+              'run ran', 'seek sought', 'sell sold', 'send sent', 'sew sewn',
+              'shake shook shaken', 'shine shone', 'shoot shot', 'show shown', 'shrink shrank shrunk',
+              'sing sang sung', 'sink sank sunk', 'sit sat', 'sleep slept', 'slide slid',
+              'speak spoke spoken', 'speed sped', 'spend spent', 'spin spun',
+              'stand stood', 'steal stole stolen', 'stick stuck', 'sting stung', 'stink stank stunk',
+              'strike struck', 'swear swore sworn', 'sweep swept', 'swim swam swum', 'swing swung',
+              'take took taken', 'teach taught', 'tear tore torn', 'think thought', 'throw threw thrown',
+              'understand understood', 'wake woke woken', 'wear wore worn', 'weave wove woven',
+              'weep wept', 'win won', 'write wrote written',
+              'child children', 'person people', 'man men', 'woman women', 'mouse mice', 'foot feet',
+              'tooth teeth', 'goose geese']) AS g(forms)
+          CROSS JOIN LATERAL (SELECT tsvector_to_array(to_tsvector('english'::regconfig, g.forms)) AS stems) s
+          CROSS JOIN LATERAL unnest(s.stems) AS f(lexeme)
+          WHERE s.stems && lexemes) x
+$fn$;
+
 -- A text as an agtype string, to compare with a property: a key (as the key indexes hold it:
 -- inlined, so the index serves), or a time.
 CREATE OR REPLACE FUNCTION agefacts.agtype_text(t text)
@@ -142,7 +182,7 @@ DECLARE
 BEGIN
     -- The question's words as the index folds them, less those that ask rather than name
     -- ("what did she say about the flood": only "flood" is looked for).
-    SELECT coalesce(array_agg(DISTINCT a.lexeme), '{}') INTO asked
+    SELECT agefacts.word_forms(coalesce(array_agg(DISTINCT a.lexeme), '{}')) INTO asked
     FROM unnest(to_tsvector('english'::regconfig, question)) a
     WHERE a.lexeme <> ALL (agefacts.asking_words());
     IF cardinality(asked) = 0 OR NOT agefacts.relation_exists(graph_name, 'Message') THEN

@@ -67,7 +67,7 @@ def test_the_named_persons_own_turn_ranks_first_and_a_vocative_never_counts(db, 
     answer = ask(db, "When did Gina get the internship?", ONTO, namespace="jg", k=5)
     assert [m["message"] for m in answer.messages][0] == 1 and 2 in [m["message"] for m in answer.messages][:3]
     first = answer.messages[0]
-    assert first["name"] == "Gina" and first["words"] == ["gina", "internship"]
+    assert first["name"] == "Gina" and first["words"] == ["gina", "got", "internship"]  # "get" finds "got"
     assert 6 not in [m["message"] for m in answer.messages]  # "Thanks, Gina!"
     # Asked by a name alone, that person's turns are what is found.
     assert set(_found(db, "What about Gina?", k=10)) == {1, 3, 5}
@@ -266,6 +266,31 @@ def test_a_message_of_another_namespace_is_never_found_whatever_it_says(db, via,
     assert len(rows.rows) == many + 1  # every victim message that says zebra, none other
     # The planted message is still found in its own namespace, and across every namespace.
     assert [m["namespace"] for m in ask(db, "the password", ONTO, namespace="mallory").messages] == ["mallory"]
+
+
+@pytest.mark.parametrize("via", VIAS)
+def test_a_verbs_irregular_forms_find_each_other(db, via):
+    """ "When did Jon meet Gina?" found nothing in "I met Gina in 2019": the stemmer folds
+    "meeting" into "meet" but leaves "met" apart (as "bought" from "buy", "children" from
+    "child"); a word that is mostly another word ("spring", "left") is not expanded."""
+    turns = [
+        {"speaker": "user", "text": "I met Gina in 2019 at a gallery."},
+        {"speaker": "user", "text": "We bought a boat last year."},
+        {"speaker": "user", "text": "The children love the beach."},
+        {"speaker": "user", "text": "In spring the garden is green."},
+        {"speaker": "user", "text": "The weather was fine."},
+    ]
+    _load(db, via, conversation("irr", turns, namespace="irr"))
+
+    def found(question: str) -> list[int]:
+        return [m["message"] for m in ask(db, question, ONTO, namespace="irr", k=5).messages]
+
+    assert found("When did Jon meet Gina?")[0] == 0
+    assert found("What did they buy?")[0] == 1
+    assert found("How is the child?")[0] == 2
+    assert found("What sprang up?") == []  # "sprang" is not "spring"
+    forms = db.execute("SELECT agefacts.word_forms(ARRAY['meet', 'spring', 'went'])")[0][0]
+    assert sorted(forms) == ["go", "gone", "meet", "met", "spring", "went"]
 
 
 def test_k_is_applied_in_the_database(db):
