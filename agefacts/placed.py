@@ -327,26 +327,35 @@ def move(
        namespace and the server does not is forgotten there first);
     3. the namespace's digests on both servers are compared: a difference stops the move
        there, the writes still refused (moving it back to where it is cancels the move);
-    4. the placement pins the namespace to ``to``, and the server it left notes that it went
-       (a process whose placement does not say so yet is sent on);
-    5. it is forgotten on the server it left.
+    4. the placement pins the namespace to ``to`` (unless a cancel ran meanwhile), and the
+       server it left notes that it went (a process whose placement does not say so yet is
+       sent on); from here ``to`` is where it lives, and a move run again copies nothing;
+    5. it is forgotten on the server it left, once ``to`` holds every conversation it held.
 
     ``progress`` is told each step as it is done."""
     target = placement.server(to)
     router = database_router(placement, graph, create=True)
     try:
         home = placement.home(namespace).name
-        source = home if home != to else _left_for(router, namespace, to)
-        if source is None:
+        source: str | None = home
+        if home == to:
+            # Where it is: a move away from here under way is cancelled (this server's own
+            # note says so, whatever other servers' notes of earlier moves say); otherwise a
+            # move here that switched the placement is finished.
             cancelled = _cancel(router, namespace, to)
-            progress(cancelled or f"namespace {namespace!r} is on server {to!r} already")
-            return placement
+            source = None if cancelled else _left_for(router, namespace, to)
+            if source is None:
+                progress(cancelled or f"namespace {namespace!r} is on server {to!r} already")
+                return placement
+        assert source is not None
         src, dst = router.member(source), router.member(target.name)
         ontology = ledger.graph_ontology(src) or default_ontology()
         with src.transaction():
             ledger.lock_namespace(src, namespace)
             note = ledger.moves(src, [namespace]).get(namespace)
-            gone = note is not None and note[1] == "moved"
+            # Switched already: the placement sends writes to ``to``, which holds all the
+            # source held when the digests matched and may hold more since; nothing is copied.
+            gone = (note is not None and note[1] == "moved") or home == to
             if not gone:
                 ledger.note_move(src, namespace, to, "moving")
         progress(f"server {source!r} takes no writes to namespace {namespace!r} while it moves")
@@ -375,15 +384,40 @@ def move(
                     f"again, or move it to {source!r} to cancel"
                 )
             progress(f"digests equal ({a[:12]})")
+            with src.transaction():
+                ledger.lock_namespace(src, namespace)
+                if ledger.moves(src, [namespace]).get(namespace) != (to, "moving"):
+                    raise AgeFactsError(
+                        f"moving namespace {namespace!r}: the move was cancelled meanwhile (server {source!r} "
+                        f"no longer notes it leaving for {to!r}); nothing is switched and it stays on {source!r}"
+                    )
         placement = placement.pin(namespace, to)
         ledger.clear_move(dst, namespace)
         ledger.note_move(src, namespace, to, "moved")
         progress(f"the placement puts namespace {namespace!r} on server {to!r}")
+        _copy_missing(src, dst, namespace, ontology, source, to)
         gone_ids = Loader(src, ontology, moving=True).forget(namespace)
         progress(f"{len(gone_ids)} conversation(s) forgotten on server {source!r}")
         return placement
     finally:
         close_all(router)
+
+
+def _copy_missing(src: Database, dst: Database, namespace: str, ontology: Any, source: str, to: str) -> None:
+    """Before the source forgets: each conversation it holds that the target lacks (something
+    forgot the copy since the digests matched: a cancel run meanwhile) is copied again. What
+    the target holds is never replaced, since writes go there once the placement switched."""
+    missing = set(ledger.loaded_ids(src, namespace)) - set(ledger.loaded_ids(dst, namespace))
+    if missing:
+        convs = [c for c in ledger.export(src, namespace) if c.id in missing]
+        for _ in Loader(dst, ontology, moving=True).load_many((f"{source}:{c.id}", c) for c in convs):
+            pass  # a conversation that fails stays missing, and is named below
+    still = set(ledger.loaded_ids(src, namespace)) - set(ledger.loaded_ids(dst, namespace))
+    if still:
+        raise AgeFactsError(
+            f"moving namespace {namespace!r}: server {to!r} lacks {len(still)} conversation(s) server {source!r} "
+            f"holds (first: {sorted(still)[0]}), so nothing is forgotten on {source!r}: run the move again"
+        )
 
 
 def _left_for(router: Router[Database], namespace: str, to: str) -> str | None:

@@ -12,10 +12,12 @@ import os
 
 import pytest
 
-from agefacts import AsyncMemory, Memory, NamespaceMoved
+from agefacts import AsyncMemory, Memory, NamespaceMoved, ledger
 from agefacts.cli import main
 from agefacts.db import Database
 from agefacts.engine import Engine
+from agefacts.errors import AgeFactsError
+from agefacts.load import Loader
 from agefacts.models import Turn
 from agefacts.placed import move
 from agefacts.placement import read_placement
@@ -223,6 +225,84 @@ def test_a_move_that_did_not_switch_is_cancelled_by_moving_it_where_it_is(server
         assert said and "cancelled" in said[0]
         assert _namespaces(dbs["b"]) == set() and read_placement(path).pinned == {}
         memory.add([_said(1, "Lyon", "2024-06-01T10:00:00Z")], namespace=ns, conversation="c1")  # writes again
+        assert _lives(memory, ns) == "Lyon"
+
+
+def test_a_write_acknowledged_after_the_switch_survives_the_move_run_again(servers, graph_name, monkeypatch):
+    """Killed after the placement was switched, then a write through the placement (it lands
+    on the new server and is acknowledged), then the documented recovery (the move run
+    again): the move copied the old server's conversations over the new one's again, and
+    the acknowledged write was forgotten."""
+    path, dbs = servers
+    ns = _one_on_each(path)["a"]
+    with Memory(graph=graph_name, ontology=ONTO, placement=path) as memory:
+        memory.add([_said(0, "Oslo")], namespace=ns, conversation="c1")
+
+    def killed(*args) -> None:
+        raise KeyboardInterrupt  # right after the placement file was written
+
+    with monkeypatch.context() as m:
+        m.setattr(ledger, "clear_move", killed)
+        with pytest.raises(KeyboardInterrupt):
+            move(read_placement(path), ns, "b", graph_name)
+    assert read_placement(path).pinned == {ns: "b"}  # switched, then killed
+    assert ledger.moves(dbs["a"], [ns]) == {ns: ("b", "moving")}  # before a noted that it went
+    with Memory(graph=graph_name, ontology=ONTO, placement=path) as memory:
+        added = memory.add([_said(1, "Lyon", "2024-06-01T10:00:00Z")], namespace=ns, conversation="c1")
+        assert added.status == "loaded"
+        memory.add([_said(2, "Porto", "2024-07-01T10:00:00Z")], namespace=ns, conversation="c2")
+    move(read_placement(path), ns, "b", graph_name)  # the recovery the docs give
+    with Memory(graph=graph_name, ontology=ONTO, placement=path) as memory:
+        assert _lives(memory, ns) == "Porto"
+        assert len(memory.export(ns, "c1")[0].turns) == 2
+    assert _namespaces(dbs["a"]) == set() and _namespaces(dbs["b"]) == {ns}
+
+
+def test_a_cancel_during_a_move_is_not_misled_by_an_earlier_moves_note(servers, graph_name):
+    """A move a to b, paused between its digest check and its switch; the documented cancel
+    (moving it to a) runs meanwhile. An earlier move b to a had left a note on b, which the
+    cancel took for a move from b: it forgot the namespace on b, and the paused move then
+    switched to b and forgot it on a. Deleted on both servers, both exit 0."""
+    path, dbs = servers
+    ns = _one_on_each(path)["a"]
+    with Memory(graph=graph_name, ontology=ONTO, placement=path) as memory:
+        memory.add([_said(0, "Oslo")], namespace=ns, conversation="c1")
+    move(read_placement(path), ns, "b", graph_name)
+    move(read_placement(path), ns, "a", graph_name)  # back: b keeps a note that it went to a
+    cancelled: list[str] = []
+
+    def cancel_meanwhile(step: str) -> None:
+        if "digests equal" in step:
+            move(read_placement(path), ns, "a", graph_name, progress=cancelled.append)
+
+    with pytest.raises(AgeFactsError, match="cancelled"):
+        move(read_placement(path), ns, "b", graph_name, progress=cancel_meanwhile)
+    assert cancelled and "cancelled" in cancelled[0]
+    assert read_placement(path).pinned == {ns: "a"}
+    assert _namespaces(dbs["a"]) == {ns} and _namespaces(dbs["b"]) == set()
+    with Memory(graph=graph_name, ontology=ONTO, placement=path) as memory:
+        assert _lives(memory, ns) == "Oslo"
+        memory.add([_said(1, "Lyon", "2024-06-01T10:00:00Z")], namespace=ns, conversation="c1")  # writes again
+        assert _lives(memory, ns) == "Lyon"
+
+
+def test_a_move_never_forgets_what_the_target_lost_after_the_check(servers, graph_name):
+    """The target's copy forgotten between the digest check and the source's forget (a cancel
+    racing the switch): the source forgot too, and the memory was gone from both."""
+    path, dbs = servers
+    ns = _one_on_each(path)["a"]
+    with Memory(graph=graph_name, ontology=ONTO, placement=path) as memory:
+        memory.add([_said(0, "Oslo")], namespace=ns, conversation="c1")
+        memory.add([_said(1, "Lyon", "2024-06-01T10:00:00Z")], namespace=ns, conversation="c2")
+    before = digest(dbs["a"], ns)
+
+    def lost_on_target(step: str) -> None:
+        if "the placement puts" in step:
+            assert Loader(dbs["b"], ONTO, moving=True).forget(ns) == ["c1", "c2"]
+
+    move(read_placement(path), ns, "b", graph_name, progress=lost_on_target)
+    assert digest(dbs["b"], ns) == before and _namespaces(dbs["a"]) == set()
+    with Memory(graph=graph_name, ontology=ONTO, placement=path) as memory:
         assert _lives(memory, ns) == "Lyon"
 
 
