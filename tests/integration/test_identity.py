@@ -17,7 +17,7 @@ from agefacts.reads import facts
 
 from ..helpers import ONTO, VIAS, claim, conversation, place, user_turn
 from ..stories import MONTHS, families, home_at
-from .test_time_answers import load_all
+from .test_time_answers import load_all, said
 
 
 def person(handle: str, name: str | None, mention: str, rel: str | None = None) -> dict:
@@ -28,11 +28,7 @@ def person(handle: str, name: str | None, mention: str, rel: str | None = None) 
     return ent
 
 
-def told(cid: str, text: str, at: str, statements: list[dict], entities: list[dict]):
-    return conversation(cid, [user_turn(text, at, entities=entities, statements=statements)], namespace="eve")
-
-
-SISTERS = told(
+SISTERS = said(
     "sisters",
     "My sister Ana lives in Porto and my sister Rita lives in Faro.",
     "2024-03-01T09:00:00Z",
@@ -67,7 +63,7 @@ def test_two_siblings_named_in_one_message_are_two_people(db, via):
 
 
 RAVI = [
-    told(
+    said(
         "brother",
         "My brother Ravi lives in Delhi.",
         "2024-03-01T09:00:00Z",
@@ -77,7 +73,7 @@ RAVI = [
         ],
         [person("e1", "Ravi", "My brother Ravi", "sibling_of:user"), place("e2", "Delhi")],
     ),
-    told(
+    said(
         "moved",
         "Ravi moved to Pune in August.",
         "2024-09-01T09:00:00Z",
@@ -111,14 +107,14 @@ def test_an_unnamed_role_stays_one_person_across_conversations(db, via):
         db,
         via,
         [
-            told(
+            said(
                 "b1",
                 "My boss lives in Leeds.",
                 "2024-03-01T09:00:00Z",
                 [claim("e1", "lives_in", "My boss lives in Leeds", obj="e2")],
                 [boss, place("e2", "Leeds")],
             ),
-            told(
+            said(
                 "b2",
                 "My boss moved to York in May.",
                 "2024-06-01T09:00:00Z",
