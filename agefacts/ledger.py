@@ -142,6 +142,16 @@ def _refuse(notes: dict[str, tuple[str, str]]) -> None:
         )
 
 
+def holds(db: Database, namespace: str) -> bool:
+    """Whether this server holds the namespace: a conversation of it, or a note of it leaving."""
+    rows = db.execute(
+        "SELECT EXISTS (SELECT 1 FROM agefacts.ingest_log WHERE graph = %s AND namespace = %s) "
+        "OR EXISTS (SELECT 1 FROM agefacts.moves WHERE graph = %s AND namespace = %s)",
+        (db.graph, namespace, db.graph, namespace),
+    )
+    return bool(rows[0][0])
+
+
 def note_move(db: Database, namespace: str, server: str, state: str) -> None:
     """Note on this server that ``namespace`` is leaving for ``server`` (``moving``) or left
     (``moved``)."""

@@ -951,7 +951,12 @@ class Memory:
                     replica=server.replica,
                 )
 
-            self._router = Router(placed, member, lambda m, ns: ledger.moves(m.db, None if ns is None else [ns]))
+            self._router = Router(
+                placed,
+                member,
+                lambda m, ns: ledger.moves(m.db, None if ns is None else [ns]),
+                lambda m, ns: ledger.holds(m.db, ns),
+            )
             return
         self._db = Database(resolve_dsn(dsn), graph).connect()
         if replica is not None:
@@ -1283,7 +1288,10 @@ class AsyncMemory:
             async def notes(m: AsyncMemory, ns: str | None) -> dict[str, tuple[str, str]]:
                 return await asyncio.to_thread(ledger.moves, m._writer()[0], None if ns is None else [ns])
 
-            self._router = AsyncRouter(placed, member, notes)
+            async def holds(m: AsyncMemory, ns: str) -> bool:
+                return await asyncio.to_thread(ledger.holds, m._writer()[0], ns)
+
+            self._router = AsyncRouter(placed, member, notes, holds)
 
     async def __aenter__(self) -> AsyncMemory:
         return await self.open()

@@ -86,11 +86,16 @@ class Router(Generic[_M]):
     of each namespace."""
 
     def __init__(
-        self, placement: Placement, open_member: Callable[[Server], _M], notes: Callable[[_M, str | None], _Notes]
+        self,
+        placement: Placement,
+        open_member: Callable[[Server], _M],
+        notes: Callable[[_M, str | None], _Notes],
+        holds: Callable[[_M, str], bool],
     ):
         self.placement = placement
         self._open = open_member
         self._notes = notes
+        self._holds = holds
         self._members: dict[str, _M] = {}
         self._went: dict[str, str] = {}  # namespaces found moved, and where to
         self._lock = threading.Lock()
@@ -109,7 +114,20 @@ class Router(Generic[_M]):
             return list(self._members.values())
 
     def _placed(self, namespace: str) -> str:
-        return self._went.get(namespace) or self.placement.home(namespace).name
+        return self._went.get(namespace) or self.home_of(namespace)
+
+    def home_of(self, namespace: str) -> str:
+        """The server a namespace lives on: the one it is pinned to; else, of the servers in
+        the hash's order, the first that holds it (a server added to the placement ranks first
+        for namespaces that live elsewhere), or the hash's first for a namespace none holds."""
+        if namespace in self.placement.pinned or len(self.placement.servers) == 1:
+            return self.placement.home(namespace).name
+        ranked = self.placement.ranked(namespace)
+        for name in ranked:
+            if self._holds(self.member(name), namespace):
+                self._went[namespace] = name
+                return name
+        return ranked[0]
 
     def server_of(self, namespace: str) -> str:
         """The name of the server the namespace is on: where the placement puts it, or where
@@ -161,10 +179,12 @@ class AsyncRouter(Generic[_M]):
         placement: Placement,
         open_member: Callable[[Server], Awaitable[_M]],
         notes: Callable[[_M, str | None], Awaitable[_Notes]],
+        holds: Callable[[_M, str], Awaitable[bool]],
     ):
         self.placement = placement
         self._open = open_member
         self._notes = notes
+        self._holds = holds
         self._members: dict[str, _M] = {}
         self._went: dict[str, str] = {}
         self._lock = asyncio.Lock()
@@ -178,8 +198,19 @@ class AsyncRouter(Generic[_M]):
     def opened(self) -> list[_M]:
         return list(self._members.values())
 
+    async def home_of(self, namespace: str) -> str:
+        """See :meth:`Router.home_of`."""
+        if namespace in self.placement.pinned or len(self.placement.servers) == 1:
+            return self.placement.home(namespace).name
+        ranked = self.placement.ranked(namespace)
+        for name in ranked:
+            if await self._holds(await self.member(name), namespace):
+                self._went[namespace] = name
+                return name
+        return ranked[0]
+
     async def server_of(self, namespace: str) -> str:
-        name = self._went.get(namespace) or self.placement.home(namespace).name
+        name = self._went.get(namespace) or await self.home_of(namespace)
         for _ in range(len(self.placement.servers) + 1):
             note = (await self._notes(await self.member(name), namespace)).get(namespace)
             if note is None or note[1] != "moved":
@@ -188,7 +219,7 @@ class AsyncRouter(Generic[_M]):
         raise _circle(namespace)
 
     async def on(self, namespace: str, call: Callable[[_M], Awaitable[_T]], *, write: bool) -> _T:
-        name = self._went.get(namespace) or self.placement.home(namespace).name
+        name = self._went.get(namespace) or await self.home_of(namespace)
         if not write:
             name = await self.server_of(namespace)
         for _ in range(len(self.placement.servers) + 1):
@@ -238,7 +269,7 @@ def database_router(placement: Placement, graph: str, *, create: bool = False) -
     def open_db(server: Server) -> Database:
         return Database(server.dsn, graph, create=create, server=server.name).connect()
 
-    return Router(placement, open_db, lambda db, ns: ledger.moves(db, None if ns is None else [ns]))
+    return Router(placement, open_db, lambda db, ns: ledger.moves(db, None if ns is None else [ns]), ledger.holds)
 
 
 def close_all(router: Router[Database]) -> None:
@@ -336,7 +367,7 @@ def move(
     target = placement.server(to)
     router = database_router(placement, graph, create=True)
     try:
-        home = placement.home(namespace).name
+        home = router.home_of(namespace)
         source: str | None = home
         if home == to:
             # Where it is: a move away from here under way is cancelled (this server's own
@@ -345,6 +376,10 @@ def move(
             cancelled = _cancel(router, namespace, to)
             source = None if cancelled else _left_for(router, namespace, to)
             if source is None:
+                if not cancelled and placement.home(namespace).name != to:
+                    # Found there, not where the hash ranks it (a server added since): pinned, so
+                    # that no reader has to look for it.
+                    placement = placement.pin(namespace, to)
                 progress(cancelled or f"namespace {namespace!r} is on server {to!r} already")
                 return placement
         assert source is not None

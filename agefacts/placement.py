@@ -91,6 +91,13 @@ class Placement:
             return self.servers[pinned]
         return max(self.servers.values(), key=lambda s: (_rank(namespace, s.name), s.name))
 
+    def ranked(self, namespace: str) -> list[str]:
+        """The servers' names in the order a stable hash ranks them for ``namespace``."""
+        return [
+            s.name
+            for s in sorted(self.servers.values(), key=lambda s: (_rank(namespace, s.name), s.name), reverse=True)
+        ]
+
     def pin(self, namespace: str, server: str) -> Placement:
         """This placement with ``namespace`` pinned to ``server``; the file, when there is one,
         is rewritten with it (atomically: a reader sees the old file or the new)."""

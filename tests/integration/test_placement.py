@@ -306,6 +306,44 @@ def test_a_move_never_forgets_what_the_target_lost_after_the_check(servers, grap
         assert _lives(memory, ns) == "Lyon"
 
 
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_a_server_added_to_the_placement_takes_no_namespace_that_lives_elsewhere(
+    servers, graph_name, tmp_path, asynchronous
+):
+    """A placement of one server, then a second added to the file: the namespaces the new
+    server now ranks first read "no entity 'user'" (their memory is on the first), writes went
+    to the empty new one, and `move --to` the first forgot them there (exit 0)."""
+    path, dbs = servers
+    both = read_placement(path)
+    ns = next(f"person{i}" for i in range(100) if both.home(f"person{i}").name == "b")
+    only_a = tmp_path / "one.toml"
+    only_a.write_text(path.read_text().split("[servers.b]")[0])
+    with Memory(graph=graph_name, ontology=ONTO, placement=only_a) as memory:
+        memory.add([_said(0, "Oslo")], namespace=ns, conversation="c1")
+    assert _namespaces(dbs["a"]) == {ns}
+    # Server b is added: the file now names both, and ranks b first for this namespace.
+    if asynchronous:
+
+        async def run() -> str | None:
+            async with AsyncMemory(graph=graph_name, ontology=ONTO, placement=path) as memory:
+                await memory.add([_said(1, "Lyon", "2024-06-01T10:00:00Z")], namespace=ns, conversation="c1")
+                return {f.predicate: f.object for f in await memory.facts(namespace=ns)}.get("lives_in")
+
+        assert asyncio.run(run()) == "Lyon"
+    else:
+        with Memory(graph=graph_name, ontology=ONTO, placement=path) as memory:
+            assert _lives(memory, ns) == "Oslo"
+            memory.add([_said(1, "Lyon", "2024-06-01T10:00:00Z")], namespace=ns, conversation="c1")
+            assert _lives(memory, ns) == "Lyon"
+    assert _namespaces(dbs["b"]) == set() and _namespaces(dbs["a"]) == {ns}
+    said: list[str] = []
+    moved = move(read_placement(path), ns, "a", graph_name, progress=said.append)
+    assert moved.pinned == {ns: "a"} and "is on server 'a' already" in said[0]
+    assert _namespaces(dbs["a"]) == {ns}
+    with Memory(graph=graph_name, ontology=ONTO, placement=path) as memory:
+        assert _lives(memory, ns) == "Lyon"
+
+
 def test_an_async_placed_memory_routes_alike(servers, graph_name):
     path, dbs = servers
     who = _one_on_each(path)
