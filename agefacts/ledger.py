@@ -142,14 +142,17 @@ def _refuse(notes: dict[str, tuple[str, str]]) -> None:
         )
 
 
-def holds(db: Database, namespace: str) -> bool:
-    """Whether this server holds the namespace: a conversation of it, or a note of it leaving."""
+def holds(db: Database, namespace: str) -> str | None:
+    """What this server holds of the namespace: its note of it leaving (``moving`` or
+    ``moved``), else ``data`` when a conversation of it is loaded here, else None."""
     rows = db.execute(
-        "SELECT EXISTS (SELECT 1 FROM agefacts.ingest_log WHERE graph = %s AND namespace = %s) "
-        "OR EXISTS (SELECT 1 FROM agefacts.moves WHERE graph = %s AND namespace = %s)",
+        "SELECT coalesce((SELECT state FROM agefacts.moves WHERE graph = %s AND namespace = %s), "
+        "CASE WHEN EXISTS (SELECT 1 FROM agefacts.ingest_log WHERE graph = %s AND namespace = %s) "
+        "THEN 'data' END)",
         (db.graph, namespace, db.graph, namespace),
     )
-    return bool(rows[0][0])
+    got = rows[0][0]
+    return None if got is None else str(got)
 
 
 def note_move(db: Database, namespace: str, server: str, state: str) -> None:

@@ -1288,7 +1288,7 @@ class AsyncMemory:
             async def notes(m: AsyncMemory, ns: str | None) -> dict[str, tuple[str, str]]:
                 return await asyncio.to_thread(ledger.moves, m._writer()[0], None if ns is None else [ns])
 
-            async def holds(m: AsyncMemory, ns: str) -> bool:
+            async def holds(m: AsyncMemory, ns: str) -> str | None:
                 return await asyncio.to_thread(ledger.holds, m._writer()[0], ns)
 
             self._router = AsyncRouter(placed, member, notes, holds)

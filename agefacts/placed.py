@@ -90,7 +90,7 @@ class Router(Generic[_M]):
         placement: Placement,
         open_member: Callable[[Server], _M],
         notes: Callable[[_M, str | None], _Notes],
-        holds: Callable[[_M, str], bool],
+        holds: Callable[[_M, str], str | None],
     ):
         self.placement = placement
         self._open = open_member
@@ -123,11 +123,8 @@ class Router(Generic[_M]):
         if namespace in self.placement.pinned or len(self.placement.servers) == 1:
             return self.placement.home(namespace).name
         ranked = self.placement.ranked(namespace)
-        for name in ranked:
-            if self._holds(self.member(name), namespace):
-                self._went[namespace] = name
-                return name
-        return ranked[0]
+        name = self._went[namespace] = _home(ranked, [self._holds(self.member(n), namespace) for n in ranked])
+        return name
 
     def server_of(self, namespace: str) -> str:
         """The name of the server the namespace is on: where the placement puts it, or where
@@ -179,7 +176,7 @@ class AsyncRouter(Generic[_M]):
         placement: Placement,
         open_member: Callable[[Server], Awaitable[_M]],
         notes: Callable[[_M, str | None], Awaitable[_Notes]],
-        holds: Callable[[_M, str], Awaitable[bool]],
+        holds: Callable[[_M, str], Awaitable[str | None]],
     ):
         self.placement = placement
         self._open = open_member
@@ -203,11 +200,9 @@ class AsyncRouter(Generic[_M]):
         if namespace in self.placement.pinned or len(self.placement.servers) == 1:
             return self.placement.home(namespace).name
         ranked = self.placement.ranked(namespace)
-        for name in ranked:
-            if await self._holds(await self.member(name), namespace):
-                self._went[namespace] = name
-                return name
-        return ranked[0]
+        held = [await self._holds(await self.member(n), namespace) for n in ranked]
+        name = self._went[namespace] = _home(ranked, held)
+        return name
 
     async def server_of(self, namespace: str) -> str:
         name = self._went.get(namespace) or await self.home_of(namespace)
@@ -242,6 +237,17 @@ class AsyncRouter(Generic[_M]):
                 return exc
 
         return _answered(list(await asyncio.gather(*(one(name) for name in sorted(self.placement.servers)))))
+
+
+def _home(ranked: list[str], held: list[str | None]) -> str:
+    """Of servers in the hash's order and what each holds of a namespace: the one it is leaving
+    (its writes are refused there until the move is done, where the copy a move is making
+    would take them), else the first that holds it, else the hash's first."""
+    for state in ("moving", None):
+        for name, got in zip(ranked, held, strict=True):
+            if got is not None and (state is None or got == state):
+                return name
+    return ranked[0]
 
 
 def _answered(got: list[tuple[_T, _Notes] | NotFound]) -> list[tuple[_T, _Notes]]:

@@ -344,6 +344,36 @@ def test_a_server_added_to_the_placement_takes_no_namespace_that_lives_elsewhere
         assert _lives(memory, ns) == "Lyon"
 
 
+def test_a_namespace_moving_to_the_server_the_hash_ranks_first_takes_no_write_there_meanwhile(
+    servers, graph_name, tmp_path
+):
+    """Its copy on the new server is not its home until the move switches: a write meanwhile is
+    refused by the server it leaves, never taken by the copy a move run again replaces."""
+    path, dbs = servers
+    ns = next(f"person{i}" for i in range(100) if read_placement(path).home(f"person{i}").name == "b")
+    only_a = tmp_path / "one.toml"
+    only_a.write_text(path.read_text().split("[servers.b]")[0])
+    with Memory(graph=graph_name, ontology=ONTO, placement=only_a) as memory:
+        memory.add([_said(0, "Oslo")], namespace=ns, conversation="c1")
+
+    def stop_after_copy(step: str) -> None:
+        if "copied" in step:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        move(read_placement(path), ns, "b", graph_name, progress=stop_after_copy)
+    assert _namespaces(dbs["b"]) == {ns}  # copied, not switched
+    with Memory(graph=graph_name, ontology=ONTO, placement=path) as memory:
+        with pytest.raises(NamespaceMoved, match="is being moved to server 'b'"):
+            memory.add([_said(1, "Lyon", "2024-06-01T10:00:00Z")], namespace=ns, conversation="c1")
+        assert _lives(memory, ns) == "Oslo"
+    move(read_placement(path), ns, "b", graph_name)
+    with Memory(graph=graph_name, ontology=ONTO, placement=path) as memory:
+        memory.add([_said(1, "Lyon", "2024-06-01T10:00:00Z")], namespace=ns, conversation="c1")
+        assert _lives(memory, ns) == "Lyon"
+    assert _namespaces(dbs["a"]) == set() and _namespaces(dbs["b"]) == {ns}
+
+
 def test_an_async_placed_memory_routes_alike(servers, graph_name):
     path, dbs = servers
     who = _one_on_each(path)
