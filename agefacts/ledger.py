@@ -28,6 +28,7 @@ __all__ = [
     "drop",
     "export",
     "graph_ontology",
+    "holds",
     "loaded_ids",
     "lock",
     "lock_namespace",
