@@ -707,13 +707,17 @@ def _topic_query(question: str, namespace: str | None) -> tuple[str, dict[str, A
     return "topic_messages", {"keys": [keyphrase_key(namespace, t) for t in texts]}
 
 
-def question_time(question: str, valid_at: TimeArg, known_at: TimeArg) -> tuple[TimeArg, str | None]:
+def question_time(
+    question: str, valid_at: TimeArg, known_at: TimeArg, times: Sequence[tuple[str, str]] | None = None
+) -> tuple[TimeArg, str | None]:
     """The valid time to read facts at: the one given, else the first time the question names
     ("in March 2025": its start, 2025-03-01), which is also returned to be said in the
-    answer; else now. A question that names no time, or is given one, reads as asked."""
+    answer; else now. A question that names no time, or is given one, reads as asked.
+    ``times``: the question's :func:`named_times`, when already read."""
     if valid_at is not None:
         return valid_at, None
-    times = named_times(question, _asked_at(known_at))
+    if times is None:
+        times = named_times(question, _asked_at(known_at))
     if not times:
         return None, None
     start = times[0][0]
@@ -835,6 +839,7 @@ def answer_from(
     k: int,
     found: Found | None = None,
     asked_at: TimeArg = None,
+    times: Sequence[tuple[str, str]] | None = None,
 ) -> Answer:
     """The answer from the linked entities and each one's facts (``rows[i]`` are the facts
     of ``entities[i]``): served facts ranked and cut to ``k``, the rest with their reason;
@@ -857,14 +862,15 @@ def answer_from(
     ranked = rank(question, served, ontology)
     answer.facts = ranked[: max(0, k)]
     f = found or Found()
-    times = named_times(question, _asked_at(asked_at))
+    if times is None:
+        times = named_times(question, _asked_at(asked_at))
     answer.messages = fuse(
         f.words,
         topics_from(f.topics, 2 * k),
         _cited(question, ranked, entities, ontology)[: 2 * k],
         f.texts,
         k,
-        times,
+        list(times),
         f.meaning,
         f.timed,
     )
@@ -965,15 +971,15 @@ def ask(
     ``all_namespaces=True`` to look in every one). With an ``embedder``, the messages
     nearest the question in meaning are fused in too (:mod:`agefacts.embed`)."""
     _check_question(question, namespace, k)
-    valid_at, named = question_time(question, valid_at, known_at)
+    times = named_times(question, _asked_at(known_at))
+    valid_at, named = question_time(question, valid_at, known_at, times)
     entities = link(db, question, namespace)
     check_scope(namespace, all_namespaces, (e.namespace for e in entities), "what the question names")
     # Linked entities are known by key: no second lookup of each one.
     rows = facts_of_each(db, [e.key for e in entities], valid_at, known_at) if entities else []
     facts = _cited(question, rank(question, [f for r in rows for f in r], ontology), entities, ontology)[: 2 * k]
-    times = named_times(question, _asked_at(known_at))
     found = _found(db, question, namespace, k, facts, embedder, times)
-    answer = answer_from(question, ontology, entities, rows, k, found, known_at)
+    answer = answer_from(question, ontology, entities, rows, k, found, known_at, times)
     answer.as_of = named
     if not answer.messages:
         why = run_named(db, "question_words", {"namespace": namespace, "question": question}).dicts()[0]
@@ -996,15 +1002,15 @@ async def ask_async(
 ) -> Answer:
     """:func:`ask` on an asynchronous connection."""
     _check_question(question, namespace, k)
-    valid_at, named = question_time(question, valid_at, known_at)
+    times = named_times(question, _asked_at(known_at))
+    valid_at, named = question_time(question, valid_at, known_at, times)
     names = await run_named_async(db, "entity_names", {"namespace": namespace})
     entities = link_rows(question, names.dicts(), namespace)
     check_scope(namespace, all_namespaces, (e.namespace for e in entities), "what the question names")
     rows = await facts_of_each_async(db, [e.key for e in entities], valid_at, known_at) if entities else []
     facts = _cited(question, rank(question, [f for r in rows for f in r], ontology), entities, ontology)[: 2 * k]
-    times = named_times(question, _asked_at(known_at))
     found = await _found_async(db, question, namespace, k, facts, embedder, times)
-    answer = answer_from(question, ontology, entities, rows, k, found, known_at)
+    answer = answer_from(question, ontology, entities, rows, k, found, known_at, times)
     answer.as_of = named
     if not answer.messages:
         why = (await run_named_async(db, "question_words", {"namespace": namespace, "question": question})).dicts()
