@@ -147,29 +147,27 @@ class Summary:
         """Who is who in what was loaded: a name met in several conversations, one person (with
         a role in some and none in others: "my brother Ravi", then "Ravi"), and a role that
         names several people, kept apart ("my sister Ana", "my sister Rita")."""
-        loaded = [o for o in self.outcomes if o.status == "loaded"]
-        seen: dict[tuple[str | None, str], set[str]] = {}
-        name_of: dict[tuple[str | None, str], str] = {}
-        roles: dict[tuple[str | None, str], set[str | None]] = {}
-        apart: dict[tuple[str | None, str], set[str]] = {}
-        for o in loaded:
+        # By (namespace, key): the name, and the role each conversation named them with (None: none).
+        named: dict[tuple[str, str], tuple[str, dict[str, str | None]]] = {}
+        apart: dict[tuple[str, str], set[str]] = {}
+        for o in self.outcomes:
+            if o.status != "loaded":
+                continue
             people = o.counts.get("people") or {}
             for k, (name, rel) in people.get("named", {}).items():
-                seen.setdefault((o.namespace, k), set()).add(o.conversation or "")
-                name_of[(o.namespace, k)] = name
-                roles.setdefault((o.namespace, k), set()).add(rel)
+                named.setdefault((o.namespace or "", k), (name, {}))[1][o.conversation or ""] = rel
             for rel, names in people.get("apart", {}).items():
-                apart.setdefault((o.namespace, rel), set()).update(names)
+                apart.setdefault((o.namespace or "", rel), set()).update(names)
         lines = []
-        for (ns, k), convs in sorted(seen.items(), key=lambda x: (x[0][0] or "", name_of[x[0]])):
-            said = roles[(ns, k)]
-            if len(convs) > 1 and None in said and len(said) > 1:
-                role = ", ".join(sorted(r for r in said if r))
+        for (ns, _), (name, by_conv) in sorted(named.items(), key=lambda x: (x[0][0], x[1][0])):
+            roles = set(by_conv.values())
+            if None in roles and len(roles) > 1:
+                role = ", ".join(sorted(r for r in roles if r))
                 lines.append(
-                    f"one person: {name_of[(ns, k)]!r} of namespace {ns!r}, named with a role ({role}) "
-                    f"and without one, in {len(convs)} conversations"
+                    f"one person: {name!r} of namespace {ns!r}, named with a role ({role}) "
+                    f"and without one, in {len(by_conv)} conversations"
                 )
-        for (ns, rel), names in sorted(apart.items(), key=lambda x: (x[0][0] or "", x[0][1])):
+        for (ns, rel), names in sorted(apart.items()):
             lines.append(
                 f"several people with one role: {', '.join(repr(n) for n in sorted(names))} "
                 f"of namespace {ns!r} are each {rel}"

@@ -243,11 +243,9 @@ def _home(ranked: list[str], held: list[str | None]) -> str:
     """Of servers in the hash's order and what each holds of a namespace: the one it is leaving
     (its writes are refused there until the move is done, where the copy a move is making
     would take them), else the first that holds it, else the hash's first."""
-    for state in ("moving", None):
-        for name, got in zip(ranked, held, strict=True):
-            if got is not None and (state is None or got == state):
-                return name
-    return ranked[0]
+    pairs = list(zip(ranked, held, strict=True))
+    leaving = [name for name, got in pairs if got == "moving"]
+    return next(iter(leaving + [name for name, got in pairs if got is not None]), ranked[0])
 
 
 def _answered(got: list[tuple[_T, _Notes] | NotFound]) -> list[tuple[_T, _Notes]]:
@@ -448,12 +446,14 @@ def _copy_missing(src: Database, dst: Database, namespace: str, ontology: Any, s
     """Before the source forgets: each conversation it holds that the target lacks (something
     forgot the copy since the digests matched: a cancel run meanwhile) is copied again. What
     the target holds is never replaced, since writes go there once the placement switched."""
-    missing = set(ledger.loaded_ids(src, namespace)) - set(ledger.loaded_ids(dst, namespace))
-    if missing:
-        convs = [c for c in ledger.export(src, namespace) if c.id in missing]
-        for _ in Loader(dst, ontology, moving=True).load_many((f"{source}:{c.id}", c) for c in convs):
-            pass  # a conversation that fails stays missing, and is named below
-    still = set(ledger.loaded_ids(src, namespace)) - set(ledger.loaded_ids(dst, namespace))
+    held = set(ledger.loaded_ids(src, namespace))
+    missing = held - set(ledger.loaded_ids(dst, namespace))
+    if not missing:
+        return
+    convs = [c for c in ledger.export(src, namespace) if c.id in missing]
+    for _ in Loader(dst, ontology, moving=True).load_many((f"{source}:{c.id}", c) for c in convs):
+        pass  # a conversation that fails stays missing, and is named below
+    still = held - set(ledger.loaded_ids(dst, namespace))
     if still:
         raise AgeFactsError(
             f"moving namespace {namespace!r}: server {to!r} lacks {len(still)} conversation(s) server {source!r} "

@@ -86,10 +86,7 @@ class Placement:
     def home(self, namespace: str) -> Server:
         """The server a namespace lives on: the one it is pinned to, else the one a stable hash
         ranks first."""
-        pinned = self.pinned.get(namespace)
-        if pinned is not None:
-            return self.servers[pinned]
-        return max(self.servers.values(), key=lambda s: (_rank(namespace, s.name), s.name))
+        return self.servers[self.pinned.get(namespace) or self.ranked(namespace)[0]]
 
     def ranked(self, namespace: str) -> list[str]:
         """The servers' names in the order a stable hash ranks them for ``namespace``."""
