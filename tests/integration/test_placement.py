@@ -85,6 +85,32 @@ def _namespaces(db: Database) -> set[str]:
     return {r[0] for r in db.execute("SELECT namespace FROM agefacts.ingest_log WHERE graph = %s", (db.graph,))}
 
 
+def _move_stopped(path, ns: str, to: str, graph: str, at: str) -> list[str]:
+    """A move of ``ns`` to ``to`` interrupted (Ctrl-C) when it says a step with ``at`` in it:
+    the steps it said."""
+    steps: list[str] = []
+
+    def stop(step: str) -> None:
+        steps.append(step)
+        if at in step:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        move(read_placement(path), ns, to, graph, progress=stop)
+    return steps
+
+
+def _lived_on_a_before_b(path, graph: str, tmp_path) -> str:
+    """A namespace written while the placement named server a alone, which b, added since,
+    ranks first."""
+    ns = next(f"person{i}" for i in range(100) if read_placement(path).home(f"person{i}").name == "b")
+    only_a = tmp_path / "one.toml"
+    only_a.write_text(path.read_text().split("[servers.b]")[0])
+    with Memory(graph=graph, ontology=ONTO, placement=only_a) as memory:
+        memory.add([_said(0, "Oslo")], namespace=ns, conversation="c1")
+    return ns
+
+
 def test_a_placed_memory_writes_each_namespace_to_its_server_and_reads_every_server_as_one(
     servers, dsn, graph_name, other_graph
 ):
@@ -178,15 +204,7 @@ def test_a_move_refuses_writes_while_it_runs_and_an_interrupted_move_finishes_wh
         stale.add([_said(0, "Oslo"), _said(1, "Lyon", "2024-06-01T10:00:00Z")], namespace=ns, conversation="c1")
         stale.add([_said(2, "Porto", "2024-07-01T10:00:00Z")], namespace=ns, conversation="c2")
         before = digest(dbs["a"], ns)
-        steps: list[str] = []
-
-        def stop_after_copy(step: str) -> None:
-            steps.append(step)
-            if "copied" in step:
-                raise KeyboardInterrupt
-
-        with pytest.raises(KeyboardInterrupt):
-            move(read_placement(path), ns, there, graph_name, progress=stop_after_copy)
+        steps = _move_stopped(path, ns, there, graph_name, "copied")
         assert any("takes no writes" in s for s in steps)  # the interruption came mid-move
         # Meanwhile a write is refused with a sentence, and nothing of it is written.
         with pytest.raises(NamespaceMoved, match="is being moved to server 'b'.*send this again"):
@@ -212,13 +230,7 @@ def test_a_move_that_did_not_switch_is_cancelled_by_moving_it_where_it_is(server
     ns = _one_on_each(path)["a"]
     with Memory(graph=graph_name, ontology=ONTO, placement=path) as memory:
         memory.add([_said(0, "Oslo")], namespace=ns, conversation="c1")
-
-        def stop(step: str) -> None:
-            if "digests equal" in step:
-                raise KeyboardInterrupt
-
-        with pytest.raises(KeyboardInterrupt):
-            move(read_placement(path), ns, "b", graph_name, progress=stop)
+        _move_stopped(path, ns, "b", graph_name, "digests equal")
         assert _namespaces(dbs["b"]) == {ns}  # copied, not switched
         said: list[str] = []
         move(read_placement(path), ns, "a", graph_name, progress=said.append)
@@ -314,12 +326,7 @@ def test_a_server_added_to_the_placement_takes_no_namespace_that_lives_elsewhere
     server now ranks first read "no entity 'user'" (their memory is on the first), writes went
     to the empty new one, and `move --to` the first forgot them there (exit 0)."""
     path, dbs = servers
-    both = read_placement(path)
-    ns = next(f"person{i}" for i in range(100) if both.home(f"person{i}").name == "b")
-    only_a = tmp_path / "one.toml"
-    only_a.write_text(path.read_text().split("[servers.b]")[0])
-    with Memory(graph=graph_name, ontology=ONTO, placement=only_a) as memory:
-        memory.add([_said(0, "Oslo")], namespace=ns, conversation="c1")
+    ns = _lived_on_a_before_b(path, graph_name, tmp_path)
     assert _namespaces(dbs["a"]) == {ns}
     # Server b is added: the file now names both, and ranks b first for this namespace.
     if asynchronous:
@@ -350,18 +357,8 @@ def test_a_namespace_moving_to_the_server_the_hash_ranks_first_takes_no_write_th
     """Its copy on the new server is not its home until the move switches: a write meanwhile is
     refused by the server it leaves, never taken by the copy a move run again replaces."""
     path, dbs = servers
-    ns = next(f"person{i}" for i in range(100) if read_placement(path).home(f"person{i}").name == "b")
-    only_a = tmp_path / "one.toml"
-    only_a.write_text(path.read_text().split("[servers.b]")[0])
-    with Memory(graph=graph_name, ontology=ONTO, placement=only_a) as memory:
-        memory.add([_said(0, "Oslo")], namespace=ns, conversation="c1")
-
-    def stop_after_copy(step: str) -> None:
-        if "copied" in step:
-            raise KeyboardInterrupt
-
-    with pytest.raises(KeyboardInterrupt):
-        move(read_placement(path), ns, "b", graph_name, progress=stop_after_copy)
+    ns = _lived_on_a_before_b(path, graph_name, tmp_path)
+    _move_stopped(path, ns, "b", graph_name, "copied")
     assert _namespaces(dbs["b"]) == {ns}  # copied, not switched
     with Memory(graph=graph_name, ontology=ONTO, placement=path) as memory:
         with pytest.raises(NamespaceMoved, match="is being moved to server 'b'"):

@@ -282,13 +282,10 @@ def test_a_verbs_irregular_forms_find_each_other(db, via):
     ]
     _load(db, via, conversation("irr", turns, namespace="irr"))
 
-    def found(question: str) -> list[int]:
-        return [m["message"] for m in ask(db, question, ONTO, namespace="irr", k=5).messages]
-
-    assert found("When did Jon meet Gina?")[0] == 0
-    assert found("What did they buy?")[0] == 1
-    assert found("How is the child?")[0] == 2
-    assert found("What sprang up?") == []  # "sprang" is not "spring"
+    assert _found(db, "When did Jon meet Gina?", ns="irr")[0] == 0
+    assert _found(db, "What did they buy?", ns="irr")[0] == 1
+    assert _found(db, "How is the child?", ns="irr")[0] == 2
+    assert _found(db, "What sprang up?", ns="irr") == []  # "sprang" is not "spring"
     forms = db.execute("SELECT agefacts.word_forms(ARRAY['meet', 'spring', 'went'])")[0][0]
     assert sorted(forms) == ["go", "gone", "meet", "met", "spring", "went"]
 
