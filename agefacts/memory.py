@@ -18,7 +18,7 @@ import logging
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -707,6 +707,21 @@ async def _extract(
     return outcome.conversation, n, outcome.errors
 
 
+def _run(work: Coroutine[Any, Any, _R]) -> _R:
+    """Run ``work`` in an event loop of its own, as asyncio.run does, but without handling
+    Ctrl-C: asyncio.run looks up the SIGINT handler once the task is done, and Python 3.11
+    then formats the task with its result (the whole conversation) as text: 67 ms of an add
+    to a conversation of 1,000 turns, growing with its length."""
+    loop = asyncio.new_event_loop()
+    try:
+        return loop.run_until_complete(work)
+    finally:
+        try:
+            loop.run_until_complete(loop.shutdown_asyncgens())
+        finally:
+            loop.close()
+
+
 _no_model_said = threading.Event()
 
 
@@ -1059,7 +1074,7 @@ class Memory:
             return conv, 0, []  # an event loop for nothing costs more than the rest of a short add
         if (again := _asked_already(conv, paid)) is not None:
             return conv, 0, again
-        return asyncio.run(_extract(self.llm, conv, self.ontology, self.context_turns))
+        return _run(_extract(self.llm, conv, self.ontology, self.context_turns))
 
     def facts(
         self,
