@@ -37,7 +37,7 @@ from typing import Any
 from psycopg import sql
 
 from . import derive
-from .compile import Plan
+from .compile import Chain, Plan
 from .db import Database, copy_value
 from .errors import DatabaseError
 from .names import CORE_EDGE_LABELS, CORE_VERTEX_LABELS
@@ -500,57 +500,115 @@ class BulkWriter(Retraction):
                 out.add(("", sk, pred))
         return out
 
-    def refresh_versions(self, chains: set[tuple[str, str, str]]) -> None:
+    def _chain_statements(self, pairs: list[dict[str, Any]]) -> tuple[dict[int, dict[str, Any]], dict[int, int]]:
+        """The statements of chains given as (subject id, key, predicate, whole, and when not
+        whole the facts: object ids, values as JSON), by id with their properties and
+        ``subject_key``; and the object id of each that has one."""
+        statements: dict[int, dict[str, Any]] = {}
+        objects: dict[int, int] = {}
+        if not pairs:
+            return statements, objects
+        for sk, stid, ptext, obj in self.db.execute(
+            sql.SQL(
+                "SELECT g.k, s.id::text, s.properties::text, o.id::text "
+                "FROM jsonb_to_recordset(%s::jsonb) AS g(a int, b bigint, k text, pred text, whole boolean, "
+                "objs text[], vals text[]) "
+                "CROSS JOIN LATERAL (SELECT s.id, s.properties FROM {so} so JOIN {st} s ON s.id = so.end_id "
+                "  WHERE so.start_id = ag_catalog._graphid(g.a, g.b) AND "
+                + _field("s", "predicate")
+                + "::text = g.pred OFFSET 0) s "
+                "LEFT JOIN LATERAL (SELECT a.end_id AS id FROM {ab} a WHERE a.start_id = s.id OFFSET 0) o ON true "
+                # A value is compared as the engine's Cypher compares it (30 is 30.0), as
+                # agefacts.derive.value_ident does.
+                "WHERE g.whole OR o.id::text = ANY(g.objs) OR (o.id IS NULL AND "
+                + _field("s", "value")
+                + " = ANY(ARRAY(SELECT x::"
+                + _AG
+                + " FROM unnest(g.vals) AS x)))"
+            ).format(**self._fmt()),
+            (dumps(pairs),),
+        ):
+            p = json.loads(ptext)
+            p["subject_key"] = sk
+            statements[int(stid)] = p
+            if obj is not None:
+                objects[int(stid)] = int(obj)
+        return statements, objects
+
+    def refresh_versions(self, chains: set[Chain]) -> None:
         """Recompute the fact versions (:func:`agefacts.timeline.versions`) of these chains
         from the statements the graph holds now, and write what changed: a version is a
         ``Fact`` vertex keyed by its content and the time it was first read,
         ``(subject)-[:HOLDS]->(fact)``, ``(fact)-[:OBJECT]->(object)`` and ``statements``, the
         keys of the statements it rests on (a list, where an edge to each cost a fifth of the
-        versions' writes). A chain whose subject is gone loses its versions."""
+        versions' writes). A chain whose subject is gone loses its versions.
+
+        A chain is (subject label, subject key, predicate): every statement of that predicate
+        about the subject; or, for a predicate of many values, one fact of it, (..., object
+        label, object key) or (..., "", the value as JSON): a person's likes are many chains,
+        and a like said again reads its own, not all of them (each add of a like read every
+        like the person had, so an add cost more the longer the chat)."""
         if not chains:
             return
         from . import timeline
         from .keys import edge_key, make_key
 
         fmt = self._fmt()
-        subjects: dict[str, set[str]] = defaultdict(set)
-        for label, k, _ in chains:
-            if label:
-                subjects[label].add(k)
-        sid_of = {
-            k: i
-            for ids in self._ids_of_labels({lab: sorted(ks) for lab, ks in subjects.items()}).values()
+        whole = {c[:3] for c in chains if len(c) == 3}
+        facts_of: dict[tuple[str, str, str], set[tuple[str, str]]] = defaultdict(set)
+        for c in chains:
+            if len(c) == 5 and c[:3] not in whole:
+                facts_of[c[:3]].add((c[3], c[4]))
+        # By label, the keys of the subjects, and of the objects of the facts read alone.
+        keys_of: dict[str, set[str]] = defaultdict(set)
+        for c in chains:
+            if c[0]:
+                keys_of[c[0]].add(c[1])
+        for about in facts_of.values():
+            for olabel, ok in about:
+                if olabel:
+                    keys_of[olabel].add(ok)
+        id_of_key = {
+            (lab, k): i
+            for lab, ids in self._ids_of_labels({lab: sorted(ks) for lab, ks in keys_of.items()}).items()
             for k, i in ids.items()
         }
+        sid_of = {c[1]: id_of_key[c[0], c[1]] for c in chains if (c[0], c[1]) in id_of_key}
         preds_of: dict[str, set[str]] = defaultdict(set)
-        for _, k, pred in chains:
-            preds_of[k].add(pred)
+        for c in chains:
+            preds_of[c[1]].add(c[2])
+
+        def of_facts(about: set[tuple[str, str]]) -> dict[str, list[str]]:
+            return {
+                "objs": sorted(str(id_of_key[o]) for o in about if o[0] and o in id_of_key),
+                "vals": sorted(v for olabel, v in about if not olabel),
+                "okeys": sorted(ok for olabel, ok in about if olabel),
+            }
+
+        def pairs_of(narrowed: Mapping[tuple[str, str, str], set[tuple[str, str]]]) -> list[dict[str, Any]]:
+            return [
+                {
+                    "a": sid_of[k] >> 48,
+                    "b": sid_of[k] & _ENTRY,
+                    "k": k,
+                    "pred": pred,
+                    "whole": (label, k, pred) in whole,
+                }
+                | of_facts(narrowed.get((label, k, pred), set()))
+                for label, k, pred in sorted(whole | set(narrowed))
+                if k in sid_of
+            ]
+
         # The statements of these chains, each with its object, and every piece of evidence.
-        statements: dict[int, dict[str, Any]] = {}
-        objects: dict[int, int] = {}
-        pairs = [
-            {"a": sid_of[k] >> 48, "b": sid_of[k] & _ENTRY, "k": k, "pred": pred}
-            for _, k, pred in sorted(chains)
-            if k in sid_of
-        ]
-        if pairs:
-            for sk, stid, ptext, obj in self.db.execute(
-                sql.SQL(
-                    "SELECT g.k, s.id::text, s.properties::text, o.id::text "
-                    "FROM jsonb_to_recordset(%s::jsonb) AS g(a int, b bigint, k text, pred text) "
-                    "CROSS JOIN LATERAL (SELECT s.id, s.properties FROM {so} so JOIN {st} s ON s.id = so.end_id "
-                    "  WHERE so.start_id = ag_catalog._graphid(g.a, g.b) AND "
-                    + _field("s", "predicate")
-                    + "::text = g.pred OFFSET 0) s "
-                    "LEFT JOIN LATERAL (SELECT a.end_id AS id FROM {ab} a WHERE a.start_id = s.id OFFSET 0) o ON true"
-                ).format(**fmt),
-                (dumps(pairs),),
-            ):
-                p = json.loads(ptext)
-                p["subject_key"] = sk
-                statements[int(stid)] = p
-                if obj is not None:
-                    objects[int(stid)] = int(obj)
+        statements, objects = self._chain_statements(pairs_of(facts_of))
+        # A predicate read fact by fact whose statements say it holds one value at a time (the
+        # ontology changed since they were written) is read whole.
+        single = {(p["subject_key"], p.get("predicate")) for p in statements.values() if p.get("single_valued")}
+        widen = {c for c in facts_of if c[1:] in single}
+        if widen:
+            whole |= widen
+            facts_of = {c: about for c, about in facts_of.items() if c not in widen}
+            statements, objects = self._chain_statements(pairs_of(facts_of))
         said: dict[int, list[list[Any]]] = defaultdict(list)
         if statements:
             for stid, etext, conv, ordinal in self.db.execute(
@@ -618,16 +676,30 @@ class BulkWriter(Retraction):
         # What the graph holds for these chains now (found by subject key: the subject may be gone).
         ns_of = {r["subject_key"]: r["namespace"] for r in rows}
         have: dict[str, tuple[int, dict[str, Any]]] = {}
+        asked = [
+            {"k": k, "pred": pred, "whole": c in whole} | of_facts(facts_of.get(c, set()))
+            for c in sorted(whole | set(facts_of))
+            for _, k, pred in [c]
+        ]
         for vid, ptext in self.db.execute(
             sql.SQL(
-                "SELECT v.id::text, v.properties::text FROM unnest(%s::text[]) AS u(k) "
+                "SELECT v.id::text, v.properties::text FROM jsonb_to_recordset(%s::jsonb) AS "
+                "u(k text, pred text, whole boolean, okeys text[], vals text[]) "
                 "CROSS JOIN LATERAL (SELECT v.id, v.properties FROM {f} v WHERE "
                 + _field("v", "subject_key")
                 + " = "
                 + _as_agtype_key("u.k")
-                + " OFFSET 0) v"
+                + " OFFSET 0) v WHERE "
+                + _field("v", "predicate")
+                + "::text = u.pred AND (u.whole OR "
+                + _field("v", "object_key")
+                + "::text = ANY(u.okeys) OR "
+                + _field("v", "value")
+                + " = ANY(ARRAY(SELECT x::"
+                + _AG
+                + " FROM unnest(u.vals) AS x)))"
             ).format(f=self._table("Fact")),
-            (sorted(preds_of),),
+            (dumps(asked),),
         ):
             p = json.loads(ptext)
             if p.get("predicate") not in preds_of.get(p.get("subject_key"), ()):
@@ -789,7 +861,7 @@ class Batch:
     edge_labels: list[str]
     entity_labels: dict[str, str]
     statement_keys: set[str]
-    chains: set[tuple[str, str, str]]  # (subject label, subject key, predicate) of its statements
+    chains: set[Chain]  # of its statements
     unsure: set[str]
     edges_of: dict[str, list[dict[str, Any]]]  # entity or statement key -> its mention or evidence edges' properties
 

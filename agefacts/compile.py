@@ -31,6 +31,7 @@ How the text is written:
 
 from __future__ import annotations
 
+import json
 import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
@@ -56,6 +57,7 @@ from .names import CORE_EDGE_LABELS, CORE_VERTEX_LABELS, USER
 from .ontology import Ontology
 
 __all__ = [
+    "Chain",
     "EXTRACTOR",
     "Edge",
     "FollowupRow",
@@ -102,6 +104,13 @@ class FollowupRow:
     asked_at: str | None
 
 
+Chain = tuple[str, ...]
+"""What a statement's fact versions are read with: (subject label, subject key, predicate) for
+every statement of that predicate about the subject, which a predicate of one value needs; for
+a predicate of many values, one fact of it: (..., object label, object key), or (..., "", the
+value as JSON)."""
+
+
 @dataclass
 class Plan:
     """Everything one conversation writes, sorted, plus what must be recomputed."""
@@ -112,9 +121,8 @@ class Plan:
     edges: list[Edge] = field(default_factory=list)
     entities: list[tuple[str, str]] = field(default_factory=list)  # (label, k) to recompute
     statements: list[str] = field(default_factory=list)  # statement keys to recompute
-    # The chains its statements belong to, whose fact versions are recomputed: (subject
-    # label, subject key, predicate).
-    chains: list[tuple[str, str, str]] = field(default_factory=list)
+    # The chains its statements belong to, whose fact versions are recomputed (Chain).
+    chains: list[Chain] = field(default_factory=list)
     followups: list[FollowupRow] = field(default_factory=list)
     counts: dict[str, Any] = field(default_factory=dict)
     # What did not become data, each as the turn, what it was, the reason code and its sentence.
@@ -347,7 +355,12 @@ def plan(
                 ev.char_end,
             )
         p.statements.append(stk)
-        p.chains.append((sl, sk, fact.predicate))
+        if single:
+            p.chains.append((sl, sk, fact.predicate))
+        elif fact.object is not None:
+            p.chains.append((sl, sk, fact.predicate, *handle_of[fact.object]))
+        else:
+            p.chains.append((sl, sk, fact.predicate, "", json.dumps(fact.value, ensure_ascii=False)))
 
     for f in result.followups:
         h = f.handle
@@ -485,8 +498,6 @@ def to_cypher(p: Plan) -> list[str]:
         lines += entity_recompute(label, k)
     lines += [statement_recompute(k) for k in p.statements]
     for f in p.followups:
-        import json
-
         lines.append(
             cy.comment(
                 "follow-up "
