@@ -836,8 +836,9 @@ class Database:
             raise translate(exc, f"creating graph {self.graph!r}") from exc
 
     def drop_graph(self) -> None:
-        """Drop the graph and what agefacts keeps about it beside it (its ingest log, its
-        questions, its ontology, its tenants and its message vectors), in one transaction: a graph created again under the name starts empty,
+        """Drop the graph and what agefacts keeps about it beside it (its ingest log, what was
+        paid for and not written, its questions, its ontology, its tenants and its message
+        vectors), in one transaction: a graph created again under the name starts empty,
         and loads what it is given."""
         try:
             with self._tx():
@@ -846,6 +847,7 @@ class Database:
                 for table in (
                     "ingest_log",
                     "ingest_turns",
+                    "extractions",
                     "questions",
                     "graph_ontology",
                     "tenants",

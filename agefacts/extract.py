@@ -29,7 +29,7 @@ import ssl
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -563,10 +563,11 @@ async def extract_conversation(
     redo: bool = False,
     context_turns: int = DEFAULT_CONTEXT_TURNS,
     on_turn: Callable[[bool], None] | None = None,
-    checkpoint: Callable[[int, Turn], None] | None = None,
+    checkpoint: Callable[[int, Turn], Awaitable[None] | None] | None = None,
 ) -> ConversationOutcome:
     """Extract the user turns of ``conv`` in order (``on_turn(ok)`` is called after each
-    turn sent, ``checkpoint(i, turn)`` with each turn recorded). A turn that already has a recording (and
+    turn sent, ``checkpoint(i, turn)`` with each turn recorded, the model that answered as the
+    turn's ``model``, and awaited when it returns an awaitable). A turn that already has a recording (and
     no error) is kept as it is and not asked for again, unless ``redo``. A turn that fails
     keeps its error in the conversation (``error``) and the next turns go on; turns that
     failed before are asked after those never asked."""
@@ -586,13 +587,15 @@ async def extract_conversation(
 
     turns = list(conv.turns)  # each turn as this run leaves it, in place
 
-    def record(i: int, turn: Turn, proposal: Proposal | None, error: str | None = None) -> None:
+    async def record(i: int, turn: Turn, proposal: Proposal | None, error: str | None = None) -> None:
         if error is not None:
             errors.append(f"conversation {conv.id!r} turn {i}: {error}")
         done[error is not None] += 1
         turns[i] = turn.model_copy(update={"recorded": proposal, "error": error})
         if error is None and checkpoint is not None:
-            checkpoint(i, turns[i])
+            kept = checkpoint(i, turns[i].model_copy(update={"model": model_id or None}))
+            if kept is not None:
+                await kept
         if on_turn is not None:
             on_turn(error is None)
 
@@ -608,12 +611,12 @@ async def extract_conversation(
     for i in order:
         turn = conv.turns[i]
         if not turn.text.strip():
-            record(i, turn, Proposal())  # a blank message states nothing: not paid for
+            await record(i, turn, Proposal())  # a blank message states nothing: not paid for
             continue
         if not turn.at:
             # What the model would read could not be kept (a statement's known time is its
             # message's time): not paid for, this run or the next.
-            record(
+            await record(
                 i,
                 turn,
                 None,
@@ -627,15 +630,15 @@ async def extract_conversation(
             proposal = parse_reply(text)
         except EndpointDown as exc:
             # This turn failed; the rest are left as they are, for a run when it answers.
-            record(i, turn, None, str(exc))
+            await record(i, turn, None, str(exc))
             break
         except ExtractionError as exc:
-            record(i, turn, None, str(exc))
+            await record(i, turn, None, str(exc))
             continue
         proposal = _declared_here(proposal, known, turns[:i])
         for ent in proposal.entities:
             known[ent.handle] = known[ent.handle].merged(ent) if ent.handle in known else ent
-        record(i, turn, proposal)
+        await record(i, turn, proposal)
     # The turns this run recorded are validated as turns of a conversation (a turn with
     # statements must carry its time); the others were, as read. Validating the whole
     # conversation again cost each add to a long chat time that grew with its length.

@@ -17,7 +17,7 @@ from psycopg import sql
 from .compile import FollowupRow
 from .db import Database
 from .errors import DatabaseError, NamespaceMoved
-from .models import Conversation
+from .models import Conversation, Turn
 from .ontology import Ontology, parse_ontology
 
 __all__ = [
@@ -27,13 +27,16 @@ __all__ = [
     "documents",
     "drop",
     "export",
+    "forget_paid",
     "graph_ontology",
     "holds",
+    "keep_paid",
     "loaded_ids",
     "lock",
     "lock_namespace",
     "moves",
     "note_move",
+    "paid",
     "prior_hashes",
     "record",
     "record_appended",
@@ -334,13 +337,65 @@ def stored(db: Database, namespace: str, conversation: str) -> tuple[str, str | 
 
 
 def drop(db: Database, namespace: str, conversations: Sequence[str]) -> None:
-    """Forget the ledger and question rows of these conversations."""
-    for table in ("ingest_log", "ingest_turns", "questions"):
+    """Forget the ledger and question rows of these conversations, and what was paid for them
+    and not written."""
+    for table in ("ingest_log", "ingest_turns", "questions", "extractions"):
         db.execute(
             sql.SQL("DELETE FROM agefacts.{} WHERE graph = %s AND namespace = %s AND conversation = ANY(%s)").format(
                 sql.Identifier(table)
             ),
             (db.graph, namespace, list(conversations)),
+        )
+
+
+def _said(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def keep_paid(db: Database, namespace: str, conversation: str, turns: Sequence[Turn], model: str | None) -> None:
+    """Keep what a model answered for these person's turns (their extraction, or their error),
+    and the model that answered, until they are written (:func:`forget_paid`): committed at
+    once, so that a process killed before the write leaves it for the add made again."""
+    if not turns:
+        return
+    # One row a text: a turn said twice in one add was answered alike (by its text) twice.
+    by_text = {t.text: t for t in turns}
+    payload = json.dumps(
+        [{"said": _said(x), "turn": t.model_dump_json(exclude_none=True)} for x, t in by_text.items()],
+        ensure_ascii=False,
+    )
+    db.execute(
+        "INSERT INTO agefacts.extractions AS x (graph, namespace, conversation, said, turn, model) "
+        "SELECT %s, %s, %s, r.said, r.turn, %s FROM jsonb_to_recordset(%s::jsonb) AS r(said text, turn text) "
+        "ON CONFLICT (graph, namespace, conversation, said) DO UPDATE SET turn = excluded.turn, "
+        "model = excluded.model, paid_at = now()",
+        (db.graph, namespace, conversation, model, payload),
+    )
+
+
+def paid(db: Database, namespace: str, conversation: str) -> tuple[dict[str, Turn], str | None]:
+    """What was paid for person's turns of this conversation and not written, by the turn's
+    text, and the model that answered last."""
+    out: dict[str, Turn] = {}
+    model = None
+    for doc, by in db.execute(
+        "SELECT turn, model FROM agefacts.extractions WHERE graph = %s AND namespace = %s AND conversation = %s "
+        "ORDER BY paid_at",
+        (db.graph, namespace, conversation),
+    ):
+        turn = Turn.model_validate_json(doc)
+        out[turn.text] = turn
+        model = by or model
+    return out, model
+
+
+def forget_paid(db: Database, namespace: str, conversation: str, texts: Sequence[str]) -> None:
+    """What was paid for these turns' texts is written: not kept any more."""
+    if texts:
+        db.execute(
+            "DELETE FROM agefacts.extractions WHERE graph = %s AND namespace = %s AND conversation = %s "
+            "AND said = ANY(%s)",
+            (db.graph, namespace, conversation, sorted({_said(t) for t in texts})),
         )
 
 

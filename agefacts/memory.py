@@ -18,7 +18,7 @@ import logging
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -404,6 +404,7 @@ def extended(
                 b = b.model_copy(update={"recorded": a.recorded, "error": a.error, "at": b.at or a.at})
             turns.append(b)
     else:
+        incoming = _unsent(old, incoming)
         if raced is not None:
             incoming = _not_raced(old[raced:], incoming)
         turns = old + incoming
@@ -423,6 +424,20 @@ def extended(
         ) from None
 
 
+def _unsent(old: Sequence[Turn], incoming: list[Turn]) -> list[Turn]:
+    """The incoming messages less those at their head that are the stored conversation's last
+    turns, time and all: an add made again by a caller who could not know whether the first
+    one landed (its process was killed after the write) adds nothing twice. A message without
+    a time is never taken for one stored: a person may say "ok" twice."""
+    for n in range(min(len(old), len(incoming)), 0, -1):
+        if all(
+            a.at is not None and b.at is not None and a.speaker == b.speaker and a.text == b.text and _at(a) == _at(b)
+            for a, b in zip(old[-n:], incoming[:n], strict=True)
+        ):
+            return incoming[n:]
+    return incoming
+
+
 def _not_raced(landed: Sequence[Turn], incoming: Sequence[Turn]) -> list[Turn]:
     """The incoming messages less those another add appended (in order) while this one was
     being built."""
@@ -435,10 +450,23 @@ def _not_raced(landed: Sequence[Turn], incoming: Sequence[Turn]) -> list[Turn]:
     return out
 
 
-def _stored(db: Database, namespace: str | None, conversation: str | None) -> tuple[Conversation | None, str | None]:
+def _stored(
+    db: Database, namespace: str | None, conversation: str | None, paid: _Paid | None = None
+) -> tuple[Conversation | None, str | None]:
     """The conversation as loaded (None when it never was, or was loaded before agefacts kept
-    conversations) and the content hash of the version loaded (None: none was)."""
-    got = ledger.stored(db, namespace, conversation) if namespace is not None and conversation is not None else None
+    conversations) and the content hash of the version loaded (None: none was); and, into
+    ``paid``, what an earlier add paid for and did not write (it failed, or its process was
+    killed), read once an add."""
+    if namespace is None or conversation is None:
+        return None, None
+    if paid is not None and not paid.read:
+        turns, model = ledger.paid(db, namespace, conversation)
+        for text, turn in turns.items():
+            paid.turns.setdefault(text, turn)
+        paid.kept.update(turns)
+        paid.model = paid.model or model
+        paid.read = True
+    got = ledger.stored(db, namespace, conversation)
     if got is None:
         return None, None
     h, doc = got
@@ -457,6 +485,10 @@ class _Paid:
 
     turns: dict[str, Turn] = field(default_factory=dict)
     model: str | None = None
+    # The texts of the turns kept in the database until written (agefacts.ledger.keep_paid),
+    # and whether this add read what an earlier one kept there.
+    kept: set[str] = field(default_factory=set)
+    read: bool = False
 
 
 class _Unwritten:
@@ -506,11 +538,48 @@ def _paid(conv: Conversation, paid: _Paid) -> Conversation:
     return conv.model_copy(update=update)
 
 
-def _remember_paid(conv: Conversation, paid: _Paid) -> None:
-    paid.turns.update(
-        {t.text: t for t in conv.turns if t.speaker == "user" and (t.recorded is not None or t.error is not None)}
+def _keep_paid(db: Database, conv: Conversation, turns: Sequence[Turn], paid: _Paid) -> None:
+    """Keep what the model answered for these turns of ``conv`` in the database, committed
+    before anything is written (and as soon as each is answered): neither a failed write nor
+    a process killed before it, or while later turns are asked, makes the add made again pay
+    twice."""
+    if not turns:
+        return
+    model = next((t.model for t in turns if t.model), None) or paid.model
+    ledger.keep_paid(db, conv.namespace, conv.id, turns, model)
+    paid.kept.update(t.text for t in turns)
+    _log.debug(
+        "%d extraction(s) of conversation %r of namespace %r kept until written", len(turns), conv.id, conv.namespace
     )
-    paid.model = conv.model or paid.model
+
+
+def _remember_paid(db: Database, before: Conversation, after: Conversation, paid: _Paid) -> None:
+    """Remember what this add's extraction (``before`` it, ``after``) paid for: in the process,
+    and in the database what is not kept there yet (a turn that failed, with why)."""
+    paid.turns.update(
+        {t.text: t for t in after.turns if t.speaker == "user" and (t.recorded is not None or t.error is not None)}
+    )
+    paid.model = after.model or paid.model
+    _keep_paid(
+        db,
+        after,
+        [
+            a
+            for a, b in zip(after.turns, before.turns, strict=True)
+            if a is not b and a.speaker == "user" and a.text not in paid.kept and (a.recorded is not None or a.error)
+        ],
+        paid,
+    )
+
+
+def _forget_paid(db: Database, conv: Conversation, paid: _Paid) -> None:
+    """The conversation is written: what was kept of what it paid for goes."""
+    if paid.kept:
+        _log.debug(
+            "conversation %r of namespace %r written: what it paid for is not kept any more", conv.id, conv.namespace
+        )
+        ledger.forget_paid(db, conv.namespace, conv.id, sorted(paid.kept))
+        paid.kept.clear()
 
 
 def _asked_already(conv: Conversation, paid: _Paid | None) -> list[str] | None:
@@ -588,6 +657,8 @@ def _new_turns(stored: Conversation, messages: Sequence[Message]) -> list[Turn] 
             if kept != a:
                 return None
         incoming = incoming[len(old) :]
+    else:
+        incoming = _unsent(old, incoming)
     now = normalise_instant(dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat())
     new = [t if t.at is not None else t.model_copy(update={"at": now}) for t in incoming]
     try:
@@ -690,8 +761,15 @@ _NO_MODEL = (
 
 
 async def _extract(
-    llm: LLMClient | None, conv: Conversation, ontology: Ontology, context_turns: int, paid: _Paid | None = None
+    llm: LLMClient | None,
+    conv: Conversation,
+    ontology: Ontology,
+    context_turns: int,
+    paid: _Paid | None = None,
+    keep: Callable[[int, Turn], Awaitable[None] | None] | None = None,
 ) -> tuple[Conversation, int, list[str]]:
+    """The user turns of ``conv`` not yet recorded, asked of the model; ``keep(i, turn)`` with
+    each answered, as soon as it is (:func:`_keep_paid`)."""
     n = pending_turns(conv)
     if n == 0:
         return conv, 0, []
@@ -703,7 +781,7 @@ async def _extract(
         _say_no_model_once()
         return conv, 0, [_NO_MODEL.format(n=n)]
     async with llm:
-        outcome = await extract_conversation(llm, conv, ontology, context_turns=context_turns)
+        outcome = await extract_conversation(llm, conv, ontology, context_turns=context_turns, checkpoint=keep)
     return outcome.conversation, n, outcome.errors
 
 
@@ -1045,26 +1123,29 @@ class Memory:
         start = _appendable(self._tails, self.ontology, messages, ns, cid, title) if self.via == "bulk" else None
         if start is not None:
             tail, conv = start
-            conv, asked, errors = self._extract(_paid(conv, paid), paid)
-            _remember_paid(conv, paid)
+            before = _paid(conv, paid)
+            conv, asked, errors = self._extract(before, paid)
+            _remember_paid(self.db, before, conv, paid)
             done = _appended(self._tails, self._loader(), tail, conv, asked, errors)
             if done is not None:
+                _forget_paid(self.db, conv, paid)
                 self._unwritten.written((ns, cid))
                 return self._wrote(done)
             raced = len(tail.conv.turns)
         # Built on the version read; when another writer loads one first, built again on that.
         for _ in range(_ADD_TRIES):
-            stored, based_on = _stored(self.db, ns, cid)
-            conv = _paid(extended(stored, messages, namespace, conversation, title, raced), paid)
+            stored, based_on = _stored(self.db, ns, cid, paid)
+            before = _paid(extended(stored, messages, namespace, conversation, title, raced), paid)
             raced = len(stored.turns) if stored is not None else 0
-            conv, n, errors = self._extract(conv, paid)
-            _remember_paid(conv, paid)
+            conv, n, errors = self._extract(before, paid)
+            _remember_paid(self.db, before, conv, paid)
             asked += n
             try:
                 added = _load(self._loader(), conv, asked, errors, based_on)
             except ConversationMoved:
                 continue
             self._tails.keep((conv.namespace, conv.id), conv)
+            _forget_paid(self.db, conv, paid)
             self._unwritten.written((ns, cid))
             return self._wrote(added)
         raise _kept_changing(ns, cid)
@@ -1074,7 +1155,15 @@ class Memory:
             return conv, 0, []  # an event loop for nothing costs more than the rest of a short add
         if (again := _asked_already(conv, paid)) is not None:
             return conv, 0, again
-        return _run(_extract(self.llm, conv, self.ontology, self.context_turns))
+        return _run(
+            _extract(
+                self.llm,
+                conv,
+                self.ontology,
+                self.context_turns,
+                keep=lambda _, turn: _keep_paid(self.db, conv, [turn], paid) if paid is not None else None,
+            )
+        )
 
     def facts(
         self,
@@ -1368,6 +1457,16 @@ class AsyncMemory:
             raise UsageError("the memory is not open: use `async with AsyncMemory(...) as memory`")
         return self._db, Loader(self._db, self.ontology, via=self._via, tune_interpreter=self.tune_interpreter)
 
+    def _keeper(self, conv: Conversation, paid: _Paid) -> Callable[[int, Turn], Awaitable[None]]:
+        """Keeps each turn the model answers (:func:`_keep_paid`), on the writer's connection,
+        one add at a time, off the event loop."""
+
+        async def keep(_: int, turn: Turn) -> None:
+            async with self._writing:
+                await asyncio.to_thread(_keep_paid, self._writer()[0], conv, [turn], paid)
+
+        return keep
+
     async def add(
         self,
         messages: Conversation | Sequence[Message],
@@ -1396,12 +1495,15 @@ class AsyncMemory:
             start = await asyncio.to_thread(_appendable, self._tails, self.ontology, messages, ns, cid, title)
             if start is not None:
                 tail, conv = start
+                before = _paid(conv, paid)
                 conv, asked, errors = await _extract(
-                    self.llm, _paid(conv, paid), self.ontology, self.context_turns, paid
+                    self.llm, before, self.ontology, self.context_turns, paid, self._keeper(before, paid)
                 )
-                _remember_paid(conv, paid)
                 async with self._writing:
+                    await asyncio.to_thread(_remember_paid, db, before, conv, paid)
                     done = await asyncio.to_thread(_appended, self._tails, self._writer()[1], tail, conv, asked, errors)
+                    if done is not None:
+                        await asyncio.to_thread(_forget_paid, db, conv, paid)
                 if done is not None:
                     self._unwritten.written((ns, cid))
                     return await self._wrote(done)
@@ -1411,15 +1513,18 @@ class AsyncMemory:
             # the lock, so adds to different conversations wait for it side by side (and one
             # that another add overtook is built again on what that add loaded).
             async with self._writing:
-                stored, based_on = await asyncio.to_thread(_stored, db, ns, cid)
-            conv = _paid(extended(stored, messages, namespace, conversation, title, raced), paid)
+                stored, based_on = await asyncio.to_thread(_stored, db, ns, cid, paid)
+            before = _paid(extended(stored, messages, namespace, conversation, title, raced), paid)
             raced = len(stored.turns) if stored is not None else 0
-            conv, n, errors = await _extract(self.llm, conv, self.ontology, self.context_turns, paid)
-            _remember_paid(conv, paid)
+            conv, n, errors = await _extract(
+                self.llm, before, self.ontology, self.context_turns, paid, self._keeper(before, paid)
+            )
             asked += n
             try:
                 async with self._writing:
+                    await asyncio.to_thread(_remember_paid, db, before, conv, paid)
                     added = await asyncio.to_thread(_load, self._writer()[1], conv, asked, errors, based_on)
+                    await asyncio.to_thread(_forget_paid, db, conv, paid)
             except ConversationMoved:
                 continue
             self._tails.keep((conv.namespace, conv.id), conv)

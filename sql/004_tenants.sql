@@ -97,7 +97,7 @@ BEGIN
              WHERE g.name = graph_name ORDER BY lb.name LOOP
         PERFORM agefacts.protect_label(graph_name, l.name, l.kind);
     END LOOP;
-    FOREACH t IN ARRAY ARRAY['ingest_log', 'ingest_turns', 'questions', 'message_vectors'] LOOP
+    FOREACH t IN ARRAY ARRAY['ingest_log', 'ingest_turns', 'questions', 'message_vectors', 'extractions'] LOOP
         PERFORM agefacts.protect_table(t);
     END LOOP;
 END

@@ -576,3 +576,165 @@ def test_an_add_asked_of_a_model_never_writes_its_conversation_out_as_text(dsn, 
         assert [f.object for f in memory.facts("user", namespace="rep")] == ["Porto"]
     assert len(script.requests) == 2
     assert written == []
+
+
+@st.composite
+def _killed_chats(draw):
+    """A chat (the person's messages, each with what the model does with it, and the
+    assistant's replies) and where the process adding it is killed: at a drawn request to the
+    model, or at the n-th time an add gets to a drawn point of its write."""
+    n = draw(st.integers(2, 6))
+    said = []
+    for i in range(n):
+        if draw(st.booleans()) or i in (0, n - 1):  # two of the person's at least: every point is met
+            said.append(
+                ("user", f"I like thing{i}.", draw(st.sampled_from(["ok", "ok", "ok", "fails", "prose", "cut"])))
+            )
+        else:
+            said.append(("assistant", f"Noted {i}.", None))
+    kills = draw(
+        st.lists(
+            st.tuples(st.sampled_from(["asked", "kept", "writing", "written"]), st.integers(1, 2)),
+            min_size=1,
+            max_size=3,
+        )
+    )
+    return said, kills, draw(st.sampled_from(["sync", "async"]))
+
+
+@fuzz(3)
+@given(chat=_killed_chats())
+def test_generated_chats_added_by_processes_killed_anywhere_pay_once_and_keep_one_digest(
+    dsn, graph_name, server, other_graph, chat
+):
+    """A process adding a chat (through Memory or AsyncMemory) is killed at drawn points (a request to the model in flight, what
+    the model answered committed and nothing written, inside the write, after the write), and the
+    caller sends the message it was adding again from a new process: every message the person
+    said is recorded or marked failed with its reason, a message the model answered was paid for
+    once (plus once per kill in its flight), nothing is left kept, and the graph is a fresh load
+    of its export. A memory kept what it paid for in its process only: a killed one paid again."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import uuid
+    from pathlib import Path
+
+    from agefacts.db import Database
+    from agefacts.load import Loader
+    from agefacts.memory import Memory
+    from agefacts.reads import digest
+
+    from ..helpers import ONTO
+    from ..llm_server import completion
+
+    said, kills, how = chat
+    in_flight = {"proc": None, "kill_at": None, "killed": []}
+    kills_in_flight = [nth for point, nth in kills if point == "asked"]
+    points = [(point, nth) for point, nth in kills if point != "asked"]
+    steps = {}
+    for who, text, does in said:
+        if who != "user":
+            continue
+        thing = text.split()[-1].rstrip(".")
+        good = completion(json.dumps({"entities": [], "statements": [
+            {"subject": "user", "predicate": "likes", "value": thing, "quote": f"I like {thing}",
+             "polarity": "asserted", "tense": "current"}], "followups": []}))  # fmt: skip
+        cut = dict(good, choices=[dict(good["choices"][0], finish_reason="length")])
+        steps[text] = {
+            "ok": [("json", 200, good)],
+            "fails": [("json", 500, {"error": "down"})],
+            "prose": [("json", 200, completion("Sorry, I cannot do that."))],
+            "cut": [("json", 200, cut)],
+        }[does]
+    url, script = server(steps)
+    real_answer = script.answer
+
+    def answer(body):
+        # The n-th request of this process's life kills it before the model answers.
+        proc = in_flight["proc"]
+        in_flight["seen"] = in_flight.get("seen", 0) + 1
+        if proc is not None and in_flight["kill_at"] == in_flight["seen"]:
+            in_flight["killed"].append(body["messages"][-1]["content"])
+            os.kill(proc.pid, signal.SIGKILL)
+        return real_answer(body)
+
+    script.answer = answer
+    ns = "k" + uuid.uuid4().hex[:8]
+    messages = [[i, who, text, f"2026-03-01T10:{i:02d}:00Z"] for i, (who, text, _) in enumerate(said)]
+    root = Path(__file__).parents[2]
+    done, runs, killed = 0, 0, 0
+    while done < len(messages):
+        runs += 1
+        assert runs <= 3 * len(messages) + len(kills), "the chat never got added"
+        args = [sys.executable, "-m", "tests.memory_worker", dsn, graph_name, url, ns, json.dumps(messages[done:]), how]
+        in_flight["seen"], in_flight["kill_at"] = 0, None
+        if points and not kills_in_flight or (points and runs % 2):
+            args += [str(x) for x in points.pop(0)]
+        elif kills_in_flight:
+            in_flight["kill_at"] = kills_in_flight.pop(0)
+        proc = subprocess.Popen(args, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        in_flight["proc"] = proc
+        out, err = proc.communicate(timeout=120)
+        in_flight["proc"] = None
+        done += sum(1 for line in out.splitlines() if line.startswith("added "))
+        if proc.returncode == -signal.SIGKILL:
+            killed += 1
+            continue
+        assert proc.returncode == 0, err
+    with Memory(dsn, graph_name) as memory:
+        (conv,) = memory.export(ns)
+        mine = digest(memory.db, namespace=ns)
+        left = memory.db.execute(
+            "SELECT count(*) FROM agefacts.extractions WHERE graph = %s AND namespace = %s", (graph_name, ns)
+        )[0][0]
+    assert killed >= 1  # the faults happened
+    assert left == 0  # nothing kept once written
+    users = [t for t in conv.turns if t.speaker == "user"]
+    assert [t.text for t in users] == [text for who, text, _ in said if who == "user"]
+    for t in users:
+        assert (t.recorded is not None and t.error is None) or t.error, t  # recorded, or failed with why
+    asked: dict[str, int] = {}
+    for r in script.requests:
+        for t in users:
+            if f":\n{t.text}\n" in r["messages"][-1]["content"]:
+                asked[t.text] = asked.get(t.text, 0) + 1
+    for who, text, does in said:
+        if who == "user" and does == "ok":
+            lost = sum(1 for c in in_flight["killed"] if f":\n{text}\n" in c)
+            assert asked.get(text, 0) <= 1 + lost, (text, asked, lost)
+    fresh = other_graph("fresh" + uuid.uuid4().hex[:6])
+    assert Loader(fresh, ONTO).load(conv).status == "loaded"
+    assert digest(fresh, namespace=ns) == mine
+    with Database(dsn, graph_name) as db:
+        assert db.execute("SELECT 1") == [(1,)]
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_a_message_sent_again_with_its_time_is_stored_once_and_one_without_twice(dsn, graph_name, asynchronous):
+    """A caller whose add was cut off after the write (its process killed) cannot know that the
+    message landed, and sends it again: it was stored twice, the person saying it twice. A
+    message that repeats the conversation's last, time and all, is the same message; one
+    without a time may be said twice ("ok")."""
+    import asyncio
+
+    from ..helpers import LIKES
+
+    hello = {"role": "assistant", "content": "Hello!", "at": "2026-03-01T09:59:00Z"}
+    said = {"role": "user", "content": "I love fado.", "at": "2026-03-01T10:00:00Z", "recorded": LIKES}
+    ok = {"role": "user", "content": "ok"}
+
+    async def on_async():
+        async with AsyncMemory(dsn, graph_name) as memory:
+            for msg in (hello, said, said, ok, ok):
+                await memory.add([msg], namespace="again", conversation="c")
+            return await memory.export("again")
+
+    if asynchronous:
+        (conv,) = asyncio.run(on_async())
+    else:
+        with Memory(dsn, graph_name) as memory:
+            for msg in (hello, said, said, ok, ok):
+                memory.add([msg], namespace="again", conversation="c")
+            (conv,) = memory.export("again")
+    assert [t.text for t in conv.turns] == ["Hello!", "I love fado.", "ok", "ok"]

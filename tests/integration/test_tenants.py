@@ -380,7 +380,16 @@ def test_a_tenant_loads_adds_asks_and_forgets_through_its_own_connection(db, dsn
 # What the drawn attacks' check asks every other namespace (words their messages say).
 _ASKED = "where do I live and work, my sister, my job"
 
-_TABLES = ["ingest_log", "ingest_turns", "questions", "schema_version", "graph_ontology", "tenants", "moves"]
+_TABLES = [
+    "ingest_log",
+    "ingest_turns",
+    "questions",
+    "extractions",
+    "schema_version",
+    "graph_ontology",
+    "tenants",
+    "moves",
+]
 _LABELS = ["Conversation", "Message", "Person", "Place", "Organization", "Statement", "Fact", "EVIDENCE", "ABOUT"]
 
 
@@ -416,7 +425,9 @@ def _attacks(graph: str, stolen_keys: list[str]):
         st.builds(lambda t: f"DELETE FROM {t}", table),
         st.builds(
             lambda t, n: f"UPDATE {t} SET namespace = '{n}'",
-            st.sampled_from(["agefacts.ingest_log", "agefacts.ingest_turns", "agefacts.questions"]),
+            st.sampled_from(
+                ["agefacts.ingest_log", "agefacts.ingest_turns", "agefacts.questions", "agefacts.extractions"]
+            ),
             ns,
         ),
         st.builds(lambda n: f"UPDATE agefacts.tenants SET namespace = '{n}'", ns),
@@ -494,21 +505,38 @@ def test_a_tenant_running_drawn_attacks_changes_and_reads_nothing_of_another_nam
         found = ask(db, _ASKED, ONTO, namespace=ns, k=10).messages
         return digest(db, ns), facts(db, "user", namespace=ns).rows, [(m["namespace"], m["text"]) for m in found]
 
+    # What a model answered each of them, kept until written (as a process killed before its
+    # write leaves it): a tenant neither reads nor changes it.
+    from agefacts import ledger
+    from agefacts.models import Turn
+
+    for ns in others:
+        said = Turn(speaker="user", text=f"what {ns} paid for and kept", at="2026-01-01T10:00:00Z", error="HTTP 500")
+        ledger.keep_paid(db, ns, "killed", [said], "m")
+
+    def kept() -> dict:
+        return {ns: ledger.paid(db, ns, "killed") for ns in others}
+
+    paid_before = kept()
     before = {ns: answers(ns) for ns in others}
     assert all(b[2] for b in before.values())  # each namespace finds something for the question
     # What is theirs and cannot be guessed: their vertices' ids (from sequences) and words.
-    secrets = {
-        str(r[0])
-        for r in db.execute(
-            f'SELECT id::text FROM "{graph_name}"._ag_label_vertex '
-            "WHERE ag_catalog.agtype_object_field_text(properties, 'namespace') <> 'ann'"
-        )
-    } | {
-        str(r[0])
-        for r in db.cypher(
-            "MATCH (m:Message) WHERE m.namespace <> 'ann' AND size(m.text) > 12 RETURN m.text", columns=["t"]
-        ).rows
-    }
+    secrets = (
+        {
+            str(r[0])
+            for r in db.execute(
+                f'SELECT id::text FROM "{graph_name}"._ag_label_vertex '
+                "WHERE ag_catalog.agtype_object_field_text(properties, 'namespace') <> 'ann'"
+            )
+        }
+        | {
+            str(r[0])
+            for r in db.cypher(
+                "MATCH (m:Message) WHERE m.namespace <> 'ann' AND size(m.text) > 12 RETURN m.text", columns=["t"]
+            ).rows
+        }
+        | {f"what {ns} paid for and kept" for ns in others}
+    )
     keys = {str(r[0]) for r in db.cypher("MATCH (v) WHERE v.namespace <> 'ann' RETURN v.k", columns=["k"]).rows}
     stolen = sorted(keys)[:40]
     tenant = psycopg.connect(make_conninfo(dsn, user=role), autocommit=True)
@@ -543,3 +571,4 @@ def test_a_tenant_running_drawn_attacks_changes_and_reads_nothing_of_another_nam
         tenant.close()
     assert ran, "no drawn statement ran at all"
     assert {ns: answers(ns) for ns in others} == before
+    assert kept() == paid_before
