@@ -588,7 +588,11 @@ def _killed_chats(draw):
     for i in range(n):
         if draw(st.booleans()) or i in (0, n - 1):  # two of the person's at least: every point is met
             said.append(
-                ("user", f"I like thing{i}.", draw(st.sampled_from(["ok", "ok", "ok", "fails", "prose", "cut"])))
+                (
+                    "user",
+                    f"I like thing{i}.",
+                    draw(st.sampled_from(["ok", "ok", "ok", "fails", "prose", "cut", "stalls"])),
+                )
             )
         else:
             said.append(("assistant", f"Noted {i}.", None))
@@ -608,7 +612,8 @@ def test_generated_chats_added_by_processes_killed_anywhere_pay_once_and_keep_on
     dsn, graph_name, server, other_graph, chat
 ):
     """A process adding a chat (through Memory or AsyncMemory) is killed at drawn points (a request to the model in flight, what
-    the model answered committed and nothing written, inside the write, after the write), and the
+    the model answered committed and nothing written, inside the write, after the write), with a
+    model that fails, refuses, is cut off and stalls at drawn messages, and the
     caller sends the message it was adding again from a new process: every message the person
     said is recorded or marked failed with its reason, a message the model answered was paid for
     once (plus once per kill in its flight), nothing is left kept, and the graph is a fresh load
@@ -646,6 +651,7 @@ def test_generated_chats_added_by_processes_killed_anywhere_pay_once_and_keep_on
             "fails": [("json", 500, {"error": "down"})],
             "prose": [("json", 200, completion("Sorry, I cannot do that."))],
             "cut": [("json", 200, cut)],
+            "stalls": [("sleep", 1.5)],
         }[does]
     url, script = server(steps)
     real_answer = script.answer
