@@ -220,7 +220,7 @@ class Recall:
 class TopicMessage:
     """A message found for a question, best first: ``words`` are the question's words it
     says (as search folds them: "painting" is "paint"), ``around`` those said only in the
-    turns it replies to, ``spans`` where it says the question's
+    turns around it (those it replies to, and the one answering it), ``spans`` where it says the question's
     keyphrases ((keyphrase text, mention, char start, char end), ``text[start:end] ==
     mention``), ``facts`` the statements it is evidence of, ``name`` who said it when the
     conversation names them, and ``score`` its place in the fused ranking (higher first)."""

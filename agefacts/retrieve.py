@@ -252,11 +252,12 @@ def _withdrawal_order(w: Mapping[str, Any]) -> tuple[str, ...]:
 
 def about(m: dict[str, Any]) -> str:
     """What of the question a found message says: its words, keyphrases, the words said in
-    the turns it replies to, and the number of facts it is evidence of."""
+    the turns around it (those it replies to, and the one answering it), and the number of
+    facts it is evidence of."""
     parts = list(m.get("words") or [])
     parts += sorted({h["text"] for h in m.get("keyphrases") or []} - set(parts))
     if m.get("around"):
-        parts.append("replying to " + " ".join(m["around"]))
+        parts.append("around: " + " ".join(m["around"]))
     if m.get("facts"):
         parts.append(f"{len(m['facts'])} fact" + ("s" if len(m["facts"]) > 1 else ""))
     return ", ".join(parts)

@@ -157,9 +157,10 @@ $fn$;
 -- question asks by names alone. A message is also searched with what it replies to: the turn
 -- before it, and the turn before that when its own speaker said it, each word there counted
 -- ``context_weight`` times a word of its own ("I bought it in Paris." after "Where did you get
--- that painting?"). Those turns are read when the search runs, never stored with the message,
--- so a replacement or a forget leaves nothing to mend. A question with no searchable word
--- returns no row.
+-- that painting?"); and with the turn that answers it, alike ("I went yesterday." before "The
+-- support group sounds amazing, Caroline!"). Those turns are read when the search runs, never
+-- stored with the message, so a replacement or a forget leaves nothing to mend. A question with
+-- no searchable word returns no row.
 -- Made anew each time this file runs: its columns have changed, and it took no context_weight
 -- before (left beside the new one, a call with four arguments would match both).
 DROP FUNCTION IF EXISTS agefacts.search_messages(text, text, text, integer, double precision, double precision);
@@ -279,17 +280,20 @@ BEGIN
                   WHERE h.tf > 0 GROUP BY h.lexeme) r
         ),
         mean AS (SELECT greatest(avg(p.dl), 1)::double precision AS avgdl FROM place p),
-        -- The turns a found message's words are context of (the next two), when not found themselves.
+        -- The turns a found message's words are context of (the one before, the next two), when
+        -- not found themselves.
         near AS MATERIALIZED (
             SELECT DISTINCT p.ns, p.conv, p.ord + d.d AS ord
-            FROM place p CROSS JOIN (VALUES (1), (2)) AS d(d)
+            FROM place p CROSS JOIN (VALUES (-1), (1), (2)) AS d(d)
             WHERE EXISTS (SELECT 1 FROM hits h WHERE h.id = p.id AND NOT h.is_name AND h.tf > 0)
               AND NOT EXISTS (SELECT 1 FROM place o WHERE o.ns = p.ns AND o.conv = p.conv AND o.ord = p.ord + d.d)
         ),
         more AS MATERIALIZED (
+            -- (its own words too: where only some messages are scored, one left out may say some)
             SELECT v.id, v.properties AS p, n.ns, n.conv, n.ord,
                    ag_catalog.agtype_object_field_text(v.properties, 'speaker') AS speaker,
-                   ag_catalog.agtype_object_field_text(v.properties, 'name') AS name
+                   ag_catalog.agtype_object_field_text(v.properties, 'name') AS name,
+                   agefacts.message_words(v.properties) AS words
             FROM near n CROSS JOIN LATERAL (
                 SELECT v.id, v.properties FROM %1$I.%2$I v
                 WHERE ag_catalog.agtype_access_operator(v.properties, '"k"'::ag_catalog.agtype)
@@ -299,10 +303,18 @@ BEGIN
         cand AS (
             SELECT p.id, p.ns, p.conv, p.ord, p.speaker, p.name, p.dl FROM place p
             UNION ALL
-            SELECT m.id, m.ns, m.conv, m.ord, m.speaker, m.name, mean.avgdl FROM more m, mean
+            -- a turn reached as context weighs as long as the mean, unless it says a word itself
+            SELECT m.id, m.ns, m.conv, m.ord, m.speaker, m.name,
+                   CASE WHEN EXISTS (SELECT 1 FROM unnest(m.words) u WHERE u.lexeme = ANY ($2::text[]))
+                        THEN length(ts_filter(m.words, '{a,d}'))::double precision ELSE mean.avgdl END
+            FROM more m, mean
         ),
         said AS (
             SELECT h.id, h.lexeme, h.is_name, h.tf, false AS around FROM hits h
+            UNION ALL
+            SELECT m.id, u.lexeme, false, cardinality(array_positions(u.weights, 'D'))::double precision, false
+            FROM more m CROSS JOIN LATERAL unnest(m.words) u
+            WHERE u.lexeme = ANY ($2::text[])
             UNION ALL
             -- a turn reached only as context still counts its speaker's name
             SELECT m.id, t.lexeme, true, 1, false
@@ -315,6 +327,12 @@ BEGIN
                         AND (p.ord = c.ord - 1
                              OR (p.ord = c.ord - 2 AND p.speaker IS NOT DISTINCT FROM c.speaker
                                  AND p.name IS NOT DISTINCT FROM c.name))
+            JOIN hits h ON h.id = p.id AND NOT h.is_name AND h.tf > 0
+            UNION ALL
+            -- and the turn that answers it
+            SELECT c.id, h.lexeme, false, $9 * h.tf, true
+            FROM cand c
+            JOIN place p ON p.ns = c.ns AND p.conv = c.conv AND p.ord = c.ord + 1
             JOIN hits h ON h.id = p.id AND NOT h.is_name AND h.tf > 0
         ),
         per AS (

@@ -192,4 +192,5 @@ def test_a_load_of_messages_with_no_extraction_says_what_they_give_and_what_fact
     assert "2 user message(s) carry no extraction: they are stored and `agefacts ask` finds them" in out, out
     assert "agefacts extract FILES --out DIR" in out
     assert main(["ask", "Where do I hear fado?", "--namespace", "rui", "--format", "json"]) == 0
-    assert [m["text"] for m in json.loads(capsys.readouterr().out)["messages"]] == ["And I love fado."]
+    # The message that says it; then the turn it answers
+    assert [m["text"] for m in json.loads(capsys.readouterr().out)["messages"]] == ["And I love fado.", "Nice."]

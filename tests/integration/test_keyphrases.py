@@ -125,8 +125,12 @@ def test_ask_finds_the_messages_about_a_topic_with_their_spans(db):
     assert answer.facts == []
     said = {(m["conversation"], m["message"]) for m in answer.messages if m["words"]}
     assert said == {("a", 0), ("a", 1), ("b", 1)}  # not the other namespace's
-    # a's third message is found too, replying to the turns that say it
-    assert [m["around"] for m in answer.messages if not m["words"]] == [["sourdough"]]
+    # a's third message is found too, replying to the turns that say it, and b's first, which
+    # the turn after it answers with sourdough
+    assert sorted((m["conversation"], m["message"], m["around"]) for m in answer.messages if not m["words"]) == [
+        ("a", 2, ["sourdough"]),
+        ("b", 0, ["sourdough"]),
+    ]
     for m in answer.messages:
         if not m["words"]:
             continue

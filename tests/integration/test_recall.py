@@ -50,8 +50,10 @@ def _found(db: Database, question: str, k: int = 5, ns: str | None = "jg") -> li
 def test_a_word_inside_a_message_finds_it_whoever_said_it(db, via):
     """'Was there a flood?' found nothing: 'flood' was inside the keyphrase 'flood last week'."""
     _load(db, via, _dialogue())
-    # The turn that says it first; then the replies to it (Gina's next, and Jon's own next).
-    assert _found(db, "Was there a flood?") == [4, 5, 6]
+    # The turn that says it first; then the turns around it: the one it answers, the replies to
+    # it (Gina's next, and Jon's own next).
+    found = _found(db, "Was there a flood?")
+    assert found[0] == 4 and sorted(found) == [3, 4, 5, 6]
     # Inflections fold: "paint" finds "painting"; the other namespace's messages are not read.
     _load(db, via, conversation("x", [{"speaker": "user", "text": "I paint every day."}], namespace="other"))
     assert _found(db, "Does she paint?")[0] == 3
@@ -160,7 +162,7 @@ def test_a_reply_is_found_by_what_it_replies_to(db, via):
     got = {m["message"]: m for m in answer.messages}
     assert answer.messages[0]["message"] == 1  # Gina's own turn, replying to the painting
     assert got[1]["words"] == ["gina", "purchas"] and got[1]["around"] == ["paint"]
-    assert "replying to paint" in about(got[1])
+    assert "around: paint" in about(got[1])
     # Jon's "Thanks." replies to Gina's "Have fun!", and Jon said painting two turns before: his own.
     assert got[4]["words"] == [] and got[4]["around"] == ["paint"]
     # Gina's "Have fun!" replies to Jon's painting class, and her own turn before it purchased.
@@ -183,7 +185,8 @@ def test_a_reply_is_found_by_what_it_replies_to(db, via):
     # A message's own word outranks the same word around it.
     assert [m["message"] for m in ask(db, "painting class", ONTO, namespace="jg", k=10).messages][0] == 2
     # The words around a message are the conversation's as it is now: replaced, they change.
-    changed = [turns[0][:2] + ("Hi Gina, how are you?",)] + turns[1:]
+    changed = [turns[0][:2] + ("Hi Gina, how are you?",), turns[1], turns[2][:2] + ("My pottery class starts Monday.",)]
+    changed += turns[3:]
     _load(db, via, dialogue(changed))
     again = {m["message"]: m for m in ask(db, "Where did Gina purchase the painting?", ONTO, namespace="jg").messages}
     assert again[1]["around"] == [] and again[1]["words"] == ["gina", "purchas"]
@@ -495,3 +498,21 @@ def test_memory_and_async_memory_find_a_days_messages_and_say_why_when_none(dsn,
     assert none.messages == () and none.reason == (
         "no message says 'kayaks', '3', 'March' or '2024', none was sent on 2024-03-03 and it names no known entity"
     )
+
+
+@pytest.mark.parametrize("via", VIAS)
+def test_a_message_is_found_by_the_turn_that_answers_it(db, via):
+    """ "I went there yesterday." answers "When did Caroline go to the support group?" and says
+    nothing of a group: the reply to it does ("The support group sounds amazing!"). It was
+    found by its own "went" alone, as if it said nothing of the group."""
+    turns = [
+        ("user", "Caroline", "I went there yesterday, it was so powerful."),
+        ("assistant", "Melanie", "Wow, the support group sounds amazing! What happened?"),
+        ("user", "Caroline", "Lots of stories, all of them brave."),
+    ]
+    _load(db, via, conversation("s", [{"speaker": s, "name": n, "text": t} for s, n, t in turns], namespace="cm"))
+    answer = ask(db, "When did Caroline go to the support group?", ONTO, namespace="cm", k=10)
+    got = {m["message"]: m for m in answer.messages}
+    assert got[0]["words"] == ["carolin", "went"] and got[0]["around"] == ["group", "support"]
+    assert "around: group support" in about(got[0])
+    assert got[1]["words"] == ["group", "support"]
