@@ -189,6 +189,7 @@ DECLARE
     many integer;
     sought_df double precision[];
     chosen ag_catalog.graphid[];
+    saying ag_catalog.graphid[];
     found_where text := 'agefacts.message_words(m.properties) @@ $1';
 BEGIN
     -- The question's words as the index folds them, less those that ask rather than name
@@ -247,8 +248,9 @@ BEGIN
                 LIMIT $4
             )
             SELECT (SELECT array_agg(b.id) FROM best b),
-                   (SELECT array_agg(cardinality(p.ids)::double precision ORDER BY p.w) FROM per p)
-        $q$, graph_name, 'Message') INTO chosen, sought_df USING sought, wordq, total, scored, ns;
+                   (SELECT array_agg(cardinality(p.ids)::double precision ORDER BY p.w) FROM per p),
+                   (SELECT array_agg(DISTINCT u.id) FROM per p CROSS JOIN LATERAL unnest(p.ids) u(id))
+        $q$, graph_name, 'Message') INTO chosen, sought_df, saying USING sought, wordq, total, scored, ns;
         found_where := 'm.id = ANY ($10)';
     END IF;
     RETURN QUERY EXECUTE format($q$
@@ -289,11 +291,13 @@ BEGIN
               AND NOT EXISTS (SELECT 1 FROM place o WHERE o.ns = p.ns AND o.conv = p.conv AND o.ord = p.ord + d.d)
         ),
         more AS MATERIALIZED (
-            -- (its own words too: where only some messages are scored, one left out may say some)
+            -- (its own words too, made only for one that says a word of the question: where only
+            -- some messages are scored, one left out may; where all are, none of these does)
             SELECT v.id, v.properties AS p, n.ns, n.conv, n.ord,
                    ag_catalog.agtype_object_field_text(v.properties, 'speaker') AS speaker,
                    ag_catalog.agtype_object_field_text(v.properties, 'name') AS name,
-                   agefacts.message_words(v.properties) AS words
+                   CASE WHEN v.id IN (SELECT unnest($13::ag_catalog.graphid[]))
+                        THEN agefacts.message_words(v.properties) END AS words
             FROM near n CROSS JOIN LATERAL (
                 SELECT v.id, v.properties FROM %1$I.%2$I v
                 WHERE ag_catalog.agtype_access_operator(v.properties, '"k"'::ag_catalog.agtype)
@@ -359,7 +363,7 @@ BEGIN
         ORDER BY 8 DESC, 1, 2, 3
         LIMIT $8
     $q$, graph_name, 'Message', found_where)
-    USING query, sought, named, named_df, total, speaker_weight, b, k, context_weight, chosen, sought_df, ns;
+    USING query, sought, named, named_df, total, speaker_weight, b, k, context_weight, chosen, sought_df, ns, saying;
 END
 $fn$;
 
