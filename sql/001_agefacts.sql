@@ -33,8 +33,10 @@ CREATE TABLE IF NOT EXISTS agefacts.ingest_turns (
     PRIMARY KEY (graph, namespace, conversation, ordinal)
 );
 
--- A role granted the ingest log before this table existed may do the same here.
-DO $grants$
+-- A table of agefacts' made after the ingest log: a role granted the ingest log before the
+-- table existed may do the same there.
+CREATE OR REPLACE FUNCTION agefacts.grant_as_ingest_log(table_name text)
+RETURNS void LANGUAGE plpgsql AS $fn$
 DECLARE
     g record;
 BEGIN
@@ -43,10 +45,12 @@ BEGIN
              WHERE c.oid = 'agefacts.ingest_log'::regclass AND a.grantee <> 0 AND a.grantee <> c.relowner
                AND a.privilege_type IN ('SELECT', 'INSERT', 'UPDATE', 'DELETE')
              GROUP BY a.grantee LOOP
-        EXECUTE format('GRANT %s ON agefacts.ingest_turns TO %s', g.what, g.who);
+        EXECUTE format('GRANT %s ON agefacts.%I TO %s', g.what, table_name, g.who);
     END LOOP;
 END
-$grants$;
+$fn$;
+
+SELECT agefacts.grant_as_ingest_log('ingest_turns');
 
 -- The question queue: follow-ups are the caller's questions, not facts about the world.
 -- A follow-up whose gap a later load fills is marked resolved.

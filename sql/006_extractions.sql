@@ -14,20 +14,7 @@ CREATE TABLE IF NOT EXISTS agefacts.extractions (
     PRIMARY KEY (graph, namespace, conversation, said)
 );
 
--- A role granted the ingest log before this table existed may do the same here.
-DO $grants$
-DECLARE
-    g record;
-BEGIN
-    FOR g IN SELECT a.grantee::regrole AS who, string_agg(DISTINCT a.privilege_type, ', ') AS what
-             FROM pg_catalog.pg_class c, aclexplode(c.relacl) a
-             WHERE c.oid = 'agefacts.ingest_log'::regclass AND a.grantee <> 0 AND a.grantee <> c.relowner
-               AND a.privilege_type IN ('SELECT', 'INSERT', 'UPDATE', 'DELETE')
-             GROUP BY a.grantee LOOP
-        EXECUTE format('GRANT %s ON agefacts.extractions TO %s', g.what, g.who);
-    END LOOP;
-END
-$grants$;
+SELECT agefacts.grant_as_ingest_log('extractions');
 
 -- Kept to tenants from the moment it is made, as the ingest log is once a tenant is set up.
 SELECT agefacts.protect_table('extractions');

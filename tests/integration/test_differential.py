@@ -152,28 +152,13 @@ def test_a_predicate_whose_statements_hold_one_value_is_read_whole_after_the_ont
         }
     )
     db = fresh(Database(dsn, graph_name).connect())
-    first = Conversation.model_validate(
-        {
-            "id": "a",
-            "namespace": "w",
-            "turns": [
-                user_turn(
-                    "I like tea.", "2024-01-01T10:00:00Z", [], [claim("user", "likes", "I like tea", value="tea")]
-                )
-            ],
-        }
-    )
-    then = Conversation.model_validate(
-        {
-            "id": "b",
-            "namespace": "w",
-            "turns": [
-                user_turn(
-                    "I like jazz.", "2024-03-01T10:00:00Z", [], [claim("user", "likes", "I like jazz", value="jazz")]
-                )
-            ],
-        }
-    )
+
+    def likes(cid: str, thing: str, at: str) -> Conversation:
+        said = f"I like {thing}"
+        turn = user_turn(said + ".", at, [], [claim("user", "likes", said, value=thing)])
+        return Conversation.model_validate({"id": cid, "namespace": "w", "turns": [turn]})
+
+    first, then = likes("a", "tea", "2024-01-01T10:00:00Z"), likes("b", "jazz", "2024-03-01T10:00:00Z")
     assert Loader(db, single, via=via).load(first).status == "loaded"
     assert Loader(db, single, via=via).load(then).status == "loaded"  # written whole; then a statement alone
     later = then.model_copy(update={"id": "c"})

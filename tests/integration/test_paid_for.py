@@ -419,6 +419,30 @@ def test_bench_add_through_the_model_path_asks_once_per_message_and_keeps_one_di
     assert [r["turns"] for r in result.rows] == [4, 8]
 
 
+def _replies(said) -> dict:
+    """What the model does with each of the person's messages of a drawn chat ((who, text,
+    does)): answers what they like, fails, refuses in prose, is cut off, or stalls."""
+    from ..llm_server import completion
+
+    steps = {}
+    for who, text, does in said:
+        if who != "user":
+            continue
+        thing = text.split()[-1].rstrip(".")
+        good = completion(json.dumps({"entities": [], "statements": [
+            {"subject": "user", "predicate": "likes", "value": thing, "quote": f"I like {thing}",
+             "polarity": "asserted", "tense": "current"}], "followups": []}))  # fmt: skip
+        cut = dict(good, choices=[dict(good["choices"][0], finish_reason="length")])
+        steps[text] = {
+            "ok": [("json", 200, good)],
+            "fails": [("json", 500, {"error": "down"})],
+            "prose": [("json", 200, completion("Sorry, I cannot do that."))],
+            "cut": [("json", 200, cut)],
+            "stalls": [("sleep", 1.5)],
+        }[does]
+    return steps
+
+
 @st.composite
 def _faulty_chats(draw):
     """A chat (the person's messages, each with what the model does with it, and the
@@ -454,25 +478,9 @@ def test_generated_chats_with_a_faulty_model_and_failing_writes_pay_once_and_kee
     from agefacts.reads import digest
 
     from ..helpers import ONTO
-    from ..llm_server import completion
 
     said, failing_writes = chat
-    steps = {}
-    for who, text, does in said:
-        if who != "user":
-            continue
-        thing = text.split()[-1].rstrip(".")
-        good = completion(json.dumps({"entities": [], "statements": [
-            {"subject": "user", "predicate": "likes", "value": thing, "quote": f"I like {thing}",
-             "polarity": "asserted", "tense": "current"}], "followups": []}))  # fmt: skip
-        cut = dict(good, choices=[dict(good["choices"][0], finish_reason="length")])
-        steps[text] = {
-            "ok": [("json", 200, good)],
-            "fails": [("json", 500, {"error": "down"})],
-            "prose": [("json", 200, completion("Sorry, I cannot do that."))],
-            "cut": [("json", 200, cut)],
-            "stalls": [("sleep", 1.5)],
-        }[does]
+    steps = _replies(said)
     url, script = server(steps)
     ns = "g" + uuid.uuid4().hex[:8]
     real_load, real_appended = memory_module._load, memory_module._appended
@@ -631,28 +639,12 @@ def test_generated_chats_added_by_processes_killed_anywhere_pay_once_and_keep_on
     from agefacts.reads import digest
 
     from ..helpers import ONTO
-    from ..llm_server import completion
 
     said, kills, how = chat
     in_flight = {"proc": None, "kill_at": None, "killed": []}
     kills_in_flight = [nth for point, nth in kills if point == "asked"]
     points = [(point, nth) for point, nth in kills if point != "asked"]
-    steps = {}
-    for who, text, does in said:
-        if who != "user":
-            continue
-        thing = text.split()[-1].rstrip(".")
-        good = completion(json.dumps({"entities": [], "statements": [
-            {"subject": "user", "predicate": "likes", "value": thing, "quote": f"I like {thing}",
-             "polarity": "asserted", "tense": "current"}], "followups": []}))  # fmt: skip
-        cut = dict(good, choices=[dict(good["choices"][0], finish_reason="length")])
-        steps[text] = {
-            "ok": [("json", 200, good)],
-            "fails": [("json", 500, {"error": "down"})],
-            "prose": [("json", 200, completion("Sorry, I cannot do that."))],
-            "cut": [("json", 200, cut)],
-            "stalls": [("sleep", 1.5)],
-        }[does]
+    steps = _replies(said)
     url, script = server(steps)
     real_answer = script.answer
 
