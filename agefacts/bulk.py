@@ -42,7 +42,19 @@ from .db import Database, copy_value
 from .errors import DatabaseError
 from .names import CORE_EDGE_LABELS, CORE_VERTEX_LABELS
 from .retract import Retraction, Stale
-from .tables import _AG, _ENTRY, _KEY, _KEY_INDEXED, _as_agtype_key, _field, _key, _namespace_is, _props, dumps
+from .tables import (
+    _AG,
+    _ENTRY,
+    _KEY,
+    _KEY_INDEXED,
+    _as_agtype_key,
+    _field,
+    _key,
+    _namespace_is,
+    _props,
+    _value_in,
+    dumps,
+)
 
 _log = logging.getLogger("agefacts.load")
 _UNIQUE_VIOLATION = "23505"
@@ -500,7 +512,9 @@ class BulkWriter(Retraction):
                 out.add(("", sk, pred))
         return out
 
-    def _chain_statements(self, pairs: list[dict[str, Any]]) -> tuple[dict[int, dict[str, Any]], dict[int, int]]:
+    def _chain_statements(
+        self, pairs: list[dict[str, Any]], fmt: Mapping[str, Any]
+    ) -> tuple[dict[int, dict[str, Any]], dict[int, int]]:
         """The statements of chains given as (subject id, key, predicate, whole, and when not
         whole the facts: object ids, values as JSON), by id with their properties and
         ``subject_key``; and the object id of each that has one."""
@@ -518,14 +532,8 @@ class BulkWriter(Retraction):
                 + _field("s", "predicate")
                 + "::text = g.pred OFFSET 0) s "
                 "LEFT JOIN LATERAL (SELECT a.end_id AS id FROM {ab} a WHERE a.start_id = s.id OFFSET 0) o ON true "
-                # A value is compared as the engine's Cypher compares it (30 is 30.0), as
-                # agefacts.derive.value_ident does.
-                "WHERE g.whole OR o.id::text = ANY(g.objs) OR (o.id IS NULL AND "
-                + _field("s", "value")
-                + " = ANY(ARRAY(SELECT x::"
-                + _AG
-                + " FROM unnest(g.vals) AS x)))"
-            ).format(**self._fmt()),
+                "WHERE g.whole OR o.id::text = ANY(g.objs) OR (o.id IS NULL AND " + _value_in("s", "g.vals") + ")"
+            ).format(**fmt),
             (dumps(pairs),),
         ):
             p = json.loads(ptext)
@@ -574,9 +582,6 @@ class BulkWriter(Retraction):
             for k, i in ids.items()
         }
         sid_of = {c[1]: id_of_key[c[0], c[1]] for c in chains if (c[0], c[1]) in id_of_key}
-        preds_of: dict[str, set[str]] = defaultdict(set)
-        for c in chains:
-            preds_of[c[1]].add(c[2])
 
         def of_facts(about: set[tuple[str, str]]) -> dict[str, list[str]]:
             return {
@@ -600,7 +605,7 @@ class BulkWriter(Retraction):
             ]
 
         # The statements of these chains, each with its object, and every piece of evidence.
-        statements, objects = self._chain_statements(pairs_of(facts_of))
+        statements, objects = self._chain_statements(pairs_of(facts_of), fmt)
         # A predicate read fact by fact whose statements say it holds one value at a time (the
         # ontology changed since they were written) is read whole.
         single = {(p["subject_key"], p.get("predicate")) for p in statements.values() if p.get("single_valued")}
@@ -608,7 +613,7 @@ class BulkWriter(Retraction):
         if widen:
             whole |= widen
             facts_of = {c: about for c, about in facts_of.items() if c not in widen}
-            statements, objects = self._chain_statements(pairs_of(facts_of))
+            statements, objects = self._chain_statements(pairs_of(facts_of), fmt)
         said: dict[int, list[list[Any]]] = defaultdict(list)
         if statements:
             for stid, etext, conv, ordinal in self.db.execute(
@@ -694,16 +699,12 @@ class BulkWriter(Retraction):
                 + "::text = u.pred AND (u.whole OR "
                 + _field("v", "object_key")
                 + "::text = ANY(u.okeys) OR "
-                + _field("v", "value")
-                + " = ANY(ARRAY(SELECT x::"
-                + _AG
-                + " FROM unnest(u.vals) AS x)))"
+                + _value_in("v", "u.vals")
+                + ")"
             ).format(f=self._table("Fact")),
             (dumps(asked),),
         ):
             p = json.loads(ptext)
-            if p.get("predicate") not in preds_of.get(p.get("subject_key"), ()):
-                continue
             ours = ns_of.get(p.get("subject_key"), p.get("namespace"))
             if p.get("namespace") != ours:
                 # Written by hand under another namespace: not ours to change or remove.

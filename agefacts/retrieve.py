@@ -708,17 +708,13 @@ def _topic_query(question: str, namespace: str | None) -> tuple[str, dict[str, A
     return "topic_messages", {"keys": [keyphrase_key(namespace, t) for t in texts]}
 
 
-def question_time(
-    question: str, valid_at: TimeArg, known_at: TimeArg, times: Sequence[tuple[str, str]] | None = None
-) -> tuple[TimeArg, str | None]:
-    """The valid time to read facts at: the one given, else the first time the question names
-    ("in March 2025": its start, 2025-03-01), which is also returned to be said in the
-    answer; else now. A question that names no time, or is given one, reads as asked.
-    ``times``: the question's :func:`named_times`, when already read."""
+def question_time(valid_at: TimeArg, times: Sequence[tuple[str, str]]) -> tuple[TimeArg, str | None]:
+    """The valid time to read facts at: the one given, else the first of the times the
+    question names (``times``, :func:`named_times`: "in March 2025" starts 2025-03-01), which
+    is also returned to be said in the answer; else now. A question that names no time, or is
+    given one, reads as asked."""
     if valid_at is not None:
         return valid_at, None
-    if times is None:
-        times = named_times(question, _asked_at(known_at))
     if not times:
         return None, None
     start = times[0][0]
@@ -839,14 +835,13 @@ def answer_from(
     rows: list[list[dict[str, Any]]],
     k: int,
     found: Found | None = None,
-    asked_at: TimeArg = None,
-    times: Sequence[tuple[str, str]] | None = None,
+    times: Sequence[tuple[str, str]] = (),
 ) -> Answer:
     """The answer from the linked entities and each one's facts (``rows[i]`` are the facts
     of ``entities[i]``): served facts ranked and cut to ``k``, the rest with their reason;
     and the messages (``found``: the question's words' matches, its keyphrases' messages and
-    the facts' evidence messages and those nearest in meaning, fused by :func:`fuse`, with the times the question names
-    counted from ``asked_at``, the known time asked at: now when None), cut to ``k``."""
+    the facts' evidence messages and those nearest in meaning, fused by :func:`fuse`, with the times the question names,
+    ``times``: :func:`named_times`), cut to ``k``."""
     answer = Answer(question, list(entities))
     seen: set[str] = set()
     served: list[dict[str, Any]] = []
@@ -863,8 +858,6 @@ def answer_from(
     ranked = rank(question, served, ontology)
     answer.facts = ranked[: max(0, k)]
     f = found or Found()
-    if times is None:
-        times = named_times(question, _asked_at(asked_at))
     answer.messages = fuse(
         f.words,
         topics_from(f.topics, 2 * k),
@@ -973,14 +966,14 @@ def ask(
     nearest the question in meaning are fused in too (:mod:`agefacts.embed`)."""
     _check_question(question, namespace, k)
     times = named_times(question, _asked_at(known_at))
-    valid_at, named = question_time(question, valid_at, known_at, times)
+    valid_at, named = question_time(valid_at, times)
     entities = link(db, question, namespace)
     check_scope(namespace, all_namespaces, (e.namespace for e in entities), "what the question names")
     # Linked entities are known by key: no second lookup of each one.
     rows = facts_of_each(db, [e.key for e in entities], valid_at, known_at) if entities else []
     facts = _cited(question, rank(question, [f for r in rows for f in r], ontology), entities, ontology)[: 2 * k]
     found = _found(db, question, namespace, k, facts, embedder, times)
-    answer = answer_from(question, ontology, entities, rows, k, found, known_at, times)
+    answer = answer_from(question, ontology, entities, rows, k, found, times)
     answer.as_of = named
     if not answer.messages:
         why = run_named(db, "question_words", {"namespace": namespace, "question": question}).dicts()[0]
@@ -1004,14 +997,14 @@ async def ask_async(
     """:func:`ask` on an asynchronous connection."""
     _check_question(question, namespace, k)
     times = named_times(question, _asked_at(known_at))
-    valid_at, named = question_time(question, valid_at, known_at, times)
+    valid_at, named = question_time(valid_at, times)
     names = await run_named_async(db, "entity_names", {"namespace": namespace})
     entities = link_rows(question, names.dicts(), namespace)
     check_scope(namespace, all_namespaces, (e.namespace for e in entities), "what the question names")
     rows = await facts_of_each_async(db, [e.key for e in entities], valid_at, known_at) if entities else []
     facts = _cited(question, rank(question, [f for r in rows for f in r], ontology), entities, ontology)[: 2 * k]
     found = await _found_async(db, question, namespace, k, facts, embedder, times)
-    answer = answer_from(question, ontology, entities, rows, k, found, known_at, times)
+    answer = answer_from(question, ontology, entities, rows, k, found, times)
     answer.as_of = named
     if not answer.messages:
         why = (await run_named_async(db, "question_words", {"namespace": namespace, "question": question})).dicts()

@@ -39,6 +39,13 @@ def _namespace_is(alias: str, param: str = "%(ns)s") -> str:
     return f"{_field(alias, 'namespace')} = {_as_agtype_key(param + '::text')}"
 
 
+def _value_in(alias: str, values: str) -> str:
+    """The condition that the ``value`` property of the row aliased ``alias`` is one of the
+    JSON texts in the ``text[]`` expression ``values``, compared as the engine's Cypher compares
+    values (30 is 30.0), as :func:`agefacts.derive.value_ident` does."""
+    return f"{_field(alias, 'value')} = ANY(ARRAY(SELECT x::{_AG} FROM unnest({values}) AS x))"
+
+
 def _as_agtype_key(expr: str) -> str:
     # A text key as the agtype string the key index holds.
     return f"(to_jsonb({expr})::text)::{_AG}"

@@ -309,8 +309,7 @@ BEGIN
             UNION ALL
             -- a turn reached as context weighs as long as the mean, unless it says a word itself
             SELECT m.id, m.ns, m.conv, m.ord, m.speaker, m.name,
-                   CASE WHEN EXISTS (SELECT 1 FROM unnest(m.words) u WHERE u.lexeme = ANY ($2::text[]))
-                        THEN length(ts_filter(m.words, '{a,d}'))::double precision ELSE mean.avgdl END
+                   coalesce(length(ts_filter(m.words, '{a,d}'))::double precision, mean.avgdl)
             FROM more m, mean
         ),
         said AS (
