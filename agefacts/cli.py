@@ -694,6 +694,17 @@ def _tenants(given: Sequence[str]) -> list[tuple[str, str]]:
     return out
 
 
+def _cmd_migrate(args: argparse.Namespace) -> int:
+    from .migrate import migrate
+
+    with _open_db(args) as db:
+        n = migrate(db, progress=lambda step: print(step, file=sys.stderr, flush=True))
+    _print(
+        f"migrated {n} conversation(s) of graph {args.graph!r}" if n else f"graph {args.graph!r} needed no migration"
+    )
+    return _EXIT_OK
+
+
 def _cmd_derive(args: argparse.Namespace) -> int:
     from .load import Loader
 
@@ -1324,6 +1335,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--namespace", default=None, help="of this namespace only")
     p.set_defaults(func=_cmd_derive)
+
+    p = sub.add_parser(
+        "migrate",
+        parents=[dbo],
+        help="bring a graph an earlier agefacts wrote to this one's keys (its kept conversations loaded again, "
+        "in one transaction)",
+    )
+    p.set_defaults(func=_cmd_migrate)
 
     p = sub.add_parser(
         "forget", parents=[dbo, ont], help="remove what a namespace's conversations wrote, and their log rows"

@@ -31,7 +31,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from .errors import DatabaseError, EngineError, NotFound, QueryError
+from .errors import DatabaseError, EngineError, NotFound, QueryError, keys_stale_error
 from .names import is_entity_label, is_graph_name, is_identifier, is_label
 
 __all__ = [
@@ -391,6 +391,8 @@ class Database:
         self._prepared = _Prepared(self.graph)
         # The digest of the ontology this connection last kept for the graph (agefacts.ledger).
         self.kept_ontology: str | None = None
+        # Whether the graph's keys were found of this agefacts' form (check_keys).
+        self.keys_checked = False
         self.on_wait: Callable[[str], None] | None = None
         """Told, once per connection or statement, when the database has not answered for
         ``wait_notice`` seconds, with what it is waiting for (a lock and who holds it, on a
@@ -809,6 +811,20 @@ class Database:
         rows = self._run("SELECT version FROM agefacts.schema_version WHERE id = 1")
         return rows[0][0] if rows else None
 
+    def keys_stale(self) -> bool:
+        """Whether the graph holds keys of the form an earlier agefacts wrote (agefacts.migrate)."""
+        return bool(self.execute("SELECT agefacts.keys_stale(%s)", (self.graph,))[0][0])
+
+    def check_keys(self) -> None:
+        """Refuse a graph an earlier agefacts wrote, saying how to migrate it: this agefacts
+        would read none of its keys and write a second copy of everything beside them. Asked
+        once a connection (the owner who migrates it meanwhile knows)."""
+        if self.keys_checked:
+            return
+        if self.keys_stale():
+            raise keys_stale_error(self.graph)
+        self.keys_checked = True
+
     # -- graph and labels ----------------------------------------------------------------
     def graph_exists(self) -> bool:
         return bool(self._run("SELECT 1 FROM ag_catalog.ag_graph WHERE name = %s", (self.graph,)))
@@ -863,6 +879,7 @@ class Database:
             raise translate(exc, f"dropping graph {self.graph!r}") from exc
         self._labels.clear()
         self.kept_ontology = None
+        self.keys_checked = False
 
     def refresh_statistics(self) -> list[str]:
         """ANALYZE the graph's label tables that changed by more than autovacuum's default

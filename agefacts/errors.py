@@ -28,6 +28,7 @@ __all__ = [
     "TimeError",
     "UsageError",
     "WorkerLost",
+    "keys_stale_error",
     "need_text",
 ]
 
@@ -96,6 +97,16 @@ def need_text(value: object, what: str, *, optional: bool = False) -> None:
         return
     if not isinstance(value, str):
         raise UsageError(f"{what} is text{' (or None)' if optional else ''}, not {value!r}")
+
+
+def keys_stale_error(graph: str) -> UsageError:
+    """What is said of a graph an earlier agefacts wrote, whose keys this one computes
+    otherwise (agefacts.migrate)."""
+    return UsageError(
+        f"graph {graph!r} was written by an earlier agefacts, whose keys this one does not read: run "
+        f"`agefacts migrate --graph {graph}` once, as the graph's owner (it loads the conversations the graph "
+        "keeps again, in one transaction)"
+    )
 
 
 class QueryError(AgeFactsError):

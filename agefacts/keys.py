@@ -1,9 +1,13 @@
 """Stable keys: the ``k`` property of every vertex and edge agefacts writes.
 
 A key is a deterministic function of the namespace and the content that identifies the
-element, never of load order, wall time or AGE ids: ``<kind>:<32 hex digits>``, the first 128
-bits of the SHA-256 of the canonical JSON of the identifying fields below. Keys never cross
-namespaces, because the namespace is always one of the fields.
+element, never of load order, wall time or AGE ids: ``<kind>:<16 hex digits><32 hex digits>``.
+The first 16 are the namespace's key space (:func:`key_space`: the first 64 bits of the SHA-256
+of its UTF-8 bytes), the other 32 the first 128 bits of the SHA-256 of the canonical JSON of
+the identifying fields below. Keys never cross namespaces, because the namespace is always one
+of the fields; and a key says whose it is, so the database refuses a tenant any key outside its
+own namespace's space (sql/004_tenants.sql): it can neither take another person's key before
+they load it nor learn from a refusal whether they hold it.
 
 - conversation: namespace, conversation id
 - message: namespace, conversation id, turn ordinal
@@ -18,13 +22,14 @@ namespaces, because the namespace is always one of the fields.
   valid_until, recurrence (and whether it ends a fact, or corrects one, rather than states one).
 - keyphrase: namespace, its text (:func:`keyphrase_text`: the words, case-folded, one space
   between them), so "Sourdough starter" and "sourdough  starter" are one vertex.
-- edge: label, start key, end key (and, for evidence, the span).
+- edge: label, start key, end key (and, for evidence, the span), in its start's key space.
 - fact version: namespace, subject key, predicate, the version's row and the time it was first
   read (and which of identical ones it is).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -44,6 +49,7 @@ __all__ = [
     "entity_key",
     "keyphrase_key",
     "keyphrase_text",
+    "key_space",
     "make_key",
     "message_key",
     "normalise_name",
@@ -84,9 +90,16 @@ def _canon(value: Any) -> str:
     return json.dumps(value)
 
 
-def make_key(kind: str, *fields: Any) -> str:
-    blob = _canon(fields)
-    return f"{kind}:{hashlib.sha256(blob.encode('utf-8')).hexdigest()[:32]}"
+@functools.lru_cache(maxsize=4096)
+def key_space(namespace: str) -> str:
+    """The 16 hex digits every key of ``namespace`` starts with after its kind: what
+    ``agefacts.key_space`` computes in the database (sql/001_agefacts.sql)."""
+    return hashlib.sha256(namespace.encode("utf-8")).hexdigest()[:16]
+
+
+def make_key(kind: str, namespace: str, *fields: Any) -> str:
+    blob = _canon((namespace, *fields))
+    return f"{kind}:{key_space(namespace)}{hashlib.sha256(blob.encode('utf-8')).hexdigest()[:32]}"
 
 
 def normalise_name(name: str) -> str:
@@ -147,13 +160,15 @@ def statement_key(
     corrects: bool = False,
 ) -> str:
     val = None if value is None else [type(value).__name__, value]
-    fields = [namespace, subject_key, predicate, object_key, val, valid_from, valid_until, recurrence]
+    fields = [subject_key, predicate, object_key, val, valid_from, valid_until, recurrence]
     if corrects:
         fields.append("corrects")
     elif ends_validity:
         fields.append("ends")
-    return make_key("stmt", *fields)
+    return make_key("stmt", namespace, *fields)
 
 
 def edge_key(label: str, start: str, end: str, *extra: Any) -> str:
-    return make_key("edge", label, start, end, *extra)
+    blob = _canon((label, start, end, *extra))
+    space = start[start.index(":") + 1 :][:16]  # an edge is its start's namespace's
+    return f"edge:{space}{hashlib.sha256(blob.encode('utf-8')).hexdigest()[:32]}"

@@ -797,6 +797,7 @@ class Loader:
         thread, so the database's work and Python's overlap instead of adding up. When
         ``stop()`` turns true, the batch being written is finished and the load ends there
         with ``KeyboardInterrupt``."""
+        self.db.check_keys()
         run_seen: set[tuple[str, str]] = set()
         inflight: list[tuple[Callable[[], _Ready], list[Outcome | None]]] = []
         # The Cypher path writes from the plans themselves, which stay where they are made.
@@ -1011,6 +1012,7 @@ class Loader:
         (``SUPERSEDES`` edges, a statement's inferred ``valid_until``, ``superseded_at`` and
         ``valid_start``), which could disagree with the versions, is removed first. Returns
         how many chains were read."""
+        self.db.check_keys()
 
         def work() -> int:
             with self.db.transaction():
@@ -1031,6 +1033,7 @@ class Loader:
         each with nothing would: their messages, evidence and mentions go, statements and
         entities left with none go, and what they touched is recomputed from what remains.
         Their ingest-log and question rows go too. One transaction; returns the ids forgotten."""
+        self.db.check_keys()
         try:
             return self._forget(namespace, conversations)
         except DatabaseError as exc:

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .db import Database, Table
-from .errors import NotFound, QueryError, UsageError, need_text
+from .errors import NotFound, QueryError, UsageError, keys_stale_error, need_text
 from .named import named_queries, run_named, run_named_async
 from .names import role_named
 from .timeline import FACT_COLUMNS, fact_order
@@ -136,7 +136,21 @@ def _by_role(rows: list[dict[str, Any]], rel: str) -> list[dict[str, Any]]:
 
 
 def _entity_keys(db: Database, entity: str, namespace: str | None, all_namespaces: bool) -> list[str]:
-    return _keys_found(find_entities(db, entity, namespace), entity, namespace, all_namespaces)
+    found = find_entities(db, entity, namespace)
+    if not found and db.keys_stale():
+        raise keys_stale_error(db.graph)
+    return _keys_found(found, entity, namespace, all_namespaces)
+
+
+async def _entity_keys_async(db: AsyncDatabase, entity: str, namespace: str | None, all_namespaces: bool) -> list[str]:
+    found = await find_entities_async(db, entity, namespace)
+    if not found and (await db._run(_KEYS_STALE, (db.graph,)))[0][0]:
+        raise keys_stale_error(db.graph)
+    return _keys_found(found, entity, namespace, all_namespaces)
+
+
+# Nothing found may be a graph an earlier agefacts wrote, whose keys this one computes otherwise.
+_KEYS_STALE = "SELECT agefacts.keys_stale(%s)"
 
 
 def _keys_found(found: list[dict[str, Any]], entity: str, namespace: str | None, all_namespaces: bool) -> list[str]:
@@ -268,9 +282,9 @@ async def facts_async(
         table = await facts_of_keys_async(db, [entity], valid_at, known_at)
         if _answers_key(table, entity, namespace):
             return table
-        keys = _keys_found(await find_entities_async(db, entity, namespace), entity, namespace, all_namespaces)
+        keys = await _entity_keys_async(db, entity, namespace, all_namespaces)
         return table if keys == [entity] else await facts_of_keys_async(db, keys, valid_at, known_at)
-    keys = _keys_found(await find_entities_async(db, entity, namespace), entity, namespace, all_namespaces)
+    keys = await _entity_keys_async(db, entity, namespace, all_namespaces)
     return await facts_of_keys_async(db, keys, valid_at, known_at)
 
 
@@ -340,7 +354,7 @@ async def history_async(
     """:func:`history` on an asynchronous connection."""
     _check_entity(entity, namespace)
     _check_history(predicate, ontology)
-    keys = _keys_found(await find_entities_async(db, entity, namespace), entity, namespace, all_namespaces)
+    keys = await _entity_keys_async(db, entity, namespace, all_namespaces)
     tables = [await run_named_async(db, "history", {"entity": k, "predicate": predicate}) for k in keys]
     return Table(tables[0].columns, [r for t in tables for r in t.rows])
 

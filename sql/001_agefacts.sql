@@ -84,3 +84,15 @@ CREATE TABLE IF NOT EXISTS agefacts.graph_ontology (
     digest         text        NOT NULL,
     loaded_at      timestamptz NOT NULL DEFAULT now()
 );
+
+-- A namespace's key space: the 16 hex digits after the kind in each of its keys
+-- (agefacts.keys.key_space, which makes them); and whether a key (text, or none) lies in it.
+CREATE OR REPLACE FUNCTION agefacts.key_space(ns text)
+RETURNS text LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $fn$
+    SELECT left(encode(sha256(convert_to(ns, 'UTF8')), 'hex'), 16)
+$fn$;
+
+CREATE OR REPLACE FUNCTION agefacts.key_in(k text, ns text)
+RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
+    SELECT k IS NULL OR (ns IS NOT NULL AND substr(k, strpos(k, ':') + 1, 16) = agefacts.key_space(ns))
+$fn$;

@@ -143,7 +143,7 @@ $fn$;
 -- search reaches the turns after a found message through the key index.
 CREATE OR REPLACE FUNCTION agefacts.message_key(ns text, conversation text, ordinal bigint)
 RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
-    SELECT 'msg:' || left(encode(sha256(convert_to(
+    SELECT 'msg:' || agefacts.key_space(ns) || left(encode(sha256(convert_to(
         '[' || to_json(ns)::text || ',' || to_json(conversation)::text || ',' || ordinal::text || ']', 'UTF8')), 'hex'), 32)
 $fn$;
 

@@ -53,6 +53,11 @@ $fn$;
 -- One label kept to its tenants: a vertex by its namespace property, an edge by its start
 -- vertex (which the vertices' own policy decides). Also the labels' parents, through which
 -- MATCH (n) without a label reads. Idempotent; run by its owner.
+-- What a tenant writes must also carry a key of its own namespace's space (agefacts.key_in;
+-- an edge: of its start's namespace), or none: keys are computable and unique in the graph, so a key of another
+-- namespace's space would be refused when held and taken when not, telling the tenant what
+-- another person said, and taking it first would block their load of it. Checked before the
+-- key index, this refuses such a key alike whether it is held or not.
 CREATE OR REPLACE FUNCTION agefacts.protect_label(graph_name text, label_name text, kind text)
 RETURNS void LANGUAGE plpgsql AS $fn$
 BEGIN
@@ -61,13 +66,22 @@ BEGIN
     IF kind = 'e' THEN
         EXECUTE format(
             'CREATE POLICY agefacts_tenant ON %I.%I USING (NOT agefacts.is_tenant(%L) OR EXISTS '
-            '(SELECT 1 FROM %I._ag_label_vertex v WHERE v.id = start_id))',
-            graph_name, label_name, graph_name, graph_name);
+            '(SELECT 1 FROM %I._ag_label_vertex v WHERE v.id = start_id)) '
+            'WITH CHECK (NOT agefacts.is_tenant(%L) OR EXISTS '
+            '(SELECT 1 FROM %I._ag_label_vertex v WHERE v.id = start_id AND agefacts.key_in('
+            -- The edge's own properties, by its table's name (bare, they are the vertex's).
+            'ag_catalog.agtype_object_field_text(%I.properties, ''k''), '
+            'ag_catalog.agtype_object_field_text(v.properties, ''namespace''))))',
+            graph_name, label_name, graph_name, graph_name, graph_name, graph_name, label_name);
     ELSE
         EXECUTE format(
             'CREATE POLICY agefacts_tenant ON %I.%I USING (agefacts.sees(%L, '
-            'ag_catalog.agtype_object_field_text(properties, ''namespace'')))',
-            graph_name, label_name, graph_name);
+            'ag_catalog.agtype_object_field_text(properties, ''namespace''))) '
+            'WITH CHECK (agefacts.sees(%L, ag_catalog.agtype_object_field_text(properties, ''namespace'')) '
+            'AND (NOT agefacts.is_tenant(%L) OR agefacts.key_in('
+            'ag_catalog.agtype_object_field_text(properties, ''k''), '
+            'ag_catalog.agtype_object_field_text(properties, ''namespace''))))',
+            graph_name, label_name, graph_name, graph_name, graph_name);
     END IF;
 END
 $fn$;
@@ -78,7 +92,8 @@ CREATE OR REPLACE FUNCTION agefacts.protect_new_label(graph_name text, label_nam
 RETURNS void LANGUAGE plpgsql AS $fn$
 BEGIN
     IF EXISTS (SELECT 1 FROM pg_catalog.pg_policies p
-               WHERE p.schemaname = graph_name AND p.tablename = label_name AND p.policyname = 'agefacts_tenant')
+               WHERE p.schemaname = graph_name AND p.tablename = label_name AND p.policyname = 'agefacts_tenant'
+                 AND p.with_check IS NOT NULL)
        AND (SELECT c.relrowsecurity FROM pg_catalog.pg_class c
             WHERE c.oid = format('%I.%I', graph_name, label_name)::regclass) THEN
         RETURN;

@@ -398,6 +398,9 @@ def _attacks(graph: str, stolen_keys: list[str]):
     plain SQL on agefacts' tables and the graph's label tables, and Cypher, with drawn
     targets, namespaces and guessed keys (the keys of the others' vertices, which are
     computable)."""
+    from agefacts.keys import key_space
+
+    own = key_space("ann")  # a key of its own namespace's space, which it may write
     ns = st.sampled_from(["nina", "jose", "ann", "omar"])
     key = st.sampled_from(stolen_keys)
     table = st.sampled_from(_TABLES).map(lambda t: f"agefacts.{t}")
@@ -412,7 +415,7 @@ def _attacks(graph: str, stolen_keys: list[str]):
     # A message of its own that says another namespace's search word and the words asked of it.
     planted = st.builds(
         lambda n, i: (
-            f"SELECT * FROM ag_catalog.cypher('{graph}', $$ CREATE (:Message {{k: 'msg:planted{i}', "
+            f"SELECT * FROM ag_catalog.cypher('{graph}', $$ CREATE (:Message {{k: 'msg:{own}planted{i}', "
             f"namespace: 'ann', conversation: 'planted', ordinal: {i}, speaker: 'user', "
             f"text: 'ns{hashlib.md5(n.encode()).hexdigest()} {_ASKED}'}}) $$) AS (v ag_catalog.agtype)"
         ),
@@ -572,3 +575,128 @@ def test_a_tenant_running_drawn_attacks_changes_and_reads_nothing_of_another_nam
     assert ran, "no drawn statement ran at all"
     assert {ns: answers(ns) for ns in others} == before
     assert kept() == paid_before
+
+
+@settings(max_examples=int(os.environ.get("AGEFACTS_FUZZ_EXAMPLES", "20")), deadline=None)
+@given(data=st.data())
+def test_a_key_tells_a_tenant_nothing_and_none_of_another_namespace_can_be_taken(dsn, data):
+    """Keys are computable. A tenant writing a vertex or edge under a key of another namespace
+    was refused by the unique index when that key was held ("lives_in Oslo": yes) and took it
+    when not ("Tokyo": no), so a refusal told it what another person had said; and a key taken
+    first blocked that person's later load of it. Drawn keys of another namespace, held or still
+    to come, written by drawn means through the tenant's own connection: the answer never
+    depends on whether the key is held, and the other namespace still loads what it says next."""
+    from psycopg.conninfo import make_conninfo
+
+    from agefacts.compile import plan
+    from agefacts.consolidate import result_of
+
+    said = {
+        when: conversation(
+            f"said-{when}",
+            [{"speaker": "user", "text": f"I live in Porto, {when}", "at": at, "recorded": LIVES}],
+            "nina",
+        )
+        for when, at in (("held", "2026-01-05T10:00:00Z"), ("later", "2026-02-05T10:00:00Z"))
+    }
+    plans = {when: plan(c, result_of(c, ONTO), ONTO) for when, c in said.items()}
+    # Elements of one label each conversation writes, under keys the other does not share.
+    pairs = [
+        (a, b)
+        for a, b in [
+            *zip(plans["held"].vertices, plans["later"].vertices, strict=False),
+            *zip(plans["held"].edges, plans["later"].edges, strict=False),
+        ]
+        if a.label == b.label and a.k != b.k
+    ]
+    held, later = data.draw(st.sampled_from(pairs), label="held, later")
+    how = data.draw(st.sampled_from(["cypher", "sql", "set"]), label="how")
+    extra = data.draw(st.sampled_from(["", ", valid_until: '2000-01'"]), label="extra")
+    graph = "t_" + uuid.uuid4().hex[:12]
+    role = "tenant_" + uuid.uuid4().hex[:8]
+    db = Database(dsn, graph).connect()
+    try:
+        if not age_version_at_least(db.age_version, (1, 7, 0)):
+            return  # setup refuses tenants there (test_a_tenant_reads_and_writes_only_its_namespace)
+        Loader(db, ONTO).load(said["held"])
+        Loader(db, ONTO).load(
+            conversation("own", [{"speaker": "user", "text": "hi", "at": "2026-01-01T10:00:00Z"}], "ann")
+        )
+        db.execute(f'CREATE ROLE "{role}" LOGIN')
+        setup(db, ONTO, tenants=[(role, "ann")])
+        tenant = psycopg.connect(make_conninfo(dsn, user=role), autocommit=True)
+        try:
+            answers = {
+                name: _try_key(tenant, db, graph, role, element, how, extra)
+                for name, element in (("held", held), ("later", later))
+            }
+        finally:
+            tenant.close()
+        assert answers["held"] == answers["later"], answers
+        assert Loader(db, ONTO).load(said["later"]).status == "loaded"
+        lives = [r for r in facts(db, "user", namespace="nina").dicts() if r["predicate"] == "lives_in"]
+        assert [r["object"] for r in lives] == ["Porto"], lives
+        assert lives[0]["evidence"] == 2, lives  # what it said later is there too
+    finally:
+        _drop_tenant(db, role)
+        db.drop_graph()
+        db.close()
+
+
+def _try_key(tenant, db: Database, graph: str, role: str, element, how: str, extra: str) -> str:
+    """What the database answers a tenant writing ``element``'s key into its own namespace
+    (``how``: a Cypher CREATE, a SQL INSERT, or a SET on a vertex of its own): "ok" or the
+    error's SQLSTATE. Nothing of it is kept."""
+    from agefacts.compile import Edge
+
+    is_edge = isinstance(element, Edge)
+    try:
+        with tenant.transaction():
+            if db.shares_session:
+                tenant.execute(f'SET LOCAL ROLE "{role}"')
+            tenant.execute('SET LOCAL search_path = ag_catalog, "$user", public')
+            if how == "cypher" and not is_edge:
+                tenant.execute(
+                    f"SELECT * FROM cypher('{graph}', $$ CREATE (:{element.label} "
+                    f"{{k: '{element.k}', namespace: 'ann'{extra}}}) $$) AS (v agtype)"
+                )
+            elif how == "cypher" or (how == "set" and is_edge):
+                tenant.execute(
+                    f"SELECT * FROM cypher('{graph}', $$ MATCH (a:Conversation {{namespace: 'ann'}}), "
+                    f"(b:Message {{namespace: 'ann'}}) CREATE (a)-[:{element.label} {{k: '{element.k}'{extra}}}]->(b) "
+                    "$$) AS (v agtype)"
+                )
+            elif how == "set":
+                tenant.execute(
+                    f"SELECT * FROM cypher('{graph}', $$ MATCH (m:Message {{namespace: 'ann'}}) "
+                    f"SET m.k = '{element.k}' RETURN m $$) AS (v agtype)"
+                )
+            elif is_edge:
+                tenant.execute(
+                    psycopg.sql.SQL(
+                        "INSERT INTO {} (start_id, end_id, properties) SELECT c.id, m.id, %s::agtype "
+                        "FROM {} c, {} m WHERE agtype_object_field_text(c.properties, 'namespace') = 'ann' "
+                        "AND agtype_object_field_text(m.properties, 'namespace') = 'ann'"
+                    ).format(
+                        psycopg.sql.Identifier(graph, element.label),
+                        psycopg.sql.Identifier(graph, "Conversation"),
+                        psycopg.sql.Identifier(graph, "Message"),
+                    ),
+                    (json.dumps({"k": element.k}),),
+                )
+            else:
+                tenant.execute(
+                    psycopg.sql.SQL("INSERT INTO {} (properties) VALUES (%s::agtype)").format(
+                        psycopg.sql.Identifier(graph, element.label)
+                    ),
+                    (json.dumps({"k": element.k, "namespace": "ann"}),),
+                )
+            raise _Undo
+    except _Undo:
+        return "ok"
+    except psycopg.Error as exc:
+        return exc.sqlstate or "error"
+
+
+class _Undo(Exception):
+    """Raised to roll a tenant's write back once it went through."""

@@ -39,7 +39,7 @@ RANKS: list[set[str]] = [
     {"bulk", "inputs", "ledger"},
     {"workers"},
     {"load"},
-    {"query", "append"},
+    {"query", "append", "migrate"},
     {"named"},
     {"reads"},
     {"retrieve", "picture", "output"},

@@ -43,7 +43,7 @@ def test_keys_are_namespace_scoped_and_follow_the_documented_rules():
     assert entity_key("ann", "c1", tom) == entity_key("ann", "c9", tom.model_copy(update={"name": "tom"}))
     placeholder = Entity(handle="e3", type="Person", mention="a friend")
     assert entity_key("ann", "c1", placeholder) != entity_key("ann", "c2", placeholder)
-    assert make_key("ent", "ann", "user").startswith("ent:") and len(make_key("ent", "x")) == 4 + 32
+    assert make_key("ent", "ann", "user").startswith("ent:") and len(make_key("ent", "x")) == 4 + 16 + 32
     a = statement_key("ann", "ent:1", "lives_in", "ent:2", None, "2024-06", None, None)
     assert a == statement_key("ann", "ent:1", "lives_in", "ent:2", None, "2024-06", None, None)
     assert a != statement_key("ann", "ent:1", "lives_in", "ent:2", None, "2024-07", None, None)
@@ -51,3 +51,27 @@ def test_keys_are_namespace_scoped_and_follow_the_documented_rules():
     assert statement_key("a", "s", "p", None, 1, None, None, None) != statement_key(
         "a", "s", "p", None, "1", None, None, None
     )
+
+
+@given(st.text(max_size=12), st.text(max_size=12), st.text(max_size=12))
+def test_every_key_names_its_namespaces_key_space_and_an_edge_its_starts(ns, other, text):
+    """The database refuses a tenant any key outside its namespace's space (sql/004): that
+    holds only if each key, an edge's included, carries the space of the namespace it is of,
+    as the database computes it."""
+    import hashlib
+
+    from agefacts.keys import conversation_key, edge_key, key_space, keyphrase_key, message_key, user_key
+
+    space = hashlib.sha256(ns.encode("utf-8")).hexdigest()[:16]
+    assert key_space(ns) == space
+    start = message_key(ns, text, 3)
+    for k in (
+        conversation_key(ns, text),
+        start,
+        user_key(ns),
+        keyphrase_key(ns, text),
+        edge_key("PART_OF", start, conversation_key(other, text)),
+    ):
+        assert k.split(":", 1)[1][:16] == space
+    if ns != other:
+        assert conversation_key(ns, text) != conversation_key(other, text)
