@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import os
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -25,7 +26,7 @@ from .errors import AgeFactsError, InputError, LoadInterrupted, NamespaceMoved, 
 from .load import Loader, Outcome, Summary, read_told
 from .models import Conversation
 from .ontology import Ontology, default_ontology
-from .placement import Placement, Server
+from .placement import Placement, Server, read_placement
 from .reads import digest
 from .retrieve import Answer, rank
 
@@ -81,6 +82,36 @@ def merge_answers(question: str, answers: Sequence[tuple[Answer, _Notes]], ontol
     return Answer(question, entities, facts, rejected, reason, messages, as_of=as_of, corrections=corrections)
 
 
+_Stamp = tuple[int, int, int] | None
+
+
+def _stamp(placement: Placement) -> _Stamp:
+    """What tells that a placement's file changed (its inode, size and time), or None."""
+    if placement.path is None:
+        return None
+    try:
+        st = os.stat(placement.path)
+    except OSError:
+        return None  # gone or unreadable for now: the placement read last holds
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def _reread(placement: Placement, stamp: _Stamp) -> tuple[Placement, _Stamp] | None:
+    """The placement again, and its stamp, when its file changed since ``stamp``; else None.
+    A memory that lives long follows the file: a server taken out of it (once it holds
+    nothing) takes no more writes from a memory opened before, and one added is asked."""
+    now = _stamp(placement)
+    if now is None or now == stamp:
+        return None
+    assert placement.path is not None
+    return read_placement(placement.path), now
+
+
+def _gone(before: Placement, after: Placement, members: Mapping[str, Any]) -> list[str]:
+    """The servers with a member that the placement no longer names as it did."""
+    return [n for n in members if after.servers.get(n) != before.servers.get(n)]
+
+
 class Router(Generic[_M]):
     """One member (a memory on one server) per server, opened when first needed; the server
     of each namespace."""
@@ -93,12 +124,26 @@ class Router(Generic[_M]):
         holds: Callable[[_M, str], str | None],
     ):
         self.placement = placement
+        self._stamp = _stamp(placement)
         self._open = open_member
         self._notes = notes
         self._holds = holds
         self._members: dict[str, _M] = {}
+        self._retired: list[_M] = []  # members of servers the file no longer names, to close
         self._went: dict[str, str] = {}  # namespaces found moved, and where to
         self._lock = threading.Lock()
+
+    def follow(self) -> None:
+        """Read the placement's file again if it changed: what was found of where each
+        namespace lives is asked again, and the servers it no longer names are left."""
+        changed = _reread(self.placement, self._stamp)
+        if changed is None:
+            return
+        with self._lock:
+            before, (self.placement, self._stamp) = self.placement, changed
+            self._went.clear()
+            for name in _gone(before, self.placement, self._members):
+                self._retired.append(self._members.pop(name))
 
     def member(self, name: str) -> _M:
         with self._lock:
@@ -111,7 +156,7 @@ class Router(Generic[_M]):
 
     def opened(self) -> list[_M]:
         with self._lock:
-            return list(self._members.values())
+            return [*self._members.values(), *self._retired]
 
     def _placed(self, namespace: str) -> str:
         return self._went.get(namespace) or self.home_of(namespace)
@@ -141,6 +186,7 @@ class Router(Generic[_M]):
         """``call`` on the member of the namespace's server. A read first asks that server
         whether the namespace left it; a write learns it from the write's refusal. Either way
         the call goes on where it went (a write to a namespace being moved is refused)."""
+        self.follow()
         name = self._placed(namespace) if write else self.server_of(namespace)
         for _ in range(len(self.placement.servers) + 1):
             try:
@@ -155,6 +201,7 @@ class Router(Generic[_M]):
         """``call`` on every server at once, each with the notes of the namespaces that left it.
         A server that holds nothing of what is asked (:class:`NotFound`: no such entity, or no
         graph yet) is passed over; when none holds it, the first server's answer is raised."""
+        self.follow()
         names = sorted(self.placement.servers)
 
         def one(name: str) -> tuple[_T, _Notes] | NotFound:
@@ -179,12 +226,25 @@ class AsyncRouter(Generic[_M]):
         holds: Callable[[_M, str], Awaitable[str | None]],
     ):
         self.placement = placement
+        self._stamp = _stamp(placement)
         self._open = open_member
         self._notes = notes
         self._holds = holds
         self._members: dict[str, _M] = {}
+        self._retired: list[_M] = []
         self._went: dict[str, str] = {}
         self._lock = asyncio.Lock()
+
+    async def follow(self) -> None:
+        """See :meth:`Router.follow`."""
+        changed = _reread(self.placement, self._stamp)
+        if changed is None:
+            return
+        async with self._lock:
+            before, (self.placement, self._stamp) = self.placement, changed
+            self._went.clear()
+            for name in _gone(before, self.placement, self._members):
+                self._retired.append(self._members.pop(name))
 
     async def member(self, name: str) -> _M:
         async with self._lock:
@@ -193,7 +253,7 @@ class AsyncRouter(Generic[_M]):
             return self._members[name]
 
     def opened(self) -> list[_M]:
-        return list(self._members.values())
+        return [*self._members.values(), *self._retired]
 
     async def home_of(self, namespace: str) -> str:
         """See :meth:`Router.home_of`."""
@@ -214,6 +274,7 @@ class AsyncRouter(Generic[_M]):
         raise _circle(namespace)
 
     async def on(self, namespace: str, call: Callable[[_M], Awaitable[_T]], *, write: bool) -> _T:
+        await self.follow()
         name = self._went.get(namespace) or await self.home_of(namespace)
         if not write:
             name = await self.server_of(namespace)
@@ -228,6 +289,7 @@ class AsyncRouter(Generic[_M]):
 
     async def everywhere(self, call: Callable[[_M], Awaitable[_T]]) -> list[tuple[_T, _Notes]]:
         """See :meth:`Router.everywhere`."""
+        await self.follow()
 
         async def one(name: str) -> tuple[_T, _Notes] | NotFound:
             try:

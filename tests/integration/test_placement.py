@@ -459,3 +459,158 @@ def test_merged_reads_answer_from_the_servers_that_hold_it_when_another_holds_no
             return await memory.facts("Tom", all_namespaces=True)
 
     assert asyncio.run(on_async())
+
+
+_STEPS = ["takes no writes", "copied", "digests equal", "the placement puts", "forgotten"]
+
+
+def test_drawn_moves_kills_cancels_servers_added_and_writes_meanwhile_lose_no_acknowledged_write(
+    dsn, second_dsn, tmp_path
+):
+    """The attacker's generator for placement: drawn sequences of moves to either server (the
+    documented cancel among them: a move to where a namespace still is), each killed at a
+    drawn step or not, writes through a fresh memory and through one opened before everything
+    (whose placement may be stale) at any step of a move, and server b added to a placement
+    of server a alone, or taken out of it while it holds nothing. Then the documented recovery
+    (every interrupted move run again). Every write that was acknowledged is found, once, on
+    the one server that holds the namespace."""
+    import uuid
+
+    from hypothesis import HealthCheck, Phase, given, settings
+    from hypothesis import strategies as st
+
+    from agefacts.errors import AgeFactsError
+
+    seen: dict[str, int] = {"acknowledged": 0, "refused": 0, "killed": 0, "moved": 0, "recovered": 0}
+    both = f"[servers.a]\ndsn = {json.dumps(dsn)}\n\n[servers.b]\ndsn = {json.dumps(second_dsn)}\n"
+    only_a = f"[servers.a]\ndsn = {json.dumps(dsn)}\n"
+    step = st.one_of(
+        st.tuples(st.just("write"), st.integers(0, 1), st.booleans()),
+        st.tuples(
+            st.just("move"),
+            st.integers(0, 1),
+            st.sampled_from(["away", "away", "a", "b"]),  # away: to the server it is not on
+            st.sampled_from([None, *_STEPS]),
+            st.sampled_from([None, *_STEPS]),
+        ),
+        st.tuples(st.just("servers"), st.booleans()),
+    )
+
+    @settings(
+        max_examples=int(os.environ.get("AGEFACTS_FUZZ_EXAMPLES", "25")),
+        deadline=None,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(st.sampled_from([True, True, False]), st.lists(step, min_size=2, max_size=7))
+    def run(start_with_b, steps):
+        graph = "t_" + uuid.uuid4().hex[:12]
+        path = tmp_path / f"{graph}.toml"
+        path.write_text(both if start_with_b else only_a)
+        names = [f"person{i}" for i in range(2)]
+        acknowledged: dict[str, list[str]] = {ns: [] for ns in names}
+        interrupted: dict[str, str] = {}  # each namespace's last move, while it was interrupted
+        n = 0
+        dbs = {"a": Database(dsn, graph).connect(), "b": Database(second_dsn, graph).connect()}
+
+        def write(ns: str, memory: Memory | None) -> None:
+            nonlocal n
+            n += 1
+            text = f"I live in Oslo now, and I like tea {n}."
+            try:
+                if memory is None:
+                    with Memory(graph=graph, ontology=ONTO, placement=path) as fresh:
+                        fresh.add(
+                            [_said(n, "Oslo", f"2024-05-{n % 28 + 1:02d}T10:00:00Z")],
+                            namespace=ns,
+                            conversation=f"c{n % 2}",
+                        )
+                else:
+                    memory.add(
+                        [_said(n, "Oslo", f"2024-05-{n % 28 + 1:02d}T10:00:00Z")],
+                        namespace=ns,
+                        conversation=f"c{n % 2}",
+                    )
+            except AgeFactsError:
+                seen["refused"] += 1
+                return  # refused with a sentence: not acknowledged
+            seen["acknowledged"] += 1
+            acknowledged[ns].append(text)
+
+        try:
+            with Memory(graph=graph, ontology=ONTO, placement=path) as stale:
+                for s in steps:
+                    if s[0] == "write":
+                        write(names[s[1]], stale if s[2] else None)
+                    elif s[0] == "servers":
+                        p = read_placement(path)
+                        if "b" not in p.servers:
+                            path.write_text(both + path.read_text().removeprefix(only_a))
+                        elif (  # taken out only once it holds nothing and no move notes it
+                            not _namespaces(dbs["b"])
+                            and not any(v == "b" for v in p.pinned.values())
+                            and not any(ledger.moves(db) for db in dbs.values())
+                        ):
+                            path.write_text(only_a + path.read_text().removeprefix(both))
+                    else:
+                        _, i, to, kill, meanwhile = s
+                        if to == "away":
+                            on = [name for name, db in dbs.items() if names[i] in _namespaces(db)]
+                            to = (
+                                "b"
+                                if on == ["a"] or (not on and read_placement(path).home(names[i]).name == "a")
+                                else "a"
+                            )
+                        if to not in read_placement(path).servers:
+                            continue
+
+                        def at_step(said: str, kill=kill, meanwhile=meanwhile, ns=names[i]) -> None:
+                            if meanwhile and meanwhile in said:
+                                write(ns, None)
+                                write(ns, stale)
+                            if kill and kill in said:
+                                raise KeyboardInterrupt
+
+                        interrupted.pop(names[i], None)
+                        try:
+                            move(read_placement(path), names[i], to, graph, progress=at_step)
+                            seen["moved"] += 1
+                        except KeyboardInterrupt:
+                            seen["killed"] += 1
+                            interrupted[names[i]] = to
+                        except AgeFactsError:
+                            seen["refused"] += 1
+            # The documented recovery: each move interrupted is run again (the last of each
+            # namespace, as its operator would), then any a server still notes as under way.
+            for ns, to in interrupted.items():
+                move(read_placement(path), ns, to, graph)
+                seen["recovered"] += 1
+            for _ in range(4):
+                pending = [
+                    (ns, note[0]) for db in dbs.values() for ns, note in ledger.moves(db).items() if note[1] == "moving"
+                ]
+                if not pending:
+                    break
+                for ns, to in pending:
+                    move(read_placement(path), ns, to, graph)
+                    seen["recovered"] += 1
+            else:
+                raise AssertionError(f"moves still pending after recovery: {pending}")
+            with Memory(graph=graph, ontology=ONTO, placement=path) as memory:
+                for ns in names:
+                    held = [s for s in (_namespaces(dbs["a"]), _namespaces(dbs["b"])) if ns in s]
+                    if not acknowledged[ns]:
+                        continue
+                    assert len(held) == 1, (ns, steps)
+                    said = [t.text for c in memory.export(ns) for t in c.turns]
+                    for text in acknowledged[ns]:
+                        assert said.count(text) == 1, (ns, text, said, steps)
+        finally:
+            for db in dbs.values():
+                db.drop_graph()
+                db.execute("DELETE FROM agefacts.moves WHERE graph = %s", (graph,))
+                db.close()
+
+    run()
+    # The draws reached what they are for: writes taken and refused, moves killed and finished.
+    assert all(seen.values()), seen
