@@ -406,30 +406,34 @@ def _cmd_history(args: argparse.Namespace) -> int:
 
 def _cmd_ask(args: argparse.Namespace) -> int:
     from . import output
-    from .placed import merge_answers
-    from .retrieve import Answer, about, ask
+    from .placed import merge_gathered
+    from .retrieve import Gathered, about, add_scopes, answer_gathered, ask, gather, search_scope
 
     embedder = _embedder(args)
+    asked = {
+        "namespace": args.namespace,
+        "all_namespaces": args.all_namespaces,
+        "k": args.k,
+        "valid_at": args.valid_at,
+        "known_at": args.known_at,
+        "embedder": embedder,
+    }
 
-    def read(db: Database) -> Answer:
-        return ask(
-            db,
-            args.question,
-            _read_ontology(args, db),
-            namespace=args.namespace,
-            all_namespaces=args.all_namespaces,
-            k=args.k,
-            valid_at=args.valid_at,
-            known_at=args.known_at,
-            embedder=embedder,
-        )
+    # Over a placement: what each server's search counts, added up, then each server's part
+    # gathered with the sums, merged and fused once, as one server holding all would.
+    scopes = _everywhere(args, lambda db: search_scope(db, args.question))
+    scope = add_scopes(s for s, _ in scopes) if scopes is not None else None
 
-    got = _everywhere(args, read)
+    def gathered(db: Database) -> Gathered:
+        return gather(db, args.question, _read_ontology(args, db), whole=True, scope=scope, **asked)
+
+    got = _everywhere(args, gathered) if scopes is not None else None
     if got is not None:
-        answer = merge_answers(args.question, got, _ontology(args), args.k)
+        merged = merge_gathered(got, args.k)
+        answer = answer_gathered(args.question, _ontology(args), merged, args.k, args.namespace)
     else:
         with _open_db(args) as db:
-            answer = read(db)
+            answer = ask(db, args.question, _read_ontology(args, db), **asked)
     if args.format == "json":
         _print(json.dumps(answer.to_json(), ensure_ascii=False, indent=2))
         return _EXIT_OK

@@ -43,11 +43,24 @@ from .load import Loader, Outcome
 from .models import Conversation, Turn, describe
 from .named import run_named, run_named_async
 from .ontology import Ontology, default_ontology
-from .placed import AsyncRouter, Router, history_order, merge_answers, merge_rows
+from .placed import AsyncRouter, Router, history_order, merge_gathered, merge_rows
 from .placement import Placement, Server, placement_from
 from .reads import TimeArg, facts, facts_async, history, history_async
 from .replica import AsyncReplicaReads, ReplicaReads, wal_position
-from .retrieve import Answer, Linked, ask, ask_async, withdrawal
+from .retrieve import (
+    Answer,
+    Gathered,
+    Linked,
+    add_scopes,
+    answer_gathered,
+    ask,
+    ask_async,
+    gather,
+    gather_async,
+    search_scope,
+    search_scope_async,
+    withdrawal,
+)
 from .temporal import normalise_instant, to_python
 from .timeline import fact_order
 
@@ -1238,8 +1251,10 @@ class Memory:
                     lambda m: m.ask(question, namespace=namespace, k=k, valid_at=valid_at, known_at=known_at),
                     write=False,
                 )
+            # What each server's search counts, added up: each ranks as one holding all would.
+            scope = add_scopes(s for s, _ in self._router.everywhere(lambda m: search_scope(m._reading(), question)))
             got = self._router.everywhere(
-                lambda m: ask(
+                lambda m: gather(
                     m._reading(),
                     question,
                     m.ontology,
@@ -1248,9 +1263,11 @@ class Memory:
                     valid_at=valid_at,
                     known_at=known_at,
                     embedder=m.embedder,
+                    whole=True,
+                    scope=scope,
                 )
             )
-            return Recall.from_answer(merge_answers(question, got, self.ontology, k))
+            return Recall.from_answer(answer_gathered(question, self.ontology, merge_gathered(got, k), k, None))
         answer = ask(
             self._reading(),
             question,
@@ -1613,8 +1630,13 @@ class AsyncMemory:
                     write=False,
                 )
 
-            async def each(m: AsyncMemory) -> Answer:
-                return await ask_async(
+            async def counts(m: AsyncMemory) -> dict[str, Any]:
+                return await search_scope_async(await m._reading(), question)
+
+            scope = add_scopes(s for s, _ in await self._router.everywhere(counts))
+
+            async def each(m: AsyncMemory) -> Gathered:
+                return await gather_async(
                     await m._reading(),
                     question,
                     m.ontology,
@@ -1623,9 +1645,12 @@ class AsyncMemory:
                     valid_at=valid_at,
                     known_at=known_at,
                     embedder=m.embedder,
+                    whole=True,
+                    scope=scope,
                 )
 
-            return Recall.from_answer(merge_answers(question, await self._router.everywhere(each), self.ontology, k))
+            merged = merge_gathered(await self._router.everywhere(each), k)
+            return Recall.from_answer(answer_gathered(question, self.ontology, merged, k, None))
         answer = await ask_async(
             await self._reading(),
             question,

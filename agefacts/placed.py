@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import itertools
 import os
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
@@ -28,7 +29,7 @@ from .models import Conversation
 from .ontology import Ontology, default_ontology
 from .placement import Placement, Server, read_placement
 from .reads import digest
-from .retrieve import Answer, rank
+from .retrieve import Found, Gathered, search_depth
 
 __all__ = [
     "AsyncRouter",
@@ -37,7 +38,7 @@ __all__ = [
     "database_router",
     "history_order",
     "load_placed",
-    "merge_answers",
+    "merge_gathered",
     "merge_rows",
     "move",
 ]
@@ -65,21 +66,47 @@ def merge_rows(
     return sorted(rows, key=order)
 
 
-def merge_answers(question: str, answers: Sequence[tuple[Answer, _Notes]], ontology: Any, k: int) -> Answer:
-    """Answers of several servers as one: facts ranked as :func:`agefacts.retrieve.rank`
-    ranks them, messages by their fused score, at most ``k`` of each."""
-    kept = list(answers)
-    facts = rank(question, [f for a, notes in kept for f in a.facts if f["namespace"] not in notes], ontology)[:k]
-    messages = sorted(
-        (m for a, notes in kept for m in a.messages if m["namespace"] not in notes),
-        key=lambda m: (-m["score"], m["namespace"], m["conversation"], m["message"]),
-    )[:k]
-    entities = [e for a, notes in kept for e in a.entities if e.namespace not in notes]
-    rejected = [r for a, notes in kept for r in a.rejected if r["namespace"] not in notes]
-    reason = None if facts or messages else next((a.reason for a, _ in kept if a.reason), None)
-    corrections = [c for a, notes in kept for c in a.corrections if c["namespace"] not in notes]
-    as_of = next((a.as_of for a, _ in kept if a.as_of), None)
-    return Answer(question, entities, facts, rejected, reason, messages, as_of=as_of, corrections=corrections)
+def merge_gathered(parts: Sequence[tuple[Gathered, _Notes]], k: int) -> Gathered:
+    """What several servers gathered for a question (each ``whole``, less the namespaces it
+    notes as leaving or gone), as one server holding everything would have gathered it, to be
+    fused once (:func:`agefacts.retrieve.answer_gathered`): the words' matches by their score
+    (BM25, each server's over its own messages), read as deep as one server reads; the
+    keyphrases', the facts' and their evidence messages whole. Fusing each server's own
+    answer and sorting the union by fused score interleaved the servers' lists by rank, so
+    the tenth message of one server came before the second of another."""
+    entities: list[Any] = []
+    rows: list[list[dict[str, Any]]] = []
+    words: list[dict[str, Any]] = []
+    found = Found()
+    withdrawals: list[dict[str, Any]] = []
+    why: dict[str, Any] = {"searched": [], "names": [], "messages": 0}
+    nearest: list[list[dict[str, Any]]] = []
+    for g, notes in parts:
+        for e, r in zip(g.entities, g.rows, strict=False):
+            if e.namespace not in notes:
+                entities.append(e)
+                rows.append([f for f in r if f["namespace"] not in notes])
+
+        def kept(items: Iterable[dict[str, Any]], notes: _Notes = notes) -> list[dict[str, Any]]:
+            return [m for m in items if m["namespace"] not in notes]
+
+        words += kept(g.found.words)
+        found.topics += kept(g.found.topics)
+        found.timed += kept(g.found.timed)
+        found.texts.update((ident, m) for ident, m in g.found.texts.items() if ident[0] not in notes)
+        nearest.append(kept(g.found.meaning))
+        withdrawals += kept(g.withdrawals)
+        if g.why is not None:
+            why["searched"] = sorted(set(why["searched"]) | set(g.why["searched"] or []))
+            why["names"] = sorted(set(why["names"]) | set(g.why["names"] or []))
+            why["messages"] += g.why["messages"] or 0
+    found.words = sorted(words, key=lambda m: (-m["score"], m["namespace"], m["conversation"], m["message"]))[
+        : search_depth(k)
+    ]
+    # Nearest in meaning has no score to compare across servers: taken in turns, by rank.
+    found.meaning = [m for level in itertools.zip_longest(*nearest) for m in level if m is not None][: search_depth(k)]
+    first = parts[0][0] if parts else Gathered([], [], Found(), [], None)
+    return Gathered(entities, rows, found, first.times, first.named, why, withdrawals)
 
 
 _Stamp = tuple[int, int, int] | None

@@ -30,7 +30,7 @@ import datetime as dt
 import json
 import re
 import unicodedata
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,17 +51,22 @@ __all__ = [
     "FIRST_PERSON",
     "Found",
     "FUSION_K",
+    "Gathered",
     "FUSION_WEIGHTS",
     "SELECTING_DAYS",
     "Linked",
     "about",
+    "add_scopes",
     "answer_from",
+    "answer_gathered",
     "ask",
     "ask_async",
     "check",
     "context_line",
     "correction_line",
     "fuse",
+    "gather",
+    "gather_async",
     "named_times",
     "nothing_found",
     "question_time",
@@ -71,6 +76,9 @@ __all__ = [
     "mark_withdrawn",
     "rank",
     "relevance",
+    "search_depth",
+    "search_scope",
+    "search_scope_async",
     "topic_texts",
     "topics_from",
     "valid_words",
@@ -692,9 +700,17 @@ def _asked_at(known_at: TimeArg) -> dt.datetime:
     return now
 
 
-def _search_params(question: str, namespace: str | None, k: int) -> dict[str, Any]:
-    # The fusion reads deeper than it returns: a message second in two lists beats one first in one.
-    return {"namespace": namespace, "question": question, "k": max(2 * k, 20)}
+def search_depth(k: int) -> int:
+    """How many of the words' matches are read for ``k`` messages: the fusion reads deeper
+    than it returns (a message second in two lists beats one first in one)."""
+    return max(2 * k, 20)
+
+
+def _search_params(
+    question: str, namespace: str | None, k: int, scope: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    scoped = None if scope is None else json.dumps(scope)
+    return {"namespace": namespace, "question": question, "k": search_depth(k), "scope": scoped}
 
 
 def _topic_query(question: str, namespace: str | None) -> tuple[str, dict[str, Any]] | None:
@@ -764,12 +780,17 @@ def _selecting(times: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
 
 
 def _found_queries(
-    question: str, namespace: str | None, k: int, facts: list[dict[str, Any]], times: list[tuple[str, str]]
+    question: str,
+    namespace: str | None,
+    k: int,
+    facts: list[dict[str, Any]],
+    times: list[tuple[str, str]],
+    scope: Mapping[str, Any] | None = None,
 ) -> dict[str, tuple[str, dict[str, Any]]]:
     """The named queries that find a question's messages, by what they find: its words'
     matches, its keyphrases' messages, the cited facts' evidence messages, and the messages
     sent inside the times it names (in one namespace: every namespace's would be a scan)."""
-    out = {"words": ("search_messages", _search_params(question, namespace, k))}
+    out = {"words": ("search_messages", _search_params(question, namespace, k, scope))}
     spans = _selecting(times)
     if spans and namespace is not None:
         starts, ends = (list(x) for x in zip(*spans, strict=True))
@@ -796,8 +817,9 @@ def _found(
     facts: list[dict[str, Any]],
     embedder: Embedder | None = None,
     times: Sequence[tuple[str, str]] = (),
+    scope: Mapping[str, Any] | None = None,
 ) -> Found:
-    queries = _found_queries(question, namespace, k, facts, list(times))
+    queries = _found_queries(question, namespace, k, facts, list(times), scope)
     rows = {what: run_named(db, *q).dicts() for what, q in queries.items()}
     meaning: list[dict[str, Any]] = []
     if embedder is not None:
@@ -814,8 +836,9 @@ async def _found_async(
     facts: list[dict[str, Any]],
     embedder: Embedder | None = None,
     times: Sequence[tuple[str, str]] = (),
+    scope: Mapping[str, Any] | None = None,
 ) -> Found:
-    queries = _found_queries(question, namespace, k, facts, list(times))
+    queries = _found_queries(question, namespace, k, facts, list(times), scope)
     rows = {what: (await run_named_async(db, *q)).dicts() for what, q in queries.items()}
     meaning: list[dict[str, Any]] = []
     if embedder is not None:
@@ -947,6 +970,144 @@ def _check_k(k: int) -> None:
         raise UsageError(f"k is how many facts to return, a whole number of at least 1, not {k!r}")
 
 
+@dataclass
+class Gathered:
+    """What one database holds for a question, before the fusion: the entities it names, each
+    one's facts (``rows[i]`` of ``entities[i]``), the messages found, the times it names and
+    the valid time they set. Gathered ``whole`` (for a placement, whose servers' parts are
+    merged by :func:`merge_gathered` and fused once, as one server holding everything would),
+    it also holds why nothing was found (``why``: the ``question_words`` row) and what was
+    taken back of every message found (``withdrawals``), since which messages are kept is
+    known only once every server answered."""
+
+    entities: list[Linked]
+    rows: list[list[dict[str, Any]]]
+    found: Found
+    times: list[tuple[str, str]]
+    named: str | None
+    why: dict[str, Any] | None = None
+    withdrawals: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _cited_facts(
+    question: str, ontology: Ontology, entities: list[Linked], rows: list[list[dict[str, Any]]], k: int
+) -> list[dict[str, Any]]:
+    return _cited(question, rank(question, [f for r in rows for f in r], ontology), entities, ontology)[: 2 * k]
+
+
+def _found_keys(found: Found) -> list[str]:
+    """The keys of every message found, by any of the ways it is found."""
+    rows = [*found.words, *found.topics, *found.texts.values(), *found.meaning, *found.timed]
+    return sorted({message_key(r["namespace"], r["conversation"], r["message"]) for r in rows})
+
+
+def gather(
+    db: Database,
+    question: str,
+    ontology: Ontology,
+    *,
+    namespace: str | None = None,
+    all_namespaces: bool = False,
+    k: int = 10,
+    valid_at: TimeArg = None,
+    known_at: TimeArg = None,
+    embedder: Embedder | None = None,
+    whole: bool = False,
+    scope: Mapping[str, Any] | None = None,
+) -> Gathered:
+    """What the database holds for a question (see :class:`Gathered`); ``scope``: what the
+    search counts, added up over a placement's servers (:func:`search_scope`)."""
+    _check_question(question, namespace, k)
+    times = named_times(question, _asked_at(known_at))
+    valid_at, named = question_time(valid_at, times)
+    entities = link(db, question, namespace)
+    check_scope(namespace, all_namespaces, (e.namespace for e in entities), "what the question names")
+    # Linked entities are known by key: no second lookup of each one.
+    rows = facts_of_each(db, [e.key for e in entities], valid_at, known_at) if entities else []
+    facts = _cited_facts(question, ontology, entities, rows, k)
+    found = _found(db, question, namespace, k, facts, embedder, times, scope)
+    out = Gathered(entities, rows, found, times, named)
+    if whole:
+        out.why = run_named(db, "question_words", {"namespace": namespace, "question": question}).dicts()[0]
+        if keys := _found_keys(found):  # none: a server may hold no message at all
+            params = {"keys": keys, "known_at": as_of(None, known_at)[1]}
+            out.withdrawals = run_named(db, "message_withdrawals", params).dicts()
+    return out
+
+
+async def gather_async(
+    db: AsyncDatabase,
+    question: str,
+    ontology: Ontology,
+    *,
+    namespace: str | None = None,
+    all_namespaces: bool = False,
+    k: int = 10,
+    valid_at: TimeArg = None,
+    known_at: TimeArg = None,
+    embedder: Embedder | None = None,
+    whole: bool = False,
+    scope: Mapping[str, Any] | None = None,
+) -> Gathered:
+    """:func:`gather` on an asynchronous connection."""
+    _check_question(question, namespace, k)
+    times = named_times(question, _asked_at(known_at))
+    valid_at, named = question_time(valid_at, times)
+    names = await run_named_async(db, "entity_names", {"namespace": namespace})
+    entities = link_rows(question, names.dicts(), namespace)
+    check_scope(namespace, all_namespaces, (e.namespace for e in entities), "what the question names")
+    rows = await facts_of_each_async(db, [e.key for e in entities], valid_at, known_at) if entities else []
+    facts = _cited_facts(question, ontology, entities, rows, k)
+    found = await _found_async(db, question, namespace, k, facts, embedder, times, scope)
+    out = Gathered(entities, rows, found, times, named)
+    if whole:
+        why = await run_named_async(db, "question_words", {"namespace": namespace, "question": question})
+        out.why = why.dicts()[0]
+        if keys := _found_keys(found):
+            params = {"keys": keys, "known_at": as_of(None, known_at)[1]}
+            out.withdrawals = (await run_named_async(db, "message_withdrawals", params)).dicts()
+    return out
+
+
+def search_scope(db: Database, question: str, namespace: str | None = None) -> dict[str, Any]:
+    """What the search counts of the messages it searches for ``question`` (how many there
+    are, each speaker name's turns, each word's messages): a placement adds these up over its
+    servers (:func:`add_scopes`) and gathers with the sums, so each server ranks its matches as
+    one server holding every message would."""
+    return dict(run_named(db, "search_scope", {"namespace": namespace, "question": question}).rows[0][0])
+
+
+async def search_scope_async(db: AsyncDatabase, question: str, namespace: str | None = None) -> dict[str, Any]:
+    """:func:`search_scope` on an asynchronous connection."""
+    got = await run_named_async(db, "search_scope", {"namespace": namespace, "question": question})
+    return dict(got.rows[0][0])
+
+
+def add_scopes(scopes: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """Several servers' :func:`search_scope` counts as one server's."""
+    total = 0.0
+    named: dict[str, float] = {}
+    df: dict[str, float] = {}
+    for s in scopes:
+        total += float(s.get("total") or 0)
+        for into, part in ((named, s.get("named") or {}), (df, s.get("df") or {})):
+            for word, n in part.items():
+                into[word] = into.get(word, 0.0) + float(n)
+    return {"total": total, "named": named, "df": df}
+
+
+def answer_gathered(question: str, ontology: Ontology, gathered: Gathered, k: int, namespace: str | None) -> Answer:
+    """The answer from what was gathered ``whole``: fused and cut to ``k``, each message with
+    what of it was taken back, or why nothing was found."""
+    answer = answer_from(question, ontology, gathered.entities, gathered.rows, k, gathered.found, gathered.times)
+    answer.as_of = gathered.named
+    if not answer.messages:
+        assert gathered.why is not None
+        answer.reason = nothing_found(gathered.why, gathered.times, answer, namespace)
+        return answer
+    return mark_withdrawn(answer, gathered.withdrawals)
+
+
 def ask(
     db: Database,
     question: str,
@@ -964,20 +1125,22 @@ def ask(
     what it names lies in more than one namespace, give a ``namespace`` (or
     ``all_namespaces=True`` to look in every one). With an ``embedder``, the messages
     nearest the question in meaning are fused in too (:mod:`agefacts.embed`)."""
-    _check_question(question, namespace, k)
-    times = named_times(question, _asked_at(known_at))
-    valid_at, named = question_time(valid_at, times)
-    entities = link(db, question, namespace)
-    check_scope(namespace, all_namespaces, (e.namespace for e in entities), "what the question names")
-    # Linked entities are known by key: no second lookup of each one.
-    rows = facts_of_each(db, [e.key for e in entities], valid_at, known_at) if entities else []
-    facts = _cited(question, rank(question, [f for r in rows for f in r], ontology), entities, ontology)[: 2 * k]
-    found = _found(db, question, namespace, k, facts, embedder, times)
-    answer = answer_from(question, ontology, entities, rows, k, found, times)
-    answer.as_of = named
+    g = gather(
+        db,
+        question,
+        ontology,
+        namespace=namespace,
+        all_namespaces=all_namespaces,
+        k=k,
+        valid_at=valid_at,
+        known_at=known_at,
+        embedder=embedder,
+    )
+    answer = answer_from(question, ontology, g.entities, g.rows, k, g.found, g.times)
+    answer.as_of = g.named
     if not answer.messages:
         why = run_named(db, "question_words", {"namespace": namespace, "question": question}).dicts()[0]
-        answer.reason = nothing_found(why, times, answer, namespace)
+        answer.reason = nothing_found(why, g.times, answer, namespace)
         return answer
     return mark_withdrawn(answer, run_named(db, "message_withdrawals", _withdrawal_params(answer, known_at)).dicts())
 
@@ -995,20 +1158,22 @@ async def ask_async(
     embedder: Embedder | None = None,
 ) -> Answer:
     """:func:`ask` on an asynchronous connection."""
-    _check_question(question, namespace, k)
-    times = named_times(question, _asked_at(known_at))
-    valid_at, named = question_time(valid_at, times)
-    names = await run_named_async(db, "entity_names", {"namespace": namespace})
-    entities = link_rows(question, names.dicts(), namespace)
-    check_scope(namespace, all_namespaces, (e.namespace for e in entities), "what the question names")
-    rows = await facts_of_each_async(db, [e.key for e in entities], valid_at, known_at) if entities else []
-    facts = _cited(question, rank(question, [f for r in rows for f in r], ontology), entities, ontology)[: 2 * k]
-    found = await _found_async(db, question, namespace, k, facts, embedder, times)
-    answer = answer_from(question, ontology, entities, rows, k, found, times)
-    answer.as_of = named
+    g = await gather_async(
+        db,
+        question,
+        ontology,
+        namespace=namespace,
+        all_namespaces=all_namespaces,
+        k=k,
+        valid_at=valid_at,
+        known_at=known_at,
+        embedder=embedder,
+    )
+    answer = answer_from(question, ontology, g.entities, g.rows, k, g.found, g.times)
+    answer.as_of = g.named
     if not answer.messages:
         why = (await run_named_async(db, "question_words", {"namespace": namespace, "question": question})).dicts()
-        answer.reason = nothing_found(why[0], times, answer, namespace)
+        answer.reason = nothing_found(why[0], g.times, answer, namespace)
         return answer
     withdrawn = await run_named_async(db, "message_withdrawals", _withdrawal_params(answer, known_at))
     return mark_withdrawn(answer, withdrawn.dicts())

@@ -172,7 +172,8 @@ CREATE OR REPLACE FUNCTION agefacts.search_messages(graph_name text, ns text, qu
                                                     speaker_weight double precision DEFAULT 3.0,
                                                     b double precision DEFAULT 0.5,
                                                     context_weight double precision DEFAULT 0.3,
-                                                    scored integer DEFAULT 400)
+                                                    scored integer DEFAULT 400,
+                                                    scope jsonb DEFAULT NULL)
 RETURNS TABLE (namespace text, conversation text, message bigint, speaker text, name text, at text,
                message_text text, score double precision, words text[], around text[])
 LANGUAGE plpgsql STABLE AS $fn$
@@ -214,6 +215,15 @@ BEGIN
     FROM (SELECT t.lexeme, sum(sp.n) AS df
           FROM unnest(speakers, spoke) AS sp(name, n), unnest(to_tsvector('english'::regconfig, coalesce(sp.name, ''))) t
           WHERE t.lexeme = ANY (asked) GROUP BY t.lexeme) l;
+    IF scope IS NOT NULL THEN
+        -- Counted over every server of a placement (agefacts.search_scope, added up): a word is a
+        -- name, and as rare, as it is among all their messages.
+        total := (scope->>'total')::double precision;
+        SELECT coalesce(array_agg(n.key ORDER BY n.key), '{}'),
+               coalesce(array_agg(n.value::double precision ORDER BY n.key), '{}')
+        INTO named, named_df
+        FROM jsonb_each_text(scope->'named') n WHERE n.key = ANY (asked);
+    END IF;
     sought := ARRAY(SELECT w FROM unnest(asked) w WHERE w <> ALL (named) ORDER BY w);
     -- Each word quoted as tsquery quotes (a quote doubled), the words or-ed.
     query := (SELECT string_agg('''' || replace(w, '''', '''''') || '''', ' | ')
@@ -252,6 +262,9 @@ BEGIN
                    (SELECT array_agg(DISTINCT u.id) FROM per p CROSS JOIN LATERAL unnest(p.ids) u(id))
         $q$, graph_name, 'Message') INTO chosen, sought_df, saying USING sought, wordq, total, scored, ns;
         found_where := 'm.id = ANY ($10)';
+    END IF;
+    IF scope IS NOT NULL THEN
+        sought_df := ARRAY(SELECT coalesce((scope->'df'->>w)::double precision, 0) FROM unnest(sought) w ORDER BY w);
     END IF;
     RETURN QUERY EXECUTE format($q$
         WITH found AS MATERIALIZED (
@@ -363,6 +376,51 @@ BEGIN
         LIMIT $8
     $q$, graph_name, 'Message', found_where)
     USING query, sought, named, named_df, total, speaker_weight, b, k, context_weight, chosen, sought_df, ns, saying;
+END
+$fn$;
+
+-- What a search's ranking counts of the messages it searches (sql above): how many there are,
+-- how many turns each speaker's name has (by the name's words the question says), and how many
+-- messages say each of the question's words. A placement adds these up over its servers and
+-- hands the sums to each server's search (``scope``), so that each ranks its messages as one
+-- server holding every message would, and their matches merge by score.
+CREATE OR REPLACE FUNCTION agefacts.search_scope(graph_name text, ns text, question text)
+RETURNS jsonb LANGUAGE plpgsql STABLE AS $fn$
+DECLARE
+    asked text[];
+    total double precision;
+    named jsonb;
+    df jsonb;
+BEGIN
+    SELECT agefacts.word_forms(coalesce(array_agg(DISTINCT a.lexeme), '{}')) INTO asked
+    FROM unnest(to_tsvector('english'::regconfig, question)) a
+    WHERE a.lexeme <> ALL (agefacts.asking_words());
+    IF cardinality(asked) = 0 OR NOT agefacts.relation_exists(graph_name, 'Message') THEN
+        RETURN jsonb_build_object('total', 0, 'named', '{}'::jsonb, 'df', '{}'::jsonb);
+    END IF;
+    EXECUTE format($q$
+        WITH s AS (SELECT ag_catalog.agtype_object_field_text(m.properties, 'name') AS name, count(*)::double precision AS n
+                   FROM %1$I.%2$I m
+                   WHERE $1::text IS NULL OR agefacts.message_namespace(m.properties) = $1::text
+                   GROUP BY 1)
+        SELECT (SELECT coalesce(sum(s.n), 0) FROM s),
+               (SELECT coalesce(jsonb_object_agg(l.lexeme, l.df), '{}'::jsonb)
+                FROM (SELECT t.lexeme, sum(s.n) AS df
+                      FROM s, unnest(to_tsvector('english'::regconfig, coalesce(s.name, ''))) t
+                      WHERE t.lexeme = ANY ($2) GROUP BY t.lexeme) l)
+    $q$, graph_name, 'Message') INTO total, named USING ns, asked;
+    -- Each word's messages by the index (with the namespace's word, as the search narrows).
+    EXECUTE format($q$
+        SELECT coalesce(jsonb_object_agg(w.w, (SELECT count(*) FROM %1$I.%2$I m
+                                               WHERE agefacts.message_words(m.properties) @@ w.q
+                                                 AND ($2::text IS NULL OR agefacts.message_namespace(m.properties) = $2::text))),
+                        '{}'::jsonb)
+        FROM (SELECT x AS w,
+                     CASE WHEN $2::text IS NULL THEN ('''' || replace(x, '''', '''''') || '''')::tsquery
+                          ELSE ('''' || replace(x, '''', '''''') || '''')::tsquery && ('ns' || md5($2::text))::tsquery END AS q
+              FROM unnest($1::text[]) x) w
+    $q$, graph_name, 'Message') INTO df USING asked, ns;
+    RETURN jsonb_build_object('total', total, 'named', named, 'df', df);
 END
 $fn$;
 
