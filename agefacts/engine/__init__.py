@@ -336,6 +336,17 @@ class Engine:
     def server_script(self) -> Path:
         return self.install_dir() / "node_modules" / _SCRIPT
 
+    def _guard(self) -> Path:
+        """guard.mjs (what the engine must never run) beside the installed packages, whose
+        imports it resolves; written when it differs from this agefacts' own."""
+        text = (resources.files(__package__) / "guard.mjs").read_text()
+        path = self.install_dir() / "guard.mjs"
+        if not path.exists() or path.read_text() != text:
+            part = path.with_name(f"guard.mjs.{os.getpid()}")
+            part.write_text(text)
+            part.replace(path)  # whole, for an engine starting at the same moment
+        return path
+
     def node(self) -> str:
         node = shutil.which("node")
         if not node:
@@ -575,6 +586,7 @@ class Engine:
         return [
             self.node(),
             "--max-old-space-size=8192",
+            f"--import={self._guard().as_uri()}",
             str(self.server_script()),
             f"--db={db}",
             f"--port={port}",

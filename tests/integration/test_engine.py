@@ -564,3 +564,49 @@ def test_status_of_an_engine_held_by_a_transaction_left_open_is_not_success(own_
         holder.join(20)
     assert main(["db", "status"]) == 0
     own_engine.stop()
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "COPY (SELECT 1) TO PROGRAM 'cat'",
+        "copy (select 1) to\nprogram 'cat'",
+        "/* a comment */ COPY agefacts_probe FROM PROGRAM 'echo 1'",
+        "SELECT 1; COPY (SELECT 2) TO PROGRAM $$cat$$",
+    ],
+)
+@pytest.mark.parametrize("prepared", [False, True])
+def test_a_copy_to_or_from_a_program_is_refused_and_the_engine_serves_on(own_engine, statement, prepared):
+    """COPY ... TO PROGRAM waited forever for a program WebAssembly cannot start, and from then
+    on the engine answered no client (db status: "accepting connections but answering no
+    query") until it was stopped. It is refused with a sentence, as a query or prepared, and
+    the engine answers the next query; text that only says those words runs."""
+    import threading
+
+    import psycopg
+
+    state, _ = own_engine.start(data="memory", port=free_port())
+    got: list[BaseException | str] = []
+
+    def run() -> None:
+        try:
+            with psycopg.connect(state.dsn, autocommit=True, connect_timeout=5) as conn:
+                conn.execute(statement, prepare=prepared)
+            got.append("ran")
+        except BaseException as exc:  # noqa: BLE001 - the thread reports what ended it
+            got.append(exc)
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(30)  # a wedged engine never answers: stopping it (below) ends the thread
+    try:
+        assert got, "the engine did not answer the statement within 30 s"
+        assert isinstance(got[0], psycopg.errors.InsufficientPrivilege), got
+        assert "runs no program" in str(got[0])
+        with psycopg.connect(state.dsn, autocommit=True, connect_timeout=5) as conn:
+            assert conn.execute("SELECT 1").fetchall() == [(1,)]
+            # (not prepared again: the one session every client shares keeps psycopg's first name)
+            said = "SELECT 'COPY it TO PROGRAM' -- COPY to program"
+            assert conn.execute(said).fetchall() == [("COPY it TO PROGRAM",)]
+    finally:
+        own_engine.stop(timeout=5)
