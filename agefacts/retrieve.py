@@ -1096,11 +1096,16 @@ def add_scopes(scopes: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     return {"total": total, "named": named, "df": df}
 
 
+def _fused(question: str, ontology: Ontology, g: Gathered, k: int) -> Answer:
+    answer = answer_from(question, ontology, g.entities, g.rows, k, g.found, g.times)
+    answer.as_of = g.named
+    return answer
+
+
 def answer_gathered(question: str, ontology: Ontology, gathered: Gathered, k: int, namespace: str | None) -> Answer:
     """The answer from what was gathered ``whole``: fused and cut to ``k``, each message with
     what of it was taken back, or why nothing was found."""
-    answer = answer_from(question, ontology, gathered.entities, gathered.rows, k, gathered.found, gathered.times)
-    answer.as_of = gathered.named
+    answer = _fused(question, ontology, gathered, k)
     if not answer.messages:
         assert gathered.why is not None
         answer.reason = nothing_found(gathered.why, gathered.times, answer, namespace)
@@ -1136,8 +1141,7 @@ def ask(
         known_at=known_at,
         embedder=embedder,
     )
-    answer = answer_from(question, ontology, g.entities, g.rows, k, g.found, g.times)
-    answer.as_of = g.named
+    answer = _fused(question, ontology, g, k)
     if not answer.messages:
         why = run_named(db, "question_words", {"namespace": namespace, "question": question}).dicts()[0]
         answer.reason = nothing_found(why, g.times, answer, namespace)
@@ -1169,8 +1173,7 @@ async def ask_async(
         known_at=known_at,
         embedder=embedder,
     )
-    answer = answer_from(question, ontology, g.entities, g.rows, k, g.found, g.times)
-    answer.as_of = g.named
+    answer = _fused(question, ontology, g, k)
     if not answer.messages:
         why = (await run_named_async(db, "question_words", {"namespace": namespace, "question": question})).dicts()
         answer.reason = nothing_found(why[0], g.times, answer, namespace)
