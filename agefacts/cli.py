@@ -1188,7 +1188,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("ask", parents=[dbo, asof], help="facts about the entities a question names, with citations")
     p.add_argument("question")
-    p.add_argument("-k", type=_positive_int, default=10, help="at most this many facts (default 10)")
+    p.add_argument("-k", "--k", type=_positive_int, default=10, help="at most this many facts (default 10)")
     p.add_argument(
         "--ontology",
         default=None,

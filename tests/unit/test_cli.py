@@ -139,3 +139,12 @@ def test_the_ontology_command_lists_types_and_predicates_with_what_each_means(ca
         "one_at_a_time": True,
         "means": "someone's employer",
     }
+
+
+def test_ask_takes_k_spelled_as_eval_recall_spells_it():
+    """`ask Q --k 5` was read as `--known-at 5` (an abbreviation of it), and failed saying '5'
+    is not a time; `eval recall` spells the option `--k`."""
+    from agefacts.cli import build_parser
+
+    args = build_parser().parse_args(["ask", "Where do I live?", "--k", "5"])
+    assert args.k == 5 and args.known_at is None
