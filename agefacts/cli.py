@@ -1085,6 +1085,18 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     from . import output
 
     with _open_db(args, create=True) as db:
+        if db.keys_stale():
+            # The demo's graph is the default one, which an earlier agefacts may have filled: a
+            # first command after an upgrade should work, and migrating loses nothing.
+            from .migrate import migrate
+
+            print(
+                f"agefacts: graph {db.graph!r} was written by an earlier agefacts; migrating it first "
+                "(what `agefacts migrate` does)",
+                file=sys.stderr,
+                flush=True,
+            )
+            migrate(db, progress=lambda step: print(step, file=sys.stderr, flush=True))
         summary, table = _demo(db, _ontology(args))
     _print(summary.text())
     _print("\nSome facts, with the words they were read from:")

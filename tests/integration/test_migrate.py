@@ -87,3 +87,17 @@ def test_a_migration_killed_midway_leaves_the_graph_as_it_was(old, monkeypatch):
         migrating.migrate(db)
     assert len(loaded) == 1  # the kill came once one conversation was loaded again
     assert db.keys_stale() and digest(db) == before
+
+
+def test_the_demo_migrates_a_graph_an_earlier_agefacts_wrote_and_runs(old, capsys):
+    """The demo loads into the default graph, which an earlier agefacts may have filled: after
+    an upgrade `make demo` stopped at the sentence saying to migrate."""
+    db, clean = old
+    assert main(["demo", "--dsn", db.dsn, "--graph", db.graph]) == 0
+    said = capsys.readouterr()
+    assert "migrating it first" in said.err and "Some facts" in said.out
+    fresh = Database(db.dsn, db.graph).connect()
+    try:
+        assert not fresh.keys_stale() and digest(fresh) == digest(clean)
+    finally:
+        fresh.close()
