@@ -218,6 +218,11 @@ def _open_db(args: argparse.Namespace, *, create: bool = False) -> Database:
     return db
 
 
+def _step(text: str) -> None:
+    """A step of a long command, said on stderr as it is done."""
+    print(text, file=sys.stderr, flush=True)
+
+
 def _print(text: str) -> None:
     if text:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
@@ -560,7 +565,7 @@ def _cmd_move(args: argparse.Namespace) -> int:
         args.namespace,
         args.to,
         args.graph,
-        progress=lambda step: print(f"move: {step}", file=sys.stderr, flush=True),
+        progress=lambda step: _step(f"move: {step}"),
     )
     return _EXIT_OK
 
@@ -702,7 +707,7 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
     from .migrate import migrate
 
     with _open_db(args) as db:
-        n = migrate(db, progress=lambda step: print(step, file=sys.stderr, flush=True))
+        n = migrate(db, progress=_step)
     _print(
         f"migrated {n} conversation(s) of graph {args.graph!r}" if n else f"graph {args.graph!r} needed no migration"
     )
@@ -1090,13 +1095,11 @@ def _cmd_demo(args: argparse.Namespace) -> int:
             # first command after an upgrade should work, and migrating loses nothing.
             from .migrate import migrate
 
-            print(
+            _step(
                 f"agefacts: graph {db.graph!r} was written by an earlier agefacts; migrating it first "
-                "(what `agefacts migrate` does)",
-                file=sys.stderr,
-                flush=True,
+                "(what `agefacts migrate` does)"
             )
-            migrate(db, progress=lambda step: print(step, file=sys.stderr, flush=True))
+            migrate(db, progress=_step)
         summary, table = _demo(db, _ontology(args))
     _print(summary.text())
     _print("\nSome facts, with the words they were read from:")

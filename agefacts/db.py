@@ -37,6 +37,7 @@ from .names import is_entity_label, is_graph_name, is_identifier, is_label
 __all__ = [
     "DEFAULT_GRAPH",
     "Database",
+    "KEYS_STALE",
     "MIN_AGE",
     "TENANT_READS_ONLY",
     "TESTED_AGE",
@@ -125,6 +126,9 @@ def transaction_settings(role: str | None) -> sql.Composed:
         sql.Identifier(role) if role is not None else sql.SQL("NONE")
     )
 
+
+# Whether a graph holds keys of an earlier agefacts' form (sql/007_keys.sql), for each database kind.
+KEYS_STALE = "SELECT agefacts.keys_stale(%s)"
 
 _LABELS = (
     "SELECT l.name, l.kind FROM ag_catalog.ag_label l "
@@ -813,7 +817,7 @@ class Database:
 
     def keys_stale(self) -> bool:
         """Whether the graph holds keys of the form an earlier agefacts wrote (agefacts.migrate)."""
-        return bool(self.execute("SELECT agefacts.keys_stale(%s)", (self.graph,))[0][0])
+        return bool(self.execute(KEYS_STALE, (self.graph,))[0][0])
 
     def check_keys(self) -> None:
         """Refuse a graph an earlier agefacts wrote, saying how to migrate it: this agefacts

@@ -29,31 +29,19 @@ def migrate(db: Database, progress: Callable[[str], None] | None = None) -> int:
     transaction; returns how many were loaded (0: the graph's keys were current already).
     Vectors of messages are kept (a message's key changes by its space alone); tenants keep
     their namespaces and the database's policies are renewed for them."""
-
     say = progress or (lambda _: None)
     if not db.graph_exists() or not db.keys_stale():
         say(f"migrate: graph {db.graph!r} holds this agefacts' keys already")
         return 0
     ontology = ledger.graph_ontology(db) or default_ontology()
-    namespaces = [
-        r[0]
-        for r in db.execute(
-            "SELECT DISTINCT namespace FROM agefacts.ingest_log WHERE graph = %s ORDER BY 1", (db.graph,)
-        )
-    ]
-    sources = dict(
-        ((r[0], r[1]), r[2])
-        for r in db.execute(
-            "SELECT namespace, conversation, source FROM agefacts.ingest_log WHERE graph = %s", (db.graph,)
-        )
+    logged = db.execute(
+        "SELECT namespace, conversation, source FROM agefacts.ingest_log WHERE graph = %s ORDER BY 1, 2", (db.graph,)
     )
+    sources = {(ns, conv): source for ns, conv, source in logged}
     # Read before anything is removed: a conversation loaded before agefacts kept them
     # cannot be loaded again, and is said here while the graph is still as it was.
-    conversations = [c for ns in namespaces for c in ledger.export(db, ns)]
-    tenants = [
-        (r[0], r[1])
-        for r in db.execute("SELECT role, namespace FROM agefacts.tenants WHERE graph = %s ORDER BY role", (db.graph,))
-    ]
+    conversations = [c for ns in sorted({ns for ns, _ in sources}) for c in ledger.export(db, ns)]
+    tenants = db.execute("SELECT EXISTS (SELECT 1 FROM agefacts.tenants WHERE graph = %s)", (db.graph,))[0][0]
     g = sql.Identifier(db.graph)
     with db.transaction():
         db.execute(sql.SQL("DELETE FROM {}._ag_label_edge").format(g))

@@ -134,9 +134,13 @@ def _reread(placement: Placement, stamp: _Stamp) -> tuple[Placement, _Stamp] | N
     return read_placement(placement.path), now
 
 
-def _gone(before: Placement, after: Placement, members: Mapping[str, Any]) -> list[str]:
-    """The servers with a member that the placement no longer names as it did."""
-    return [n for n in members if after.servers.get(n) != before.servers.get(n)]
+def _switch(router: Router[Any] | AsyncRouter[Any], placement: Placement, stamp: _Stamp) -> None:
+    """A router on the placement its file now holds: where each namespace lives is asked
+    again, and the members of servers it no longer names as before are left, to be closed."""
+    before, router.placement, router._stamp = router.placement, placement, stamp
+    router._went.clear()
+    for name in [n for n in router._members if placement.servers.get(n) != before.servers.get(n)]:
+        router._retired.append(router._members.pop(name))
 
 
 class Router(Generic[_M]):
@@ -164,13 +168,9 @@ class Router(Generic[_M]):
         """Read the placement's file again if it changed: what was found of where each
         namespace lives is asked again, and the servers it no longer names are left."""
         changed = _reread(self.placement, self._stamp)
-        if changed is None:
-            return
-        with self._lock:
-            before, (self.placement, self._stamp) = self.placement, changed
-            self._went.clear()
-            for name in _gone(before, self.placement, self._members):
-                self._retired.append(self._members.pop(name))
+        if changed is not None:
+            with self._lock:
+                _switch(self, *changed)
 
     def member(self, name: str) -> _M:
         with self._lock:
@@ -265,13 +265,9 @@ class AsyncRouter(Generic[_M]):
     async def follow(self) -> None:
         """See :meth:`Router.follow`."""
         changed = _reread(self.placement, self._stamp)
-        if changed is None:
-            return
-        async with self._lock:
-            before, (self.placement, self._stamp) = self.placement, changed
-            self._went.clear()
-            for name in _gone(before, self.placement, self._members):
-                self._retired.append(self._members.pop(name))
+        if changed is not None:
+            async with self._lock:
+                _switch(self, *changed)
 
     async def member(self, name: str) -> _M:
         async with self._lock:

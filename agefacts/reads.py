@@ -12,7 +12,7 @@ import unicodedata
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .db import Database, Table
+from .db import KEYS_STALE, Database, Table
 from .errors import NotFound, QueryError, UsageError, keys_stale_error, need_text
 from .named import named_queries, run_named, run_named_async
 from .names import role_named
@@ -144,13 +144,9 @@ def _entity_keys(db: Database, entity: str, namespace: str | None, all_namespace
 
 async def _entity_keys_async(db: AsyncDatabase, entity: str, namespace: str | None, all_namespaces: bool) -> list[str]:
     found = await find_entities_async(db, entity, namespace)
-    if not found and (await db._run(_KEYS_STALE, (db.graph,)))[0][0]:
+    if not found and (await db._run(KEYS_STALE, (db.graph,)))[0][0]:
         raise keys_stale_error(db.graph)
     return _keys_found(found, entity, namespace, all_namespaces)
-
-
-# Nothing found may be a graph an earlier agefacts wrote, whose keys this one computes otherwise.
-_KEYS_STALE = "SELECT agefacts.keys_stale(%s)"
 
 
 def _keys_found(found: list[dict[str, Any]], entity: str, namespace: str | None, all_namespaces: bool) -> list[str]:

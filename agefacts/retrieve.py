@@ -738,9 +738,15 @@ def question_time(valid_at: TimeArg, times: Sequence[tuple[str, str]]) -> tuple[
     return start, day
 
 
-def _withdrawal_params(answer: Answer, known_at: TimeArg) -> dict[str, Any]:
-    keys = sorted({message_key(m["namespace"], m["conversation"], m["message"]) for m in answer.messages})
+def _withdrawal_params(rows: Iterable[Mapping[str, Any]], known_at: TimeArg) -> dict[str, Any]:
+    """The ``message_withdrawals`` parameters for the messages ``rows`` name, as known at
+    ``known_at``."""
+    keys = sorted({message_key(m["namespace"], m["conversation"], m["message"]) for m in rows})
     return {"keys": keys, "known_at": as_of(None, known_at)[1]}
+
+
+def _why_params(question: str, namespace: str | None) -> dict[str, Any]:
+    return {"namespace": namespace, "question": question}
 
 
 def _evidence_params(facts: list[dict[str, Any]]) -> dict[str, Any]:
@@ -995,10 +1001,9 @@ def _cited_facts(
     return _cited(question, rank(question, [f for r in rows for f in r], ontology), entities, ontology)[: 2 * k]
 
 
-def _found_keys(found: Found) -> list[str]:
-    """The keys of every message found, by any of the ways it is found."""
-    rows = [*found.words, *found.topics, *found.texts.values(), *found.meaning, *found.timed]
-    return sorted({message_key(r["namespace"], r["conversation"], r["message"]) for r in rows})
+def _found_rows(found: Found) -> list[dict[str, Any]]:
+    """Every message found, by any of the ways it is found."""
+    return [*found.words, *found.topics, *found.texts.values(), *found.meaning, *found.timed]
 
 
 def gather(
@@ -1028,9 +1033,9 @@ def gather(
     found = _found(db, question, namespace, k, facts, embedder, times, scope)
     out = Gathered(entities, rows, found, times, named)
     if whole:
-        out.why = run_named(db, "question_words", {"namespace": namespace, "question": question}).dicts()[0]
-        if keys := _found_keys(found):  # none: a server may hold no message at all
-            params = {"keys": keys, "known_at": as_of(None, known_at)[1]}
+        out.why = run_named(db, "question_words", _why_params(question, namespace)).dicts()[0]
+        if rows_found := _found_rows(found):  # none: a server may hold no message at all
+            params = _withdrawal_params(rows_found, known_at)
             out.withdrawals = run_named(db, "message_withdrawals", params).dicts()
     return out
 
@@ -1061,10 +1066,9 @@ async def gather_async(
     found = await _found_async(db, question, namespace, k, facts, embedder, times, scope)
     out = Gathered(entities, rows, found, times, named)
     if whole:
-        why = await run_named_async(db, "question_words", {"namespace": namespace, "question": question})
-        out.why = why.dicts()[0]
-        if keys := _found_keys(found):
-            params = {"keys": keys, "known_at": as_of(None, known_at)[1]}
+        out.why = (await run_named_async(db, "question_words", _why_params(question, namespace))).dicts()[0]
+        if rows_found := _found_rows(found):
+            params = _withdrawal_params(rows_found, known_at)
             out.withdrawals = (await run_named_async(db, "message_withdrawals", params)).dicts()
     return out
 
@@ -1143,10 +1147,11 @@ def ask(
     )
     answer = _fused(question, ontology, g, k)
     if not answer.messages:
-        why = run_named(db, "question_words", {"namespace": namespace, "question": question}).dicts()[0]
+        why = run_named(db, "question_words", _why_params(question, namespace)).dicts()[0]
         answer.reason = nothing_found(why, g.times, answer, namespace)
         return answer
-    return mark_withdrawn(answer, run_named(db, "message_withdrawals", _withdrawal_params(answer, known_at)).dicts())
+    withdrawn = run_named(db, "message_withdrawals", _withdrawal_params(answer.messages, known_at))
+    return mark_withdrawn(answer, withdrawn.dicts())
 
 
 async def ask_async(
@@ -1175,8 +1180,8 @@ async def ask_async(
     )
     answer = _fused(question, ontology, g, k)
     if not answer.messages:
-        why = (await run_named_async(db, "question_words", {"namespace": namespace, "question": question})).dicts()
+        why = (await run_named_async(db, "question_words", _why_params(question, namespace))).dicts()
         answer.reason = nothing_found(why[0], g.times, answer, namespace)
         return answer
-    withdrawn = await run_named_async(db, "message_withdrawals", _withdrawal_params(answer, known_at))
+    withdrawn = await run_named_async(db, "message_withdrawals", _withdrawal_params(answer.messages, known_at))
     return mark_withdrawn(answer, withdrawn.dicts())
