@@ -476,7 +476,7 @@ def test_drawn_moves_kills_cancels_servers_added_and_writes_meanwhile_lose_no_ac
     the one server that holds the namespace."""
     import uuid
 
-    from hypothesis import HealthCheck, Phase, given, settings
+    from hypothesis import HealthCheck, Phase, example, given, settings
     from hypothesis import strategies as st
 
     from agefacts.errors import AgeFactsError
@@ -499,10 +499,13 @@ def test_drawn_moves_kills_cancels_servers_added_and_writes_meanwhile_lose_no_ac
     @settings(
         max_examples=int(os.environ.get("AGEFACTS_FUZZ_EXAMPLES", "25")),
         deadline=None,
-        phases=[Phase.generate],
+        phases=[Phase.explicit, Phase.generate],
         suppress_health_check=list(HealthCheck),
     )
     @given(st.sampled_from([True, True, False]), st.lists(step, min_size=2, max_size=7))
+    # One run that reaches every kind of step whatever is drawn after it: a write taken, a
+    # move finished with writes refused meanwhile, a move killed and recovered.
+    @example(True, [("write", 0, False), ("move", 0, "away", None, "copied"), ("move", 1, "away", "copied", None)])
     def run(start_with_b, steps):
         graph = "t_" + uuid.uuid4().hex[:12]
         path = tmp_path / f"{graph}.toml"
