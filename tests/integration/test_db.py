@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import threading
 
 import pytest
@@ -299,6 +300,14 @@ def test_a_load_leaves_the_planner_statistics_on_every_engine(db):
     )
     assert {"EVIDENCED_BY", "Message", "Statement", "SUBJECT_OF"} <= {name for (name,) in analyzed}
     assert db.refresh_statistics() == []  # nothing changed since
+    # What the planner reads is kept (the key, namespace and search indexes' expressions, the
+    # walk columns); the whole properties column, whose statistics no query's plan reads, is
+    # not sampled: it was two thirds of ANALYZE's time.
+    stats = db.execute("SELECT s.tablename, s.attname FROM pg_stats s WHERE s.schemaname = %s", (db.graph,))
+    columns = {(t, a) for t, a in stats}
+    assert not {t for t, a in columns if a == "properties"}
+    assert {("Statement", "id"), ("SUBJECT_OF", "start_id")} <= columns
+    assert ("k_" + hashlib.md5(b"Statement").hexdigest(), "agtype_access_operator") in columns
 
 
 def _cut(conn) -> None:
