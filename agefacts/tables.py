@@ -52,9 +52,10 @@ def _as_agtype_key(expr: str) -> str:
 
 
 def dumps(rows: Any) -> str:
-    """Compact JSON for rows that travel through ``jsonb`` into agtype. jsonb keeps a number's
-    digits but not an exponent form, so a whole float that AGE writes ``1e+16`` would come back
-    an integer: the gate stores such floats as the integers they equal
+    """Compact JSON for rows that travel into agtype (as the text sent, through ``json``, or
+    through ``jsonb``). jsonb keeps a number's digits but not an exponent form, so a whole float
+    that AGE writes ``1e+16`` would come back an integer: the gate stores such floats as the
+    integers they equal
     (:func:`agefacts.gate.normalise_value`), so every number here survives the trip, including
     the merges of existing properties."""
     return _ENCODE(rows)
