@@ -361,3 +361,56 @@ def test_derive_of_one_namespace_leaves_the_others_as_they_are(db):
     assert digest(db, "omar") == omar  # untouched
     left = db.cypher("MATCH (a:Statement)-[r:SUPERSEDES]->() RETURN DISTINCT a.namespace", columns=("ns",)).rows
     assert left == [("omar",)]
+
+
+@pytest.mark.parametrize("via", ["bulk", "cypher"])
+def test_versions_read_in_parts_are_those_read_at_once_and_a_refusal_in_a_late_part_writes_nothing(
+    db, other_graph, via, monkeypatch
+):
+    """A load reads the fact versions a few chains at a time on a thread of their own while it
+    writes the part read before. Read in parts of any size they are the versions read at once
+    (one digest). A refusal met after some parts were written (a version's key planted by
+    another namespace, in the last part read) leaves nothing of the conversation, the
+    reading thread is gone, and the connection loads on."""
+    import threading
+
+    from agefacts import bulk
+    from agefacts.bench import generate
+    from agefacts.models import Conversation
+
+    (conv,) = [Conversation.model_validate(c) for c in generate(60, per_conversation=60)]
+    whole = other_graph("whole")
+    assert Loader(whole, ONTO, via=via).load(conv).status == "loaded"
+    monkeypatch.setattr(bulk, "_PART", 3)
+    written = []
+    write = bulk.BulkWriter._write_versions
+
+    def counted(self, new, *args):
+        written.append(len(new))
+        return write(self, new, *args)
+
+    monkeypatch.setattr(bulk.BulkWriter, "_write_versions", counted)
+    parts = other_graph("parts")
+    assert Loader(parts, ONTO, via=via).load(conv).status == "loaded"
+    assert len(written) > 3
+    assert digest(parts) == digest(whole)
+
+    # The last part holds the greatest chain: its subject's versions.
+    (last,) = whole.execute(
+        f'SELECT properties::text FROM "{whole.graph}"."Fact" ORDER BY '
+        "ag_catalog.agtype_access_operator(properties, '\"subject_key\"'::ag_catalog.agtype) DESC, "
+        "ag_catalog.agtype_access_operator(properties, '\"predicate\"'::ag_catalog.agtype) DESC LIMIT 1"
+    )[0]
+    planted = {"k": json.loads(last)["k"], "namespace": "mallory"}
+    db.ensure_labels(vertex=["Fact"], edge=[])
+    db.cypher("CREATE (:Fact {k: $k, namespace: $namespace})", planted)
+    written.clear()
+    out = Loader(db, ONTO, via=via).load(conv)
+    assert out.status == "failed" and planted["k"] in out.reason and "'mallory'" in out.reason, out
+    assert written, "no part was written before the refusal"
+    assert db.cypher("MATCH (f:Fact) RETURN properties(f)", columns=["p"]).rows == [(planted,)]
+    assert db.cypher("MATCH (c:Conversation) RETURN c.id", columns=["id"]).rows == []
+    assert not [t for t in threading.enumerate() if t.name.startswith("agefacts-versions")]
+    db.cypher("MATCH (f:Fact) DELETE f")
+    assert Loader(db, ONTO, via=via).load(conv).status == "loaded"
+    assert digest(db) == digest(whole)
