@@ -100,9 +100,7 @@ class BulkWriter(Retraction):
                 entities[label].add(k)
         statements = {k for k in batch.statement_keys if k in existed}
         alike = _rewritten_alike(batch, stale) if stale else set()
-        # The chains of what is written, and of what retraction removed (the groups it saw,
-        # before settling takes away subjects left with nothing).
-        chains = batch.chains | (stale.groups if stale else set())
+        chains = _changed_chains(batch, stale)
         if stale:
             left = self.settle(stale)
             for label, k in left.entities:
@@ -849,6 +847,33 @@ def _edge_payload(erows: Sequence[tuple[str, str, str]], ids: Mapping[str, tuple
     )
 
 
+def _changed_chains(batch: Batch, stale: Stale | None) -> set[Chain]:
+    """The chains whose fact versions a batch may change: those of what it writes, and the
+    groups of what retraction removed (as retraction saw them, before settling takes away
+    subjects left with nothing). A statement of a replaced conversation whose evidence comes
+    back exactly as it was (the same pieces, times, quotes and places) changes no version, and
+    unless something else of its chain changed, its chain is not read again: replacing one
+    conversation read a person's every one-value fact, the whole of its history."""
+    if not stale:
+        return set(batch.chains)
+    same = _said_alike(batch, stale)
+    if any(k not in batch.chain_of for k in batch.statement_keys):
+        return batch.chains | stale.groups  # plans that do not say their statements' chains
+    changed = {batch.chain_of[k] for k in batch.statement_keys if k not in same}
+    return changed | {stale.group_of[k] for k in stale.statements if k not in same}
+
+
+def _said_alike(batch: Batch, stale: Stale) -> set[str]:
+    """The statements whose removed evidence the batch writes again alike, as their fact
+    versions read it (:data:`agefacts.derive.SAID_INPUTS`)."""
+    out = set()
+    for k, was in stale.said.items():
+        now = batch.edges_of.get(k, ())
+        if len(now) == len(was) and sorted(was) == sorted(derive.inputs_of(p, derive.SAID_INPUTS) for p in now):
+            out.add(k)
+    return out
+
+
 def _rewritten_alike(batch: Batch, stale: Stale) -> set[str]:
     """The vertices whose removed mention or evidence edges the batch writes again with the
     same inputs to their rule: their derived properties stand as they are."""
@@ -930,6 +955,7 @@ class Batch:
     entity_labels: dict[str, str]
     statement_keys: set[str]
     chains: set[Chain]  # of its statements
+    chain_of: dict[str, Chain]  # statement key -> its chain
     unsure: set[str]
     edges_of: dict[str, list[dict[str, Any]]]  # entity or statement key -> its mention or evidence edges' properties
 
@@ -958,6 +984,7 @@ def assemble(plans: Sequence[Plan]) -> Batch:
         entity_labels=entity_labels,
         statement_keys=statement_keys,
         chains={c for p in plans for c in p.chains},
+        chain_of={k: c for p in plans for k, c in p.chain_of.items()},
         unsure=unsure,
         edges_of=edges_of,
     )

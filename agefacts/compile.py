@@ -123,6 +123,7 @@ class Plan:
     statements: list[str] = field(default_factory=list)  # statement keys to recompute
     # The chains its statements belong to, whose fact versions are recomputed (Chain).
     chains: list[Chain] = field(default_factory=list)
+    chain_of: dict[str, Chain] = field(default_factory=dict)  # statement key -> its chain
     followups: list[FollowupRow] = field(default_factory=list)
     counts: dict[str, Any] = field(default_factory=dict)
     # What did not become data, each as the turn, what it was, the reason code and its sentence.
@@ -355,12 +356,15 @@ def plan(
                 ev.char_end,
             )
         p.statements.append(stk)
+        chain: Chain
         if single:
-            p.chains.append((sl, sk, fact.predicate))
+            chain = (sl, sk, fact.predicate)
         elif fact.object is not None:
-            p.chains.append((sl, sk, fact.predicate, *handle_of[fact.object]))
+            chain = (sl, sk, fact.predicate, *handle_of[fact.object])
         else:
-            p.chains.append((sl, sk, fact.predicate, "", json.dumps(fact.value, ensure_ascii=False)))
+            chain = (sl, sk, fact.predicate, "", json.dumps(fact.value, ensure_ascii=False))
+        p.chains.append(chain)
+        p.chain_of[stk] = chain
 
     for f in result.followups:
         h = f.handle

@@ -35,6 +35,7 @@ __all__ = [
     "EVIDENCE_INPUTS",
     "HISTORY_ORDER",
     "MENTION_INPUTS",
+    "SAID_INPUTS",
     "Order",
     "STATEMENT_DERIVED",
     "entity_props",
@@ -55,6 +56,9 @@ ENTITY_DERIVED = ("name", "attrs", "resolution", "mentions")  # what :func:`enti
 # vertex whose edges were replaced by equal ones needs no recomputing.
 MENTION_INPUTS = ("k", "at", "name", "attrs", "mentions")
 EVIDENCE_INPUTS = ("k", "at", "confidence", "model", "extractor", "schema_ref")
+# What of a piece of evidence its statement's fact versions read (the key names the message,
+# so its conversation and place; timeline.versions reads the rest).
+SAID_INPUTS = ("k", "at", "quote", "char_start", "char_end")
 
 
 def inputs_of(props: Mapping[str, Any], fields: Sequence[str]) -> str:

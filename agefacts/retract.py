@@ -34,6 +34,10 @@ class Stale:
     # Per statement or entity key, what its removed evidence or mention edges gave its rule
     # (:func:`agefacts.derive.inputs_of`).
     removed: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
+    # Per statement key, what its removed evidence gave its fact versions (SAID_INPUTS), and
+    # the group it was found in.
+    said: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
+    group_of: dict[str, tuple[str, str, str]] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
         return bool(self.statements or self.groups or self.entities or self.keyphrases)
@@ -83,6 +87,7 @@ class Retraction(LabelTables):
             if kind == "s":
                 stale.statements.add(sk)
                 stale.groups.add((label, xk, pred))
+                stale.group_of[sk] = (label, xk, pred)
                 key_of[int(sid)] = sk
             else:
                 stale.entities.add((label, xk))
@@ -116,7 +121,10 @@ class Retraction(LabelTables):
                 stale.keyphrases.add(int(vid))
             elif kind != "n" and int(vid) in key_of:
                 fields = derive.EVIDENCE_INPUTS if kind == "e" else derive.MENTION_INPUTS
-                stale.removed[key_of[int(vid)]].append(derive.inputs_of(_props(props), fields))
+                got = _props(props)
+                stale.removed[key_of[int(vid)]].append(derive.inputs_of(got, fields))
+                if kind == "e":
+                    stale.said[key_of[int(vid)]].append(derive.inputs_of(got, derive.SAID_INPUTS))
         return stale
 
     def drop_if_bare(self, label: str, key: str) -> bool:
@@ -202,4 +210,6 @@ class Retraction(LabelTables):
             groups={g for g in stale.groups if (g[0], g[1]) not in dropped},
             entities=stale.entities - dropped,
             removed=stale.removed,
+            said=stale.said,
+            group_of=stale.group_of,
         )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import psycopg
 import pytest
@@ -414,3 +415,141 @@ def test_versions_read_in_parts_are_those_read_at_once_and_a_refusal_in_a_late_p
     db.cypher("MATCH (f:Fact) DELETE f")
     assert Loader(db, ONTO, via=via).load(conv).status == "loaded"
     assert digest(db) == digest(whole)
+
+
+def _edited(conv: dict, kind: str, turn: int) -> dict:
+    """A generated conversation as a person's next version of it says it: the same, one
+    user turn with words put before it (each quote found further on), a quote's letter put
+    right, said at another time, a statement taken back, or one said more."""
+    out = json.loads(json.dumps(conv))
+    users = [t for t in out["turns"] if t["speaker"] == "user" and t["recorded"]["statements"]]
+    t = users[turn % len(users)]
+    if kind == "words before":
+        t["text"] = "Well, as I said. " + t["text"]
+    elif kind == "quote fixed":
+        # The same words at the same place, one letter's case put right: the same statement
+        # and evidence key, another quote.
+        st_ = t["recorded"]["statements"][0]
+        fixed = st_["quote"][0].swapcase() + st_["quote"][1:]
+        t["text"] = t["text"].replace(st_["quote"], fixed, 1)
+        st_["quote"] = fixed
+    elif kind == "another time":
+        t["at"] = t["at"].replace("T", "T0").replace("T0", "T", 1)[:11] + "23:59:00Z"
+    elif kind == "taken back":
+        t["recorded"]["statements"].pop()
+        if not t["recorded"]["statements"]:
+            t["recorded"]["entities"] = []
+    elif kind == "one more":
+        t["text"] += " I really like chess."
+        t["recorded"]["statements"].append(
+            {
+                "subject": "user",
+                "predicate": "likes",
+                "quote": "I really like chess",
+                "value": "chess",
+                "polarity": "asserted",
+                "tense": "current",
+                "confidence": 0.9,
+            }
+        )
+    return out
+
+
+@settings(max_examples=int(os.environ.get("AGEFACTS_FUZZ_EXAMPLES", "10")), deadline=None)
+@given(
+    edits=st.lists(
+        st.tuples(
+            st.integers(0, 5),
+            st.sampled_from(["same", "words before", "quote fixed", "another time", "taken back", "one more"]),
+            st.integers(0, 9),
+        ),
+        min_size=1,
+        max_size=3,
+    ),
+    via=st.sampled_from(["bulk", "cypher"]),
+)
+def test_replacing_conversations_of_a_long_history_gives_a_fresh_loads_graph(dsn, edits, via):
+    """A replacement reads again only the chains whose statements changed (a statement whose
+    evidence comes back exactly as it was changes no version). Drawn edits of a person's
+    conversations (none, a quote found further on or put right, another time, a statement
+    taken back or added), several at once, by either path: the graph is what a fresh load of
+    the final conversations gives."""
+    import uuid
+
+    from agefacts.bench import generate
+    from agefacts.models import Conversation
+
+    raw = generate(36, per_conversation=6)  # six conversations of one person
+    final = list(raw)
+    for i, kind, turn in edits:
+        final[i] = raw[i] if kind == "same" else _edited(final[i], kind, turn)
+    name = "t_" + uuid.uuid4().hex[:12]
+    db, fresh = Database(dsn, name).connect(), Database(dsn, name + "_fresh").connect()
+    try:
+        loader = Loader(db, ONTO, via=via)
+        assert {o.status for o in loader.load_many((c["id"], Conversation.model_validate(c)) for c in raw)} == {
+            "loaded"
+        }
+        changed = [Conversation.model_validate(final[i]) for i in sorted({i for i, _, _ in edits})]
+        outs = Loader(db, ONTO, via=via).load_many((c.id, c) for c in changed)
+        assert {o.status for o in outs} <= {"loaded", "skipped"}
+        list(Loader(fresh, ONTO, via=via).load_many((c["id"], Conversation.model_validate(c)) for c in final))
+        assert digest(db) == digest(fresh)
+    finally:
+        for d in (db, fresh):
+            d.drop_graph()
+            d.close()
+
+
+def test_a_replacement_reads_again_only_the_chains_it_changes(db, monkeypatch):
+    """Replacing one conversation of a person whose one-value facts span twenty (it says one
+    thing more and takes one back): the fact versions read are those of the subjects and
+    predicates of what changed, not of everything the conversation said again alike, and the
+    graph is a fresh load's."""
+    from agefacts import timeline
+    from agefacts.bench import edit, generate
+    from agefacts.models import Conversation
+
+    raw = generate(200, per_conversation=10)  # twenty conversations of one person
+    convs = [Conversation.model_validate(c) for c in raw]
+    assert {o.status for o in Loader(db, ONTO).load_many((c.id, c) for c in convs)} == {"loaded"}
+
+    def said_in(cid: str) -> set[str]:
+        rows = db.cypher(
+            "MATCH (s:Statement)-[:EVIDENCED_BY]->(m:Message) WHERE m.conversation = $c RETURN DISTINCT s.k",
+            {"c": cid},
+            columns=["k"],
+        ).rows
+        return {k for (k,) in rows}
+
+    def pairs() -> dict[str, tuple[str, str]]:
+        rows = db.cypher(
+            "MATCH (x)-[:SUBJECT_OF]->(s:Statement) RETURN s.k, x.k, s.predicate", columns=["k", "x", "p"]
+        ).rows
+        return {k: (x, p) for k, x, p in rows}
+
+    before, pair_before = said_in(raw[7]["id"]), pairs()
+    read: list[int] = []
+    versions = timeline.versions
+
+    def counted(rows):
+        rows = list(rows)
+        read.append(len(rows))
+        return versions(rows)
+
+    monkeypatch.setattr(timeline, "versions", counted)
+    edited = Conversation.model_validate(edit(raw[7], 7))
+    assert Loader(db, ONTO).load(edited).status == "loaded"
+    after, pair_after = said_in(edited.id), pairs()
+    changed = {pair_before[k] for k in before - after} | {pair_after[k] for k in after - before}
+    of_changed = sum(1 for pair in pair_after.values() if pair in changed)
+    said_again = sum(1 for pair in pair_after.values() if pair in {pair_before[k] for k in before})
+    assert 0 < sum(read) <= of_changed < said_again, (read, of_changed, said_again)
+    fresh = Database(db.dsn, db.graph + "_fresh").connect()
+    try:
+        final = [edited if c.id == edited.id else c for c in convs]
+        list(Loader(fresh, ONTO).load_many((c.id, c) for c in final))
+        assert digest(db) == digest(fresh)
+    finally:
+        fresh.drop_graph()
+        fresh.close()
