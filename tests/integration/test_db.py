@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import threading
 
+import psycopg
 import pytest
 
 from agefacts.agtype import Edge, Path, Vertex
@@ -443,3 +444,64 @@ def test_clients_that_set_up_a_new_database_at_once_all_connect(dsn, graph_name)
     finally:
         with psycopg.connect(dsn, autocommit=True) as admin:
             admin.execute(f"DROP DATABASE IF EXISTS {fresh} WITH (FORCE)")
+
+
+def test_statistics_are_refreshed_by_a_role_that_may_analyze_but_not_alter(db, monkeypatch):
+    """Setting the properties column's statistics target needs the table's owner; a role that
+    may only analyze (MAINTAIN, PostgreSQL 17 on) still analyzes, the target left as it is.
+    Before 17 no such role exists, and a role that may do neither leaves the data as it is."""
+    import uuid
+
+    from agefacts.bench import generate
+    from agefacts.load import Loader
+    from agefacts.models import Conversation
+
+    from ..helpers import ONTO
+
+    monkeypatch.setattr(Database, "refresh_statistics", lambda self: [])
+    convs = [Conversation.model_validate(c) for c in generate(200)]
+    assert {o.status for o in Loader(db, ONTO).load_many((c.id, c) for c in convs)} == {"loaded"}
+    monkeypatch.undo()
+    # On a server the counts the load made are its backend's until it sends them.
+    db.execute("SELECT pg_stat_force_next_flush()")
+    db.execute("SELECT 1")
+    role = "af_maint_" + uuid.uuid4().hex[:8]
+    ident, schema = psycopg.sql.Identifier(role), psycopg.sql.Identifier(db.graph)
+    (version,) = db.execute("SELECT current_setting('server_version_num')::int")[0]
+    db.execute(psycopg.sql.SQL("CREATE ROLE {} LOGIN").format(ident))
+    db.execute(psycopg.sql.SQL("GRANT USAGE ON SCHEMA {}, ag_catalog TO {}").format(schema, ident))
+    db.execute(psycopg.sql.SQL("GRANT SELECT ON ag_catalog.ag_graph, ag_catalog.ag_label TO {}").format(ident))
+    # What a role that reads the graph has (the refusal to connect names it).
+    db.execute(psycopg.sql.SQL("GRANT USAGE ON SCHEMA agefacts TO {}").format(ident))
+    for tables in ("agefacts", db.graph):
+        db.execute(
+            psycopg.sql.SQL("GRANT SELECT ON ALL TABLES IN SCHEMA {} TO {}").format(
+                psycopg.sql.Identifier(tables), ident
+            )
+        )
+    if version >= 170000:
+        db.execute(psycopg.sql.SQL("GRANT MAINTAIN ON ALL TABLES IN SCHEMA {} TO {}").format(schema, ident))
+    maint = Database(psycopg.conninfo.make_conninfo(db.dsn, user=role), db.graph, create=False).connect()
+    try:
+        analyzed = maint.refresh_statistics()
+    finally:
+        maint.close()
+        db.execute(psycopg.sql.SQL("DROP OWNED BY {}").format(ident))
+        db.execute(psycopg.sql.SQL("DROP ROLE {}").format(ident))
+    targets = dict(
+        db.execute(
+            "SELECT c.relname, coalesce(a.attstattarget, -1) FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND a.attname = 'properties'",
+            (db.graph,),
+        )
+    )
+    if version >= 170000:
+        assert {"Message", "Statement", "EVIDENCED_BY"} <= set(analyzed)
+        stamped = db.execute(
+            "SELECT relname FROM pg_stat_user_tables WHERE schemaname = %s AND last_analyze IS NOT NULL", (db.graph,)
+        )
+        assert {"Message", "Statement"} <= {name for (name,) in stamped}
+        assert targets["Message"] == -1  # the owner's to set
+    else:
+        assert targets["Message"] == -1
+    assert len(db.execute(f'SELECT 1 FROM "{db.graph}"."Message"')) > 0
