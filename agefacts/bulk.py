@@ -700,16 +700,20 @@ class BulkWriter(Retraction):
         # this one writes the part read before: the engine writes while Python reads (on the
         # bench's load the reading was a third of the versions' time, the writing half). The
         # reading uses no connection; this thread holds the transaction and does every write.
-        wanted: dict[str, dict[str, Any]] = {}
-        seen: dict[str, int] = defaultdict(int)
-        with ThreadPoolExecutor(1, thread_name_prefix="agefacts-versions") as pool:
-            read = [pool.submit(_versions_of, part, seen, have.keys()) for part in _parts(rows)]
+        # (Reading them in the loader's worker processes instead was measured on a server, where
+        # the loading process is what is slow: no faster on two cores, which were both busy.)
+        wanted: set[str] = set()
+        held: dict[str, dict[str, Any]] = {}
+        held_keys = frozenset(have)
+        with ThreadPoolExecutor(1, thread_name_prefix="agefacts-versions") as thread:
+            read = [thread.submit(_read_versions, part, held_keys) for part in _parts(rows)]
             try:
                 for done in read:
-                    made, links, new = done.result()
-                    if clash := sorted(made.keys() & foreign.keys()):
+                    made, links, new, props = done.result()
+                    if clash := sorted(foreign.keys() & set(made)):
                         raise _foreign_key("Fact", clash[0], *foreign[clash[0]])
                     wanted.update(made)
+                    held.update(props)
                     if new:
                         self._write_versions(new, links, id_of)
             except BaseException:
@@ -731,7 +735,7 @@ class BulkWriter(Retraction):
         patches = []
         for k, (vid, p) in have.items():
             if k in wanted:
-                patches += _patch(vid, p, {f: wanted[k].get(f) for f in set(p) | set(wanted[k])})
+                patches += _patch(vid, p, {f: held[k].get(f) for f in set(p) | set(held[k])})
         self._write_patches("Fact", patches)
 
     def _write_versions(
@@ -759,38 +763,47 @@ class BulkWriter(Retraction):
 # reading (which nothing overlaps) is short, large enough that a thread's hand-over is nothing.
 _PART = 500
 
+# What reading a part gives: every version's key; the edges of the new ones (fact key ->
+# (label, edge key, start key, end key)); the new ones as JSON by key; and the properties of
+# those whose keys were held already, by key.
+_Read = tuple[list[str], dict[str, list[tuple[str, str, str, str]]], dict[str, str], dict[str, dict[str, Any]]]
+
 
 def _parts(rows: list[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
-    """The statement rows in parts of whole chains (:func:`agefacts.timeline.chain_of`), about
-    :data:`_PART` rows each, in the chains' order."""
+    """The statement rows in parts of about :data:`_PART` rows, in the chains' order
+    (:func:`agefacts.timeline.chain_of`), never parting the chains of one subject and
+    predicate: versions alike in content and known time are of one subject and predicate, and
+    are told apart by their place in its order (:func:`_read_versions`), so a part reads them
+    as all of them read at once would."""
     from . import timeline
 
     by_chain: dict[tuple[str, ...], list[dict[str, Any]]] = defaultdict(list)
     for r in rows:
         by_chain[timeline.chain_of(r)].append(r)
     part: list[dict[str, Any]] = []
-    for _, chain in sorted(by_chain.items()):
-        part += chain
-        if len(part) >= _PART:
+    last: tuple[str, ...] | None = None
+    for chain, chain_rows in sorted(by_chain.items()):
+        if len(part) >= _PART and chain[:2] != last:
             yield part
             part = []
+        part += chain_rows
+        last = chain[:2]
     if part:
         yield part
 
 
-def _versions_of(
-    rows: list[dict[str, Any]], seen: dict[str, int], held: Collection[str]
-) -> tuple[dict[str, dict[str, Any]], dict[str, list[tuple[str, str, str, str]]], dict[str, str]]:
-    """The fact versions of whole chains' statement rows: each as the properties of its Fact
-    vertex by key; its edges (fact key -> (label, edge key, start key, end key)); and those
-    whose keys are not ``held`` already, as JSON by key. A version's key is its content and
-    when it was first known, and, for versions alike in both (``seen`` counts them; only one
-    chain makes such), their place in its order."""
+def _read_versions(rows: list[dict[str, Any]], held: Collection[str]) -> _Read:
+    """The fact versions of whole chains' statement rows (:data:`_Read`). A version's key is
+    its content and when it was first known, and, for versions alike in both (only one
+    subject and predicate makes such), their place in its order."""
     from . import timeline
     from .keys import edge_key, make_key
 
-    wanted: dict[str, dict[str, Any]] = {}
+    keys: list[str] = []
     links: dict[str, list[tuple[str, str, str, str]]] = {}
+    new: dict[str, str] = {}
+    props_of_held: dict[str, dict[str, Any]] = {}
+    seen: dict[str, int] = defaultdict(int)
     for v in timeline.versions(rows):
         row = dict(v.row)
         content = json.dumps([row, v.known_from], sort_keys=True, ensure_ascii=False)
@@ -800,12 +813,16 @@ def _versions_of(
         props.update(k=fk, known_from=v.known_from, said_at=list(v.said_at))
         if v.known_until is not None:
             props["known_until"] = v.known_until
-        wanted[fk] = props
+        keys.append(fk)
+        if fk in held:
+            props_of_held[fk] = props
+            continue
+        new[fk] = dumps(props)
         ends = [("HOLDS", row["subject_key"], fk)]
         if row.get("object_key") is not None:
             ends.append(("OBJECT", fk, row["object_key"]))
         links[fk] = [(label, edge_key(label, a, b), a, b) for label, a, b in ends]
-    return wanted, links, {k: dumps(p) for k, p in wanted.items() if k not in held}
+    return keys, links, new, props_of_held
 
 
 def _foreign_key(label: str, key: str, there: str | None, ours: str | None) -> DatabaseError:
