@@ -705,11 +705,14 @@ class BulkWriter(Retraction):
         wanted: set[str] = set()
         held: dict[str, dict[str, Any]] = {}
         held_keys = frozenset(have)
+        parts = list(_parts(rows))
         with ThreadPoolExecutor(1, thread_name_prefix="agefacts-versions") as thread:
-            read = [thread.submit(_read_versions, part, held_keys) for part in _parts(rows)]
+            # The first part is read here, which nothing could overlap: one part (an add) starts
+            # no thread.
+            read = [thread.submit(_read_versions, part, held_keys) for part in parts[1:]]
             try:
-                for done in read:
-                    made, links, new, props = done.result()
+                for i, part in enumerate(parts):
+                    made, links, new, props = read[i - 1].result() if i else _read_versions(part, held_keys)
                     if clash := sorted(foreign.keys() & set(made)):
                         raise _foreign_key("Fact", clash[0], *foreign[clash[0]])
                     wanted.update(made)
@@ -873,33 +876,28 @@ def _changed_chains(batch: Batch, stale: Stale | None) -> set[Chain]:
     conversation read a person's every one-value fact, the whole of its history."""
     if not stale:
         return set(batch.chains)
-    same = _said_alike(batch, stale)
-    if any(k not in batch.chain_of for k in batch.statement_keys):
-        return batch.chains | stale.groups  # plans that do not say their statements' chains
+    same = _written_again_alike(batch, stale, lambda k: derive.SAID_INPUTS if k in stale.statements else ())
     changed = {batch.chain_of[k] for k in batch.statement_keys if k not in same}
     return changed | {stale.group_of[k] for k in stale.statements if k not in same}
-
-
-def _said_alike(batch: Batch, stale: Stale) -> set[str]:
-    """The statements whose removed evidence the batch writes again alike, as their fact
-    versions read it (:data:`agefacts.derive.SAID_INPUTS`)."""
-    out = set()
-    for k, was in stale.said.items():
-        now = batch.edges_of.get(k, ())
-        if len(now) == len(was) and sorted(was) == sorted(derive.inputs_of(p, derive.SAID_INPUTS) for p in now):
-            out.add(k)
-    return out
 
 
 def _rewritten_alike(batch: Batch, stale: Stale) -> set[str]:
     """The vertices whose removed mention or evidence edges the batch writes again with the
     same inputs to their rule: their derived properties stand as they are."""
+    return _written_again_alike(
+        batch, stale, lambda k: derive.EVIDENCE_INPUTS if k in stale.statements else derive.MENTION_INPUTS
+    )
+
+
+def _written_again_alike(batch: Batch, stale: Stale, fields: Callable[[str], Sequence[str]]) -> set[str]:
+    """The keys whose removed edges (``stale.removed``) the batch writes again alike in the
+    properties ``fields`` names for each key (none: not compared)."""
     out = set()
     for k, was in stale.removed.items():
         now = batch.edges_of.get(k, ())
-        if len(now) == len(was):
-            fields = derive.EVIDENCE_INPUTS if k in stale.statements else derive.MENTION_INPUTS
-            if sorted(was) == sorted(derive.inputs_of(p, fields) for p in now):
+        read = fields(k)
+        if read and len(now) == len(was):
+            if sorted(derive.inputs_of(p, read) for p in was) == sorted(derive.inputs_of(p, read) for p in now):
                 out.add(k)
     return out
 

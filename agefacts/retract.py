@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from psycopg import sql
 
-from . import derive
 from .names import CORE_EDGE_LABELS, CORE_VERTEX_LABELS
 from .tables import _AG, _ENTRY, _KEY, LabelTables, _as_agtype_key, _props, dumps
 
@@ -31,12 +31,9 @@ class Stale:
     groups: set[tuple[str, str, str]] = field(default_factory=set)
     entities: set[tuple[str, str]] = field(default_factory=set)
     keyphrases: set[int] = field(default_factory=set)  # ids of keyphrases that lost an APPEARS_IN edge
-    # Per statement or entity key, what its removed evidence or mention edges gave its rule
-    # (:func:`agefacts.derive.inputs_of`).
-    removed: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
-    # Per statement key, what its removed evidence gave its fact versions (SAID_INPUTS), and
-    # the group it was found in.
-    said: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
+    # Per statement or entity key, the properties of its removed evidence or mention edges.
+    removed: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: defaultdict(list))
+    # Per statement key, the group it was found in.
     group_of: dict[str, tuple[str, str, str]] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
@@ -120,11 +117,7 @@ class Retraction(LabelTables):
             if kind == "k":
                 stale.keyphrases.add(int(vid))
             elif kind != "n" and int(vid) in key_of:
-                fields = derive.EVIDENCE_INPUTS if kind == "e" else derive.MENTION_INPUTS
-                got = _props(props)
-                stale.removed[key_of[int(vid)]].append(derive.inputs_of(got, fields))
-                if kind == "e":
-                    stale.said[key_of[int(vid)]].append(derive.inputs_of(got, derive.SAID_INPUTS))
+                stale.removed[key_of[int(vid)]].append(_props(props))
         return stale
 
     def drop_if_bare(self, label: str, key: str) -> bool:
@@ -210,6 +203,5 @@ class Retraction(LabelTables):
             groups={g for g in stale.groups if (g[0], g[1]) not in dropped},
             entities=stale.entities - dropped,
             removed=stale.removed,
-            said=stale.said,
             group_of=stale.group_of,
         )

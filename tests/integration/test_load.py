@@ -441,17 +441,7 @@ def _edited(conv: dict, kind: str, turn: int) -> dict:
             t["recorded"]["entities"] = []
     elif kind == "one more":
         t["text"] += " I really like chess."
-        t["recorded"]["statements"].append(
-            {
-                "subject": "user",
-                "predicate": "likes",
-                "quote": "I really like chess",
-                "value": "chess",
-                "polarity": "asserted",
-                "tense": "current",
-                "confidence": 0.9,
-            }
-        )
+        t["recorded"]["statements"].append(claim("user", "likes", "I really like chess", value="chess", confidence=0.9))
     return out
 
 
