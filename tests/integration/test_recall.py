@@ -324,6 +324,40 @@ def test_a_graph_loaded_before_search_gets_its_index_when_agefacts_sets_up(db, d
         assert [m["message"] for m in ask(again, "Was there a flood?", ONTO, namespace="jg").messages][0] == 4
 
 
+def _pending_pages(db: Database) -> int:
+    """The pages of the words index's pending list, merged into the index as it counts them."""
+    return db.execute("SELECT gin_clean_pending_list(%s::regclass)", (f'"{db.graph}"."Message_words"',))[0][0]
+
+
+@pytest.mark.parametrize("via", VIAS)
+def test_a_load_leaves_the_words_index_a_short_pending_list(db, via):
+    """Every search reads the whole pending list of the words index (rows written and not yet
+    merged): a load of 5,882 messages left 231 pages there, and each search read them all."""
+    words = [f"w{i}x{j}" for i in range(40) for j in range(5)]
+    turns = [
+        {"speaker": "user", "text": " ".join(words[(i * 7 + j) % len(words)] + f"q{i}" for j in range(60))}
+        for i in range(160)
+    ]
+    _load(db, via, conversation("long", turns, namespace="pl"))
+    # 160 messages of 60 words each: over 64 kB of entries, most of them merged as written
+    assert 0 < _pending_pages(db) <= 8
+    assert _found(db, turns[5]["text"].split()[0], ns="pl")[0] == 5
+
+
+def test_a_graph_made_before_gets_the_short_pending_list_when_agefacts_sets_up(db, dsn, graph_name):
+    _load(db, "bulk", _dialogue())
+    db._run(f'ALTER INDEX "{graph_name}"."Message_words" RESET (gin_pending_list_limit)')
+    db._run("DELETE FROM agefacts.schema_version")
+    db.conn.commit() if db.conn.info.transaction_status else None
+    with Database(dsn, graph_name) as again:
+        options = again._run(
+            "SELECT c.reloptions FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = %s AND c.relname = 'Message_words'",
+            (graph_name,),
+        )
+        assert options[0][0] == ["gin_pending_list_limit=64"]
+
+
 def test_bm25_weighs_rarity_and_length():
     docs = ["the cat sat", "the dog sat", "the cat", "a very long text about the cat and many other things"]
     bm = BM25(docs)
