@@ -28,6 +28,18 @@ RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
     SELECT ag_catalog.agtype_object_field_text(properties, 'namespace')
 $fn$;
 
+-- A message's place in its conversation: with the namespace, what the Message_place index
+-- holds, so the turns around a message found are found by their place.
+CREATE OR REPLACE FUNCTION agefacts.message_conversation(properties ag_catalog.agtype)
+RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
+    SELECT ag_catalog.agtype_object_field_text(properties, 'conversation')
+$fn$;
+
+CREATE OR REPLACE FUNCTION agefacts.message_ordinal(properties ag_catalog.agtype)
+RETURNS bigint LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
+    SELECT ag_catalog.agtype_object_field_text(properties, 'ordinal')::bigint
+$fn$;
+
 -- When a message was sent, as text ('2023-05-08T13:56:00Z' sorts in time order): with the
 -- namespace, what the Message_at index holds, so the messages of a time are a range of it.
 CREATE OR REPLACE FUNCTION agefacts.message_at(properties ag_catalog.agtype)
@@ -36,8 +48,11 @@ RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
 $fn$;
 
 -- The Message label's search indexes, made with its key index (agefacts.index_label): the
--- words, the namespace (a search is in one namespace, and BM25 counts that namespace's
--- messages), and the namespace with the time sent (the messages of a time a question names).
+-- words; the namespace with each message's place, conversation and ordinal (a search is in
+-- one namespace, BM25 counts that namespace's messages, and a message found is searched with
+-- the turns around it, found by their place: by their keys, hashes made for each, they were a
+-- third of a search at 29,410 messages); and the namespace with the time sent (the messages
+-- of a time a question names).
 -- A role that may not create them leaves them to the owner: search is then slower, never
 -- different.
 -- The words index keeps a short pending list (the rows written and not yet merged into it,
@@ -63,10 +78,13 @@ BEGIN
                 NULL;
             END;
         END IF;
-        IF NOT agefacts.relation_exists(graph_name, 'Message_namespace') THEN
-            EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON %I.%I (agefacts.message_namespace(properties))',
-                           'Message_namespace', graph_name, 'Message');
+        IF NOT agefacts.relation_exists(graph_name, 'Message_place') THEN
+            EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON %I.%I (agefacts.message_namespace(properties), '
+                           'agefacts.message_conversation(properties), agefacts.message_ordinal(properties))',
+                           'Message_place', graph_name, 'Message');
         END IF;
+        -- The namespace alone, as graphs made before indexed it, is the head of both others.
+        EXECUTE format('DROP INDEX IF EXISTS %I.%I', graph_name, 'Message_namespace');
         IF NOT agefacts.relation_exists(graph_name, 'Message_at') THEN
             EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON %I.%I (agefacts.message_namespace(properties), '
                            'agefacts.message_at(properties))', 'Message_at', graph_name, 'Message');
@@ -154,13 +172,9 @@ LANGUAGE sql STABLE PARALLEL SAFE AS $fn$
            ag_catalog.agtype_object_field_text(p, 'text')
 $fn$;
 
--- A message's key, as agefacts.keys.message_key makes it (a test holds the two equal): the
--- search reaches the turns after a found message through the key index.
-CREATE OR REPLACE FUNCTION agefacts.message_key(ns text, conversation text, ordinal bigint)
-RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
-    SELECT 'msg:' || agefacts.key_space(ns) || left(encode(sha256(convert_to(
-        '[' || to_json(ns)::text || ',' || to_json(conversation)::text || ',' || ordinal::text || ']', 'UTF8')), 'hex'), 32)
-$fn$;
+-- The search reached the turns around a message by their keys, made here as agefacts makes
+-- them; it reaches them by their place now (Message_place).
+DROP FUNCTION IF EXISTS agefacts.message_key(text, text, bigint);
 
 -- The k messages that best match a question's words, best first, with each one's BM25 score,
 -- the question's words it says, and those said in the turns it replies to. Rarity is counted
@@ -252,17 +266,27 @@ BEGIN
     -- messages by the index, nothing made again), and each word's rarity is counted from all
     -- of its messages, as if all were scored. At 29,410 messages in a namespace this halved
     -- the search's time; LoCoMo's recall did not change.
-    EXECUTE format('SELECT count(*) FROM (SELECT 1 FROM %I.%I m WHERE agefacts.message_words(m.properties) @@ $1 '
-                   'AND ($3::text IS NULL OR agefacts.message_namespace(m.properties) = $3::text) LIMIT $2) x',
-                   graph_name, 'Message') INTO many USING query, scored + 1, ns;
-    IF many > scored AND cardinality(sought) > 0 THEN
+    -- The words index answers for the namespace too (its word is in the query): a message's
+    -- namespace is read again only to check, after it (OFFSET 0 keeps the planner from
+    -- reading the namespace's messages by its btree and making every one's words again, 16
+    -- ms at 590 messages where the words index takes 1). Those found are what is scored,
+    -- unless there are too many.
+    EXECUTE format('SELECT coalesce(array_agg(x.id), ''{}'') FROM (SELECT m.id FROM (SELECT m.id, m.properties FROM %I.%I m '
+                   'WHERE agefacts.message_words(m.properties) @@ $1 OFFSET 0) m '
+                   'WHERE $3::text IS NULL OR agefacts.message_namespace(m.properties) = $3::text LIMIT $2) x',
+                   graph_name, 'Message') INTO chosen USING query, scored + 1, ns;
+    many := cardinality(chosen);
+    IF many <= scored THEN
+        found_where := 'm.id = ANY ($10)';
+    ELSIF cardinality(sought) > 0 THEN
         wordq := CASE WHEN ns IS NULL THEN NULL ELSE ('ns' || md5(ns))::tsquery END;
         EXECUTE format($q$
             WITH per AS (
-                SELECT w.w, ARRAY(SELECT m.id FROM %1$I.%2$I m
-                                  WHERE agefacts.message_words(m.properties)
-                                        @@ (CASE WHEN $2::tsquery IS NULL THEN w.q ELSE w.q && $2::tsquery END)
-                                    AND ($5::text IS NULL OR agefacts.message_namespace(m.properties) = $5::text)) AS ids
+                SELECT w.w, ARRAY(SELECT m.id FROM (SELECT m.id, m.properties FROM %1$I.%2$I m
+                                                    WHERE agefacts.message_words(m.properties)
+                                                          @@ (CASE WHEN $2::tsquery IS NULL THEN w.q ELSE w.q && $2::tsquery END)
+                                                    OFFSET 0) m
+                                  WHERE $5::text IS NULL OR agefacts.message_namespace(m.properties) = $5::text) AS ids
                 FROM (SELECT x AS w, ('''' || replace(x, '''', '''''') || '''')::tsquery AS q
                       FROM unnest($1::text[]) x) w
             ),
@@ -328,8 +352,9 @@ BEGIN
                         THEN agefacts.message_words(v.properties) END AS words
             FROM near n CROSS JOIN LATERAL (
                 SELECT v.id, v.properties FROM %1$I.%2$I v
-                WHERE ag_catalog.agtype_access_operator(v.properties, '"k"'::ag_catalog.agtype)
-                      = agefacts.agtype_text(agefacts.message_key(n.ns, n.conv, n.ord))
+                WHERE agefacts.message_namespace(v.properties) = n.ns
+                  AND agefacts.message_conversation(v.properties) = n.conv
+                  AND agefacts.message_ordinal(v.properties) = n.ord
                 OFFSET 0) v
         ),
         cand AS (

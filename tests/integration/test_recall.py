@@ -192,22 +192,31 @@ def test_a_reply_is_found_by_what_it_replies_to(db, via):
     assert again[1]["around"] == [] and again[1]["words"] == ["gina", "purchas"]
 
 
-def test_the_database_makes_a_message_key_as_agefacts_does(db):
-    """The search finds the turns after a message by their keys, made in SQL: any namespace
-    and conversation text (quotes, backslashes, control characters, any script) gives the key
-    agefacts.keys.message_key gives."""
+def test_the_turns_around_a_message_are_found_by_their_place_whatever_its_names(db):
+    """The search reaches the turns around a message found by their place (namespace,
+    conversation and ordinal, as the index holds them): any namespace and conversation text
+    (quotes, backslashes, control characters, any script) and any ordinal reach them, and never
+    a turn of another conversation."""
     from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
 
-    from agefacts.keys import message_key
+    text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), min_size=1, max_size=12)
 
-    text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), min_size=1, max_size=20)
-
-    @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-    @given(text, text, st.integers(min_value=0, max_value=10**12))
-    def check(ns: str, conv: str, ordinal: int) -> None:
-        got = db._run("SELECT agefacts.message_key(%s, %s, %s)", (ns, conv, ordinal))[0][0]
-        assert got == message_key(ns, conv, ordinal)
+    @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(text, text, st.integers(min_value=0, max_value=3))
+    def check(ns: str, conv: str, before: int) -> None:
+        filler = [{"speaker": "user", "text": "Hello there."}] * before
+        said = [
+            {"speaker": "user", "text": "Where did the heron go?"},
+            {"speaker": "assistant", "text": "It flew north."},
+        ]
+        _load(db, "bulk", conversation(conv, filler + said, namespace=ns))
+        _load(db, "bulk", conversation(conv + "2", said[1:], namespace=ns))  # said alone: nothing before it
+        got = run_named(db, "search_messages", {"namespace": ns, "question": "heron", "k": 10})
+        found = {(r[1], r[2]): (r[8], r[9]) for r in got.rows}
+        assert found[(conv, before)] == (["heron"], [])
+        assert found[(conv, before + 1)] == ([], ["heron"])  # the reply, by the turn before it
+        assert (conv + "2", 0) not in found
 
     check()
 
