@@ -147,6 +147,17 @@ def _clean(props: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in props.items() if v is not None}
 
 
+def _counts(conv: Conversation) -> dict[str, Any]:
+    """How many messages the conversation has, its speakers' names, and how many turns each
+    said (``turns``, in the names' order): a search weighs a word by how rare it is among a
+    namespace's messages and a speaker's name by how many turns are theirs, and summing these
+    per conversation is what keeps it from reading every message to count them
+    (docs/recall.md)."""
+    said = Counter(t.name for t in conv.turns if t.name is not None)
+    names = sorted(said)
+    return {"messages": len(conv.turns), "speakers": names, "turns": [said[n] for n in names]}
+
+
 def plan(
     conv: Conversation,
     result: ConversationResult,
@@ -179,7 +190,9 @@ def plan(
         k = edge_key(label, s, e, *extra)
         edges[k] = Edge(label, sl, s, el, e, k, _clean({"k": k, **props}))
 
-    add_vertex(Vertex("Conversation", ck, _clean({"k": ck, "namespace": ns, "id": cid, "title": conv.title})))
+    add_vertex(
+        Vertex("Conversation", ck, _clean({"k": ck, "namespace": ns, "id": cid, "title": conv.title, **_counts(conv)}))
+    )
     msg_keys: dict[int, str] = {}
     if first_at is _ALL:
         times = [t.at for t in conv.turns if t.at]

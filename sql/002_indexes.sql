@@ -68,6 +68,9 @@ BEGIN
     IF kind = 'v' AND label_name = 'Message' THEN
         PERFORM agefacts.index_messages(graph_name);  -- sql/003_search.sql
     END IF;
+    IF kind = 'v' AND label_name = 'Conversation' THEN
+        PERFORM agefacts.index_conversations(graph_name);  -- sql/003_search.sql
+    END IF;
     IF kind = 'n' AND NOT agefacts.relation_exists(graph_name, 'n_' || md5(label_name)) THEN
         BEGIN
             EXECUTE format(

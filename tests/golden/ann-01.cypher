@@ -1,5 +1,5 @@
 // agefacts agefacts/0.4.0: namespace 'ann', conversation 'ann-01'
-MERGE (n:Conversation {k: 'conv:49915e0d7d4b402e6fbcfeb8415e5931e14f7be5252fc590'}) SET n.id = 'ann-01', n.namespace = 'ann', n.title = 'A new job'
+MERGE (n:Conversation {k: 'conv:49915e0d7d4b402e6fbcfeb8415e5931e14f7be5252fc590'}) SET n.id = 'ann-01', n.messages = 3, n.namespace = 'ann', n.speakers = [], n.title = 'A new job', n.turns = []
 MERGE (n:Message {k: 'msg:49915e0d7d4b402e27686cb0cfd7d9f5661ce597d5638c2d'}) SET n.at = '2026-11-01T09:31:10Z', n.conversation = 'ann-01', n.namespace = 'ann', n.ordinal = 2, n.speaker = 'user', n.text = 'Tom. He\'s been at Initech for six years, so it\'s a big change.'
 MERGE (n:Message {k: 'msg:49915e0d7d4b402e65872adafdee50108649882297cda989'}) SET n.at = '2026-11-01T09:30:04Z', n.conversation = 'ann-01', n.namespace = 'ann', n.ordinal = 1, n.speaker = 'assistant', n.text = 'That\'s wonderful news! What\'s his name?'
 MERGE (n:Message {k: 'msg:49915e0d7d4b402ebbc2ddbd6c9b92513eb348b45566cba6'}) SET n.at = '2026-11-01T09:30:00Z', n.conversation = 'ann-01', n.namespace = 'ann', n.ordinal = 0, n.speaker = 'user', n.text = 'My husband starts at Acme on Monday!'

@@ -1,5 +1,5 @@
 // agefacts agefacts/0.4.0: namespace 'ann', conversation 'ann-02'
-MERGE (n:Conversation {k: 'conv:49915e0d7d4b402e72a7a4b30a2d0546510bbb545e8334c9'}) SET n.id = 'ann-02', n.namespace = 'ann', n.title = 'Lisbon plans'
+MERGE (n:Conversation {k: 'conv:49915e0d7d4b402e72a7a4b30a2d0546510bbb545e8334c9'}) SET n.id = 'ann-02', n.messages = 2, n.namespace = 'ann', n.speakers = [], n.title = 'Lisbon plans', n.turns = []
 MERGE (n:Message {k: 'msg:49915e0d7d4b402e69294e7d1f85258ce2a61954bacac54c'}) SET n.at = '2026-11-08T18:02:03Z', n.conversation = 'ann-02', n.namespace = 'ann', n.ordinal = 1, n.speaker = 'assistant', n.text = 'Lisbon in May is lovely. Enjoy the pastéis de nata!'
 MERGE (n:Message {k: 'msg:49915e0d7d4b402ecd6a55bc73afdfba0bc2055d501c38fe'}) SET n.at = '2026-11-08T18:02:00Z', n.conversation = 'ann-02', n.namespace = 'ann', n.ordinal = 0, n.speaker = 'user', n.text = 'Tom’s first week at Acme went really well 😊 We’re going to Lisbon in May to celebrate 🎉'
 MERGE (n:Place {k: 'ent:49915e0d7d4b402e0ea77aac0e2f01b77cb4a5ee1e069e56'}) SET n.namespace = 'ann', n.type = 'Place'

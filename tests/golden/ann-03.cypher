@@ -1,5 +1,5 @@
 // agefacts agefacts/0.4.0: namespace 'ann', conversation 'ann-03'
-MERGE (n:Conversation {k: 'conv:49915e0d7d4b402e844f4688e8e4ed7df3ac17c67c4ee711'}) SET n.id = 'ann-03', n.namespace = 'ann', n.title = 'Thanks'
+MERGE (n:Conversation {k: 'conv:49915e0d7d4b402e844f4688e8e4ed7df3ac17c67c4ee711'}) SET n.id = 'ann-03', n.messages = 3, n.namespace = 'ann', n.speakers = [], n.title = 'Thanks', n.turns = []
 MERGE (n:Message {k: 'msg:49915e0d7d4b402e2fed114e3659d72833ee1ad74b58ee1f'}) SET n.at = '2026-11-10T08:00:30Z', n.conversation = 'ann-03', n.namespace = 'ann', n.ordinal = 2, n.speaker = 'user', n.text = 'Thanks, that worked!'
 MERGE (n:Message {k: 'msg:49915e0d7d4b402e9b9d2e86616cd10426136260cf38e624'}) SET n.at = '2026-11-10T08:00:02Z', n.conversation = 'ann-03', n.namespace = 'ann', n.ordinal = 1, n.speaker = 'assistant', n.text = 'Your dentist appointment is at 3pm today.'
 MERGE (n:Message {k: 'msg:49915e0d7d4b402eed8f31cb9b10790bf078ea7b214de7a7'}) SET n.at = '2026-11-10T08:00:00Z', n.conversation = 'ann-03', n.namespace = 'ann', n.ordinal = 0, n.speaker = 'user', n.text = 'Can you remind me what time the dentist is?'

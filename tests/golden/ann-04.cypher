@@ -1,5 +1,5 @@
 // agefacts agefacts/0.4.0: namespace 'ann', conversation 'ann-04'
-MERGE (n:Conversation {k: 'conv:49915e0d7d4b402ec529021eca02ee7efd5d68ffcc3a7f6c'}) SET n.id = 'ann-04', n.namespace = 'ann', n.title = 'Birthdays'
+MERGE (n:Conversation {k: 'conv:49915e0d7d4b402ec529021eca02ee7efd5d68ffcc3a7f6c'}) SET n.id = 'ann-04', n.messages = 1, n.namespace = 'ann', n.speakers = [], n.title = 'Birthdays', n.turns = []
 MERGE (n:Message {k: 'msg:49915e0d7d4b402e158bb545208789726f6e0d0a188a3e78'}) SET n.at = '2026-11-12T20:00:00Z', n.conversation = 'ann-04', n.namespace = 'ann', n.ordinal = 0, n.speaker = 'user', n.text = 'Tom\'s birthday is 14 March. If we ever have a daughter we\'d call her Maya.'
 MERGE (n:Person {k: 'ent:49915e0d7d4b402e3196e27e8f44b8fe3fb91bf92b1c1bd8'}) SET n.namespace = 'ann', n.resolution = 'resolved', n.role = 'user', n.type = 'Person'
 MERGE (n:Person {k: 'ent:49915e0d7d4b402e7fb08706572573a6303075299a4bcddd'}) SET n.namespace = 'ann', n.type = 'Person'

@@ -1,5 +1,5 @@
 // agefacts agefacts/0.4.0: namespace 'dan', conversation 'dan-01'
-MERGE (n:Conversation {k: 'conv:ec4f2dbb3b1400954ff8d4cf0e4e2b573ffcac93eda9e0f2'}) SET n.id = 'dan-01', n.namespace = 'dan', n.title = 'Work'
+MERGE (n:Conversation {k: 'conv:ec4f2dbb3b1400954ff8d4cf0e4e2b573ffcac93eda9e0f2'}) SET n.id = 'dan-01', n.messages = 1, n.namespace = 'dan', n.speakers = [], n.title = 'Work', n.turns = []
 MERGE (n:Message {k: 'msg:ec4f2dbb3b1400958ac6e77031b7575ce40b25450cfa31cd'}) SET n.at = '2025-11-20T14:00:00Z', n.conversation = 'dan-01', n.namespace = 'dan', n.ordinal = 0, n.speaker = 'user', n.text = 'I work at Acme as a data engineer.'
 MERGE (n:Person {k: 'ent:ec4f2dbb3b140095d693788a5f19cf7b6dcb38ec00e89fce'}) SET n.namespace = 'dan', n.resolution = 'resolved', n.role = 'user', n.type = 'Person'
 MERGE (n:Organization {k: 'ent:ec4f2dbb3b140095fa9fc16b3221ea28b804a1c0367b69a0'}) SET n.namespace = 'dan', n.type = 'Organization'

@@ -1,5 +1,5 @@
 // agefacts agefacts/0.4.0: namespace 'dan', conversation 'dan-02'
-MERGE (n:Conversation {k: 'conv:ec4f2dbb3b1400952321b809902cb73275be985632cb3c1a'}) SET n.id = 'dan-02', n.namespace = 'dan', n.title = 'New job'
+MERGE (n:Conversation {k: 'conv:ec4f2dbb3b1400952321b809902cb73275be985632cb3c1a'}) SET n.id = 'dan-02', n.messages = 1, n.namespace = 'dan', n.speakers = [], n.title = 'New job', n.turns = []
 MERGE (n:Message {k: 'msg:ec4f2dbb3b140095717b6ae3a7e7c080f309742bdd0e5b72'}) SET n.at = '2026-05-10T09:30:00Z', n.conversation = 'dan-02', n.namespace = 'dan', n.ordinal = 0, n.speaker = 'user', n.text = 'I left Acme in March. I\'ve been at Globex since April and it\'s much better.'
 MERGE (n:Organization {k: 'ent:ec4f2dbb3b140095776f9e2a583cb6ea2f91da54f90a7d9b'}) SET n.namespace = 'dan', n.type = 'Organization'
 MERGE (n:Person {k: 'ent:ec4f2dbb3b140095d693788a5f19cf7b6dcb38ec00e89fce'}) SET n.namespace = 'dan', n.resolution = 'resolved', n.role = 'user', n.type = 'Person'

@@ -1,5 +1,5 @@
 // agefacts agefacts/0.4.0: namespace 'hana', conversation 'hana-01'
-MERGE (n:Conversation {k: 'conv:599ba25a0d7c7d670de3a5a4480de5b8acdc263487611704'}) SET n.id = 'hana-01', n.namespace = 'hana', n.title = 'Kyoto'
+MERGE (n:Conversation {k: 'conv:599ba25a0d7c7d670de3a5a4480de5b8acdc263487611704'}) SET n.id = 'hana-01', n.messages = 1, n.namespace = 'hana', n.speakers = [], n.title = 'Kyoto', n.turns = []
 MERGE (n:Message {k: 'msg:599ba25a0d7c7d67e74b6b6b46a6322d60979a88fdf4c669'}) SET n.at = '2026-10-20T09:00:00Z', n.conversation = 'hana-01', n.namespace = 'hana', n.ordinal = 0, n.speaker = 'user', n.text = 'I live in Kyoto and work at the Kyoto National Museum.'
 MERGE (n:Person {k: 'ent:599ba25a0d7c7d6717c9ad81910e08b570608b793d66a8b7'}) SET n.namespace = 'hana', n.resolution = 'resolved', n.role = 'user', n.type = 'Person'
 MERGE (n:Place {k: 'ent:599ba25a0d7c7d67910d9399595b75695eb1bff2da6fe3bd'}) SET n.namespace = 'hana', n.type = 'Place'

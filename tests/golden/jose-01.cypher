@@ -1,5 +1,5 @@
 // agefacts agefacts/0.4.0: namespace 'jose', conversation 'jose-01'
-MERGE (n:Conversation {k: 'conv:1ec4ed037766aa18e16de867601e29395cb779a09c821666'}) SET n.id = 'jose-01', n.namespace = 'jose', n.title = 'Family in Spain'
+MERGE (n:Conversation {k: 'conv:1ec4ed037766aa18e16de867601e29395cb779a09c821666'}) SET n.id = 'jose-01', n.messages = 3, n.namespace = 'jose', n.speakers = [], n.title = 'Family in Spain', n.turns = []
 MERGE (n:Message {k: 'msg:1ec4ed037766aa181b60eeee706799345824a45becdcd0e2'}) SET n.at = '2026-07-07T07:08:00Z', n.conversation = 'jose-01', n.namespace = 'jose', n.ordinal = 2, n.speaker = 'user', n.text = 'Every summer ☀️'
 MERGE (n:Message {k: 'msg:1ec4ed037766aa18a739d1537d6530f96bf47086f5124dfc'}) SET n.at = '2026-07-07T07:07:00Z', n.conversation = 'jose-01', n.namespace = 'jose', n.ordinal = 0, n.speaker = 'user', n.text = 'My sister Begoña lives in Logroño 🇪🇸 and her husband Søren is Danish.'
 MERGE (n:Message {k: 'msg:1ec4ed037766aa18f12a590c24bf38d97d412e0f663aa4aa'}) SET n.at = '2026-07-07T07:07:05Z', n.conversation = 'jose-01', n.namespace = 'jose', n.ordinal = 1, n.speaker = 'assistant', n.text = '¡Qué bien! Do you visit them often?'

@@ -1,5 +1,5 @@
 // agefacts agefacts/0.4.0: namespace 'kemal', conversation 'kemal-01'
-MERGE (n:Conversation {k: 'conv:b48a87db21aa4757df16ce8a1967d491571a9017912b96f4'}) SET n.id = 'kemal-01', n.namespace = 'kemal', n.title = 'Biscuit'
+MERGE (n:Conversation {k: 'conv:b48a87db21aa4757df16ce8a1967d491571a9017912b96f4'}) SET n.id = 'kemal-01', n.messages = 1, n.namespace = 'kemal', n.speakers = [], n.title = 'Biscuit', n.turns = []
 MERGE (n:Message {k: 'msg:b48a87db21aa4757b5f240f3f817a4aa0396cf972d1e7d08'}) SET n.at = '2026-05-05T17:00:00Z', n.conversation = 'kemal-01', n.namespace = 'kemal', n.ordinal = 0, n.speaker = 'user', n.text = 'We got a dog called Biscuit last week. It is a menace to my slippers.'
 MERGE (n:Activity {k: 'ent:b48a87db21aa4757f1df4c590c3c85faaee1c01a1e87c909'}) SET n.namespace = 'kemal', n.type = 'Activity'
 MERGE (n:Person {k: 'ent:b48a87db21aa4757f639010b6ec5ed7e89dc8753e8f12516'}) SET n.namespace = 'kemal', n.resolution = 'resolved', n.role = 'user', n.type = 'Person'

@@ -1,5 +1,5 @@
 // agefacts agefacts/0.4.0: namespace 'lukas', conversation 'lukas-01'
-MERGE (n:Conversation {k: 'conv:2b2ff63949b46caa5afc94ef512a35f6b0e0ab32c2abefae'}) SET n.id = 'lukas-01', n.namespace = 'lukas', n.title = 'Work rumours'
+MERGE (n:Conversation {k: 'conv:2b2ff63949b46caa5afc94ef512a35f6b0e0ab32c2abefae'}) SET n.id = 'lukas-01', n.messages = 1, n.namespace = 'lukas', n.speakers = [], n.title = 'Work rumours', n.turns = []
 MERGE (n:Message {k: 'msg:2b2ff63949b46caa29d3e5b80b22df262e22dffd22c502b3'}) SET n.at = '2026-06-20T16:30:00Z', n.conversation = 'lukas-01', n.namespace = 'lukas', n.ordinal = 0, n.speaker = 'user', n.text = 'I work at Siemens in Erlangen. My boss said the whole team is moving to Munich.'
 MERGE (n:Place {k: 'ent:2b2ff63949b46caa17941398e3ebab9ce1c73e114d3065b9'}) SET n.namespace = 'lukas', n.type = 'Place'
 MERGE (n:Person {k: 'ent:2b2ff63949b46caa1bb93081b29bf56de078276cc3f0257c'}) SET n.namespace = 'lukas', n.resolution = 'resolved', n.role = 'user', n.type = 'Person'

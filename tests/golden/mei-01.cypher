@@ -1,5 +1,5 @@
 // agefacts agefacts/0.4.0: namespace 'mei', conversation 'mei-01'
-MERGE (n:Conversation {k: 'conv:7717a57ec3d7fb939ce41e317a74a3cf52d4e0c18d5ab8ba'}) SET n.id = 'mei-01', n.namespace = 'mei', n.title = 'Food'
+MERGE (n:Conversation {k: 'conv:7717a57ec3d7fb939ce41e317a74a3cf52d4e0c18d5ab8ba'}) SET n.id = 'mei-01', n.messages = 2, n.namespace = 'mei', n.speakers = [], n.title = 'Food', n.turns = []
 MERGE (n:Message {k: 'msg:7717a57ec3d7fb93a7a00b9b705858847b4daf5ce651c2c9'}) SET n.at = '2026-09-02T12:00:00Z', n.conversation = 'mei-01', n.namespace = 'mei', n.ordinal = 0, n.speaker = 'user', n.text = 'I\'m not allergic to peanuts, people always assume that. I am allergic to shellfish though.'
 MERGE (n:Message {k: 'msg:7717a57ec3d7fb93bd7e0143ef1409c969976ac28105ccbd'}) SET n.at = '2026-09-02T12:00:04Z', n.conversation = 'mei-01', n.namespace = 'mei', n.ordinal = 1, n.speaker = 'assistant', n.text = 'Noted, no shellfish. Anything else I should know?'
 MERGE (n:Person {k: 'ent:7717a57ec3d7fb93ac7330eddf28165f1cd8e51d41a789c6'}) SET n.namespace = 'mei', n.resolution = 'resolved', n.role = 'user', n.type = 'Person'

@@ -1,5 +1,5 @@
 // agefacts agefacts/0.4.0: namespace 'mei', conversation 'mei-02'
-MERGE (n:Conversation {k: 'conv:7717a57ec3d7fb932527d6a0f1f543c1e067bc1bb7633c33'}) SET n.id = 'mei-02', n.namespace = 'mei', n.title = 'My sister'
+MERGE (n:Conversation {k: 'conv:7717a57ec3d7fb932527d6a0f1f543c1e067bc1bb7633c33'}) SET n.id = 'mei-02', n.messages = 1, n.namespace = 'mei', n.speakers = [], n.title = 'My sister', n.turns = []
 MERGE (n:Message {k: 'msg:7717a57ec3d7fb93bcd06a8baced2c57e2717fcf6e340c4c'}) SET n.at = '2026-09-10T08:45:00Z', n.conversation = 'mei-02', n.namespace = 'mei', n.ordinal = 0, n.speaker = 'user', n.text = 'My sister Lin is a nurse in Shanghai. I think she might move to Osaka next year.'
 MERGE (n:Person {k: 'ent:7717a57ec3d7fb931b2495165dfd7e2c66c5ed5f7e64f7de'}) SET n.namespace = 'mei', n.type = 'Person'
 MERGE (n:Place {k: 'ent:7717a57ec3d7fb93293d9481b91787db7a9365db67d3f8bb'}) SET n.namespace = 'mei', n.type = 'Place'

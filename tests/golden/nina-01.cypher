@@ -1,5 +1,5 @@
 // agefacts agefacts/0.4.0: namespace 'nina', conversation 'nina-01'
-MERGE (n:Conversation {k: 'conv:a5c299e2fdd2186921b1ea29651332714bd07c34d27b0074'}) SET n.id = 'nina-01', n.namespace = 'nina', n.title = 'Lyon'
+MERGE (n:Conversation {k: 'conv:a5c299e2fdd2186921b1ea29651332714bd07c34d27b0074'}) SET n.id = 'nina-01', n.messages = 1, n.namespace = 'nina', n.speakers = [], n.title = 'Lyon', n.turns = []
 MERGE (n:Message {k: 'msg:a5c299e2fdd21869202ea01b676d5361177c36f8c3c6c2e2'}) SET n.at = '2024-01-15T10:00:00Z', n.conversation = 'nina-01', n.namespace = 'nina', n.ordinal = 0, n.speaker = 'user', n.text = 'I live in Lyon, near the Croix-Rousse.'
 MERGE (n:Place {k: 'ent:a5c299e2fdd2186917d8b948b5c7f8b9aff5305719fcab59'}) SET n.namespace = 'nina', n.type = 'Place'
 MERGE (n:Person {k: 'ent:a5c299e2fdd21869b211dcd48d188e780c7786a18335bd73'}) SET n.namespace = 'nina', n.resolution = 'resolved', n.role = 'user', n.type = 'Person'

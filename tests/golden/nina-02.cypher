@@ -1,5 +1,5 @@
 // agefacts agefacts/0.4.0: namespace 'nina', conversation 'nina-02'
-MERGE (n:Conversation {k: 'conv:a5c299e2fdd2186960a9a82eb340bd92c60c6eb37e56c74b'}) SET n.id = 'nina-02', n.namespace = 'nina', n.title = 'Oslo'
+MERGE (n:Conversation {k: 'conv:a5c299e2fdd2186960a9a82eb340bd92c60c6eb37e56c74b'}) SET n.id = 'nina-02', n.messages = 1, n.namespace = 'nina', n.speakers = [], n.title = 'Oslo', n.turns = []
 MERGE (n:Message {k: 'msg:a5c299e2fdd218697bb45b48f7846b741a7b2c2bd4ba11b4'}) SET n.at = '2024-07-02T09:00:00Z', n.conversation = 'nina-02', n.namespace = 'nina', n.ordinal = 0, n.speaker = 'user', n.text = 'We moved to Oslo in June, I\'m still unpacking boxes.'
 MERGE (n:Place {k: 'ent:a5c299e2fdd218693e5bcfedcfe367d977c8095d3e18e774'}) SET n.namespace = 'nina', n.type = 'Place'
 MERGE (n:Person {k: 'ent:a5c299e2fdd21869b211dcd48d188e780c7786a18335bd73'}) SET n.namespace = 'nina', n.resolution = 'resolved', n.role = 'user', n.type = 'Person'

@@ -1,5 +1,5 @@
 // agefacts agefacts/0.4.0: namespace 'nina', conversation 'nina-03'
-MERGE (n:Conversation {k: 'conv:a5c299e2fdd21869a771d146eecd55225ef483cfb0435edf'}) SET n.id = 'nina-03', n.namespace = 'nina', n.title = 'Bergen'
+MERGE (n:Conversation {k: 'conv:a5c299e2fdd21869a771d146eecd55225ef483cfb0435edf'}) SET n.id = 'nina-03', n.messages = 1, n.namespace = 'nina', n.speakers = [], n.title = 'Bergen', n.turns = []
 MERGE (n:Message {k: 'msg:a5c299e2fdd21869e5f7d5cc16232db30ec1fc5bc57d19b8'}) SET n.at = '2025-03-10T18:00:00Z', n.conversation = 'nina-03', n.namespace = 'nina', n.ordinal = 0, n.speaker = 'user', n.text = 'We moved again! Bergen this time, since March 1st.'
 MERGE (n:Place {k: 'ent:a5c299e2fdd2186935c8bac52c8a902e1233dcf4164e2c99'}) SET n.namespace = 'nina', n.type = 'Place'
 MERGE (n:Person {k: 'ent:a5c299e2fdd21869b211dcd48d188e780c7786a18335bd73'}) SET n.namespace = 'nina', n.resolution = 'resolved', n.role = 'user', n.type = 'Person'

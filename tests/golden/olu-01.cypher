@@ -1,5 +1,5 @@
 // agefacts agefacts/0.4.0: namespace 'olu', conversation 'olu-01'
-MERGE (n:Conversation {k: 'conv:10b954888b779763dfb3c743c536cfff21bab610f092ea70'}) SET n.id = 'olu-01', n.namespace = 'olu', n.title = 'Favourites'
+MERGE (n:Conversation {k: 'conv:10b954888b779763dfb3c743c536cfff21bab610f092ea70'}) SET n.id = 'olu-01', n.messages = 1, n.namespace = 'olu', n.speakers = [], n.title = 'Favourites', n.turns = []
 MERGE (n:Message {k: 'msg:10b954888b7797635163339b9845017dcb6718de34b7307e'}) SET n.at = '2026-08-01T12:30:00Z', n.conversation = 'olu-01', n.namespace = 'olu', n.ordinal = 0, n.speaker = 'user', n.text = 'Jollof rice is my favourite food and my favourite colour is green.'
 MERGE (n:Activity {k: 'ent:10b954888b779763da68e063bc7767968a6ba7c9f2187ba3'}) SET n.namespace = 'olu', n.type = 'Activity'
 MERGE (n:Person {k: 'ent:10b954888b779763ee208f84996c98c08ef05dc0d92447f5'}) SET n.namespace = 'olu', n.resolution = 'resolved', n.role = 'user', n.type = 'Person'

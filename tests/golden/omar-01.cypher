@@ -1,5 +1,5 @@
 // agefacts agefacts/0.4.0: namespace 'omar', conversation 'omar-01'
-MERGE (n:Conversation {k: 'conv:21297e6e966afbd0978a7cd566eb27ce123166f361585d1e'}) SET n.id = 'omar-01', n.namespace = 'omar', n.title = 'Where I live'
+MERGE (n:Conversation {k: 'conv:21297e6e966afbd0978a7cd566eb27ce123166f361585d1e'}) SET n.id = 'omar-01', n.messages = 3, n.namespace = 'omar', n.speakers = [], n.title = 'Where I live', n.turns = []
 MERGE (n:Message {k: 'msg:21297e6e966afbd06953941f7e4b4b95c32cb6e8a97e4390'}) SET n.at = '2026-01-15T20:00:00Z', n.conversation = 'omar-01', n.namespace = 'omar', n.ordinal = 0, n.speaker = 'user', n.text = 'I used to live in Amman, but these days I live in Berlin.'
 MERGE (n:Message {k: 'msg:21297e6e966afbd071f6dcb723b2ca5f6ad6eeab304849e5'}) SET n.at = '2026-01-15T20:00:03Z', n.conversation = 'omar-01', n.namespace = 'omar', n.ordinal = 1, n.speaker = 'assistant', n.text = 'How do you find Berlin compared to Amman?'
 MERGE (n:Message {k: 'msg:21297e6e966afbd09ace49868e5a8639f3ea667221199734'}) SET n.at = '2026-01-15T20:01:00Z', n.conversation = 'omar-01', n.namespace = 'omar', n.ordinal = 2, n.speaker = 'user', n.text = 'Colder! But I love it here.'

@@ -1,5 +1,5 @@
 // agefacts agefacts/0.4.0: namespace 'omar', conversation 'omar-02'
-MERGE (n:Conversation {k: 'conv:21297e6e966afbd05c423f3ac9546ff91a123d339316a202'}) SET n.id = 'omar-02', n.namespace = 'omar', n.title = 'Moving day'
+MERGE (n:Conversation {k: 'conv:21297e6e966afbd05c423f3ac9546ff91a123d339316a202'}) SET n.id = 'omar-02', n.messages = 3, n.namespace = 'omar', n.speakers = [], n.title = 'Moving day', n.turns = []
 MERGE (n:Message {k: 'msg:21297e6e966afbd070536406e953d40221e245f44e865c7e'}) SET n.at = '2026-11-03T11:20:05Z', n.conversation = 'omar-02', n.namespace = 'omar', n.ordinal = 1, n.speaker = 'assistant', n.text = 'Congratulations to you both! What\'s your wife called?'
 MERGE (n:Message {k: 'msg:21297e6e966afbd0975a80044648f689fd4a17e1a81f2ec1'}) SET n.at = '2026-11-03T11:21:00Z', n.conversation = 'omar-02', n.namespace = 'omar', n.ordinal = 2, n.speaker = 'user', n.text = 'Her name is Rania.'
 MERGE (n:Message {k: 'msg:21297e6e966afbd09806e98b959b11b8c88d9f6eea0721de'}) SET n.at = '2026-11-03T11:20:00Z', n.conversation = 'omar-02', n.namespace = 'omar', n.ordinal = 0, n.speaker = 'user', n.text = 'Big news: we moved to Hamburg last month, my wife got a job at the port authority.'

@@ -1,5 +1,5 @@
 // agefacts agefacts/0.4.0: namespace 'omar', conversation 'omar-03'
-MERGE (n:Conversation {k: 'conv:21297e6e966afbd00c1063cb37e48b0db78b289ab52ff860'}) SET n.id = 'omar-03', n.namespace = 'omar', n.title = 'Back to Berlin'
+MERGE (n:Conversation {k: 'conv:21297e6e966afbd00c1063cb37e48b0db78b289ab52ff860'}) SET n.id = 'omar-03', n.messages = 1, n.namespace = 'omar', n.speakers = [], n.title = 'Back to Berlin', n.turns = []
 MERGE (n:Message {k: 'msg:21297e6e966afbd024b97aa80ff9cadb4b90f440a01963bf'}) SET n.at = '2026-11-20T10:00:00Z', n.conversation = 'omar-03', n.namespace = 'omar', n.ordinal = 0, n.speaker = 'user', n.text = 'I don\'t live in Hamburg any more, we\'re back in Berlin since last week.'
 MERGE (n:Person {k: 'ent:21297e6e966afbd03a3248cb32737f9fef85f0196c35fd05'}) SET n.namespace = 'omar', n.resolution = 'resolved', n.role = 'user', n.type = 'Person'
 MERGE (n:Place {k: 'ent:21297e6e966afbd0c4341837844cac8d4165a454837f46f3'}) SET n.namespace = 'omar', n.type = 'Place'

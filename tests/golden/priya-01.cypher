@@ -1,5 +1,5 @@
 // agefacts agefacts/0.4.0: namespace 'priya', conversation 'priya-01'
-MERGE (n:Conversation {k: 'conv:44bcff24eb6751fdc88b60658b17ff30bc9948cea4fc34ee'}) SET n.id = 'priya-01', n.namespace = 'priya', n.title = 'Languages'
+MERGE (n:Conversation {k: 'conv:44bcff24eb6751fdc88b60658b17ff30bc9948cea4fc34ee'}) SET n.id = 'priya-01', n.messages = 1, n.namespace = 'priya', n.speakers = [], n.title = 'Languages', n.turns = []
 MERGE (n:Message {k: 'msg:44bcff24eb6751fd6752a9cde42abf3cc42175b413e219bc'}) SET n.at = '2026-02-14T13:00:00Z', n.conversation = 'priya-01', n.namespace = 'priya', n.ordinal = 0, n.speaker = 'user', n.text = 'I speak Tamil at home and English at work.'
 MERGE (n:Person {k: 'ent:44bcff24eb6751fdab20d2f9a8e5e3bc497f330543ee00e3'}) SET n.namespace = 'priya', n.resolution = 'resolved', n.role = 'user', n.type = 'Person'
 MERGE (n:Statement {k: 'stmt:44bcff24eb6751fdc261938c0af21669ff653a91556fef57'}) SET n.namespace = 'priya', n.predicate = 'speaks', n.value = 'Tamil'

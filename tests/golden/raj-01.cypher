@@ -1,5 +1,5 @@
 // agefacts agefacts/0.4.0: namespace 'raj', conversation 'raj-01'
-MERGE (n:Conversation {k: 'conv:2c3827a002d7a48c5410410bcfde5958bd35af8afe3a3c87'}) SET n.id = 'raj-01', n.namespace = 'raj', n.title = 'Going back to school'
+MERGE (n:Conversation {k: 'conv:2c3827a002d7a48c5410410bcfde5958bd35af8afe3a3c87'}) SET n.id = 'raj-01', n.messages = 3, n.namespace = 'raj', n.speakers = [], n.title = 'Going back to school', n.turns = []
 MERGE (n:Message {k: 'msg:2c3827a002d7a48c7999a27d89b9d5c674c00a2ac93a81e5'}) SET n.at = '2027-02-11T10:01:00Z', n.conversation = 'raj-01', n.namespace = 'raj', n.ordinal = 2, n.speaker = 'user', n.text = 'Probably climate science, not sure yet.'
 MERGE (n:Message {k: 'msg:2c3827a002d7a48c8076211b163882c853473e3a550f09e5'}) SET n.at = '2027-02-11T10:00:00Z', n.conversation = 'raj-01', n.namespace = 'raj', n.ordinal = 0, n.speaker = 'user', n.text = 'I\'m starting a master\'s at Imperial College in September.'
 MERGE (n:Message {k: 'msg:2c3827a002d7a48cda309207e49ad59d420ca762cf8288f3'}) SET n.at = '2027-02-11T10:00:03Z', n.conversation = 'raj-01', n.namespace = 'raj', n.ordinal = 1, n.speaker = 'assistant', n.text = 'Exciting! What will you study?'

@@ -1,5 +1,5 @@
 // agefacts agefacts/0.4.0: namespace 'sofia', conversation 'sofia-01'
-MERGE (n:Conversation {k: 'conv:86846e84f9bfb20596b493167c204aa0d5ffc393c652ee0f'}) SET n.id = 'sofia-01', n.namespace = 'sofia', n.title = 'Pottery'
+MERGE (n:Conversation {k: 'conv:86846e84f9bfb20596b493167c204aa0d5ffc393c652ee0f'}) SET n.id = 'sofia-01', n.messages = 1, n.namespace = 'sofia', n.speakers = [], n.title = 'Pottery', n.turns = []
 MERGE (n:Message {k: 'msg:86846e84f9bfb2057635b68827f3cde0bcf26f57532c218a'}) SET n.at = '2026-03-03T19:10:00Z', n.conversation = 'sofia-01', n.namespace = 'sofia', n.ordinal = 0, n.speaker = 'user', n.text = 'I do pottery every Tuesday evening at the community studio.'
 MERGE (n:Activity {k: 'ent:86846e84f9bfb2050dc58de9414bd6e6f2451268d7eb410a'}) SET n.namespace = 'sofia', n.type = 'Activity'
 MERGE (n:Place {k: 'ent:86846e84f9bfb20530556ede57e22636504df06b0dd7f910'}) SET n.namespace = 'sofia', n.type = 'Place'

@@ -1,5 +1,5 @@
 // agefacts agefacts/0.4.0: namespace 'sofia', conversation 'sofia-02'
-MERGE (n:Conversation {k: 'conv:86846e84f9bfb20581dfba98eed96f183d629e0e787c4af6'}) SET n.id = 'sofia-02', n.namespace = 'sofia', n.title = 'Spanish class'
+MERGE (n:Conversation {k: 'conv:86846e84f9bfb20581dfba98eed96f183d629e0e787c4af6'}) SET n.id = 'sofia-02', n.messages = 1, n.namespace = 'sofia', n.speakers = [], n.title = 'Spanish class', n.turns = []
 MERGE (n:Message {k: 'msg:86846e84f9bfb205d4e8ae397df8862eef8d7aa2420548fa'}) SET n.at = '2026-03-05T12:00:00Z', n.conversation = 'sofia-02', n.namespace = 'sofia', n.ordinal = 0, n.speaker = 'user', n.text = 'Starting next week my Spanish class is on Mondays and Wednesdays at 7pm.'
 MERGE (n:Activity {k: 'ent:86846e84f9bfb205100d05a55c783405131b3a91d5eff2c8'}) SET n.namespace = 'sofia', n.type = 'Activity'
 MERGE (n:Person {k: 'ent:86846e84f9bfb205b82fb2674941b3e95eba13c203b46452'}) SET n.namespace = 'sofia', n.resolution = 'resolved', n.role = 'user', n.type = 'Person'

@@ -1,5 +1,5 @@
 // agefacts agefacts/0.4.0: namespace 'tess', conversation 'tess-01'
-MERGE (n:Conversation {k: 'conv:7134aac53eddcc48b5187931f907b17b406d3aebe0a1fee5'}) SET n.id = 'tess-01', n.namespace = 'tess', n.title = 'A wedding'
+MERGE (n:Conversation {k: 'conv:7134aac53eddcc48b5187931f907b17b406d3aebe0a1fee5'}) SET n.id = 'tess-01', n.messages = 3, n.namespace = 'tess', n.speakers = [], n.title = 'A wedding', n.turns = []
 MERGE (n:Message {k: 'msg:7134aac53eddcc4808f6284ae4b6b914768aa3540ebc5a18'}) SET n.at = '2027-01-09T19:00:04Z', n.conversation = 'tess-01', n.namespace = 'tess', n.ordinal = 1, n.speaker = 'assistant', n.text = 'How lovely! Who\'s getting married?'
 MERGE (n:Message {k: 'msg:7134aac53eddcc485a7693bd8b50d08cb90799ee46fd4546'}) SET n.at = '2027-01-09T19:01:00Z', n.conversation = 'tess-01', n.namespace = 'tess', n.ordinal = 2, n.speaker = 'user', n.text = 'Haha, I\'ll tell you later 😄'
 MERGE (n:Message {k: 'msg:7134aac53eddcc48ff7e2b075ea1af336a95a892df4a9989'}) SET n.at = '2027-01-09T19:00:00Z', n.conversation = 'tess-01', n.namespace = 'tess', n.ordinal = 0, n.speaker = 'user', n.text = 'A friend from work invited me to her wedding in June!'

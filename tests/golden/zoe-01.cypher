@@ -1,5 +1,5 @@
 // agefacts agefacts/0.4.0: namespace 'zoe', conversation 'zoe-01'
-MERGE (n:Conversation {k: 'conv:9d017e2681b7f3174c86c5d95780de0c0b6aad2bb3828155'}) SET n.id = 'zoe-01', n.namespace = 'zoe', n.title = 'Book club'
+MERGE (n:Conversation {k: 'conv:9d017e2681b7f3174c86c5d95780de0c0b6aad2bb3828155'}) SET n.id = 'zoe-01', n.messages = 1, n.namespace = 'zoe', n.speakers = [], n.title = 'Book club', n.turns = []
 MERGE (n:Message {k: 'msg:9d017e2681b7f3175839bb904055cfb1a4657df95ae3b8c6'}) SET n.at = '2026-04-01T21:00:00Z', n.conversation = 'zoe-01', n.namespace = 'zoe', n.ordinal = 0, n.speaker = 'user', n.text = 'My book club – “The Page Turners” – meets at Zoë’s flat… we’re reading “Piranesi”.'
 MERGE (n:Activity {k: 'ent:9d017e2681b7f3174cd732f84b7232f806b799667729491a'}) SET n.namespace = 'zoe', n.type = 'Activity'
 MERGE (n:Person {k: 'ent:9d017e2681b7f317775e88871c255eb1763109ffaba70002'}) SET n.namespace = 'zoe', n.resolution = 'resolved', n.role = 'user', n.type = 'Person'

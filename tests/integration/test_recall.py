@@ -16,7 +16,7 @@ from agefacts.named import run_named
 from agefacts.recall import BM25, read_questions, score
 from agefacts.retrieve import about, ask
 
-from ..helpers import ONTO, VIAS, conversation
+from ..helpers import ONTO, VIAS, conversation, fuzz
 
 # Two people talk; "user" is Jon and "assistant" is Gina, as a converted dialogue names them.
 JON_GINA = [
@@ -222,7 +222,7 @@ def test_the_turns_around_a_message_are_found_by_their_place_whatever_its_names(
 
 
 def test_a_search_over_many_messages_scores_those_with_the_rarest_words_as_all_would_be_scored(db):
-    """Where the question's words are said in more messages than are scored (400), those that
+    """Where the question's words are said in more messages than are scored (here 400), those that
     say its rarest words are scored, and each word counts as rare as it is among all of them:
     the messages found, in the same order, are those of scoring every message."""
     turns = [{"speaker": "user", "text": f"The weather talk number {i} again."} for i in range(430)]
@@ -365,6 +365,77 @@ def test_a_graph_made_before_gets_the_short_pending_list_when_agefacts_sets_up(d
             (graph_name,),
         )
         assert options[0][0] == ["gin_pending_list_limit=64"]
+
+
+def _counted(db: Database, ns: str | None, asked: list[str] | None = None) -> dict[str | None, float]:
+    rows = db.execute("SELECT name, n FROM agefacts.speaker_counts(%s, %s, %s)", (db.graph, ns, asked))
+    return {name: n for name, n in rows}
+
+
+def _scanned(db: Database, ns: str | None) -> dict[str | None, float]:
+    rows = db.execute(
+        "SELECT ag_catalog.agtype_object_field_text(m.properties, 'name'), count(*)::double precision "
+        f'FROM "{db.graph}"."Message" m '
+        "WHERE %s::text IS NULL OR ag_catalog.agtype_object_field_text(m.properties, 'namespace') = %s::text GROUP BY 1",
+        (ns, ns),
+    )
+    return {name: n for name, n in rows}
+
+
+def _named_turns(names: list[str | None], text: str) -> list[dict]:
+    def turn(i: int, name: str | None) -> dict:
+        said = {"speaker": "user" if i % 2 == 0 else "assistant", "text": f"{text} {i}"}
+        if i % 2 == 0:
+            said["recorded"] = {"entities": [], "statements": [], "followups": []}
+        return said if name is None else {**said, "name": name}
+
+    return [turn(i, n) for i, n in enumerate(names)]
+
+
+def test_a_namespaces_speakers_are_counted_from_its_conversations_as_its_messages_say(db, dsn, graph_name):
+    """A search weighs a word by how rare it is among the namespace's messages and a name by
+    how many turns are that person's: counted from each conversation's counts, not by reading
+    every message. Generated conversations, loaded by either path, replaced, appended to and
+    forgotten, give the counts their messages give, in their namespace and in all."""
+    from hypothesis import given
+    from hypothesis import strategies as st
+
+    from agefacts import Memory
+
+    names = st.sampled_from([None, "Gina", "Jon", "Zoë Ann", 'O\'Brien \\ "x"', "tab\there\u0001 [1], {}"])
+    conversations = st.lists(st.lists(names, min_size=1, max_size=6), min_size=1, max_size=3)
+    counter = iter(range(10**6))
+
+    @fuzz(20)
+    @given(conversations, st.sampled_from(VIAS), st.lists(names, max_size=3), st.booleans(), st.booleans())
+    def check(convs, via, added, replace, forget) -> None:
+        ns = f"sc{next(counter)}"
+        _load(db, via, *(conversation(f"c{i}", _named_turns(t, "hello"), namespace=ns) for i, t in enumerate(convs)))
+        if replace:
+            _load(db, via, conversation("c0", _named_turns(convs[0][:-1] or [None], "again"), namespace=ns))
+        if added:
+            turns = _named_turns(added, "added")
+            with Memory(dsn, graph_name, ontology=ONTO) as memory:
+                # the first add reads the conversation; the next appends to what it read
+                for part in (turns[:1], turns[1:2], turns[2:]):
+                    if part:
+                        memory.add(part, namespace=ns, conversation="c1")
+        if forget:
+            Loader(db, ONTO, via=via).forget(ns, ["c0"])
+        uncounted = db.cypher("MATCH (c:Conversation) WHERE c.messages IS NULL RETURN count(c)").rows
+        assert uncounted == [(0,)]  # so the counts are the conversations', not the messages'
+        assert _counted(db, ns) == _scanned(db, ns)
+        assert _counted(db, None) == _scanned(db, None)
+        # Asked for the names a question says ("gina", "ann"), the rest counted as one.
+        every = _scanned(db, ns)
+        some = {n: c for n, c in every.items() if n in ("Gina", "Zoë Ann")}
+        rest = sum(every.values()) - sum(some.values())
+        assert _counted(db, ns, ["ann", "gina", "heron"]) == some | ({None: rest} if rest else {})
+
+    check()
+    # A conversation written before it carried its counts is counted by its messages.
+    db.cypher("MATCH (c:Conversation) WHERE c.id = 'c1' REMOVE c.messages")
+    assert _counted(db, None) == _scanned(db, None)
 
 
 def test_bm25_weighs_rarity_and_length():
