@@ -215,18 +215,46 @@ BEGIN
     IF NOT agefacts.relation_exists(graph_name, 'Message') THEN
         RETURN;
     END IF;
-    IF agefacts.relation_exists(graph_name, 'Conversation') THEN
-        EXECUTE format($q$
-            SELECT count(*) = 0 OR bool_or(l.uncounted), sum(l.n),
-                   coalesce(array_agg(l.speakers) FILTER (WHERE l.speakers IS NOT NULL), '{}')
-            FROM (SELECT ag_catalog.agtype_object_field_text(c.properties, 'speakers') AS speakers,
-                         bool_or(ag_catalog.agtype_object_field_text(c.properties, 'messages') IS NULL) AS uncounted,
-                         sum(ag_catalog.agtype_object_field_text(c.properties, 'messages')::double precision) AS n
-                  FROM %1$I.%2$I c
-                  WHERE $1::text IS NULL OR agefacts.message_namespace(c.properties) = $1::text
-                  GROUP BY 1) l
-        $q$, graph_name, 'Conversation') INTO uncounted, total, lists USING ns;
-    END IF;
+    BEGIN
+        IF agefacts.relation_exists(graph_name, 'Conversation') THEN
+            EXECUTE format($q$
+                SELECT count(*) = 0 OR bool_or(l.uncounted), sum(l.n),
+                       coalesce(array_agg(l.speakers) FILTER (WHERE l.speakers IS NOT NULL), '{}')
+                FROM (SELECT ag_catalog.agtype_object_field_text(c.properties, 'speakers') AS speakers,
+                             bool_or(ag_catalog.agtype_object_field_text(c.properties, 'messages') IS NULL) AS uncounted,
+                             sum(ag_catalog.agtype_object_field_text(c.properties, 'messages')::double precision) AS n
+                      FROM %1$I.%2$I c
+                      WHERE $1::text IS NULL OR agefacts.message_namespace(c.properties) = $1::text
+                      GROUP BY 1) l
+            $q$, graph_name, 'Conversation') INTO uncounted, total, lists USING ns;
+        END IF;
+        IF NOT uncounted THEN
+            SELECT coalesce(array_agg(DISTINCT s.name), '{}') INTO wanted
+            FROM unnest(lists) l CROSS JOIN LATERAL json_array_elements_text(l::json) s(name)
+            WHERE asked IS NULL
+               OR EXISTS (SELECT 1 FROM unnest(to_tsvector('english'::regconfig, s.name)) t WHERE t.lexeme = ANY (asked));
+            IF cardinality(wanted) > 0 THEN
+                EXECUTE format($q$
+                    SELECT coalesce(array_agg(x.name ORDER BY x.name), '{}'), coalesce(array_agg(x.n ORDER BY x.name), '{}')
+                    FROM (SELECT s.name, sum(t.n::double precision) AS n
+                          FROM (SELECT ag_catalog.agtype_object_field_text(c.properties, 'speakers') AS speakers,
+                                       ag_catalog.agtype_object_field_text(c.properties, 'turns') AS turns
+                                FROM %1$I.%2$I c
+                                WHERE $1::text IS NULL OR agefacts.message_namespace(c.properties) = $1::text) c
+                          CROSS JOIN LATERAL json_array_elements_text(c.speakers::json) WITH ORDINALITY s(name, i)
+                          CROSS JOIN LATERAL json_array_elements_text(c.turns::json) WITH ORDINALITY t(n, i)
+                          WHERE c.speakers = ANY ($2) AND s.i = t.i AND s.name = ANY ($3)
+                          GROUP BY s.name) x
+                $q$, graph_name, 'Conversation') INTO names, counts
+                USING ns, ARRAY(SELECT l FROM unnest(lists) l
+                                WHERE EXISTS (SELECT 1 FROM json_array_elements_text(l::json) s WHERE s = ANY (wanted))), wanted;
+            END IF;
+        END IF;
+    EXCEPTION WHEN data_exception THEN
+        -- counts a person wrote in another shape (not lists, not numbers): the messages are
+        -- counted instead
+        uncounted := true;
+    END;
     IF uncounted THEN
         RETURN QUERY EXECUTE format($q$
             SELECT ag_catalog.agtype_object_field_text(m.properties, 'name'), count(*)::double precision
@@ -235,26 +263,6 @@ BEGIN
             GROUP BY 1
         $q$, graph_name, 'Message') USING ns;
         RETURN;
-    END IF;
-    SELECT coalesce(array_agg(DISTINCT s.name), '{}') INTO wanted
-    FROM unnest(lists) l CROSS JOIN LATERAL json_array_elements_text(l::json) s(name)
-    WHERE asked IS NULL
-       OR EXISTS (SELECT 1 FROM unnest(to_tsvector('english'::regconfig, s.name)) t WHERE t.lexeme = ANY (asked));
-    IF cardinality(wanted) > 0 THEN
-        EXECUTE format($q$
-            SELECT coalesce(array_agg(x.name ORDER BY x.name), '{}'), coalesce(array_agg(x.n ORDER BY x.name), '{}')
-            FROM (SELECT s.name, sum(t.n::double precision) AS n
-                  FROM (SELECT ag_catalog.agtype_object_field_text(c.properties, 'speakers') AS speakers,
-                               ag_catalog.agtype_object_field_text(c.properties, 'turns') AS turns
-                        FROM %1$I.%2$I c
-                        WHERE $1::text IS NULL OR agefacts.message_namespace(c.properties) = $1::text) c
-                  CROSS JOIN LATERAL json_array_elements_text(c.speakers::json) WITH ORDINALITY s(name, i)
-                  CROSS JOIN LATERAL json_array_elements_text(c.turns::json) WITH ORDINALITY t(n, i)
-                  WHERE c.speakers = ANY ($2) AND s.i = t.i AND s.name = ANY ($3)
-                  GROUP BY s.name) x
-        $q$, graph_name, 'Conversation') INTO names, counts
-        USING ns, ARRAY(SELECT l FROM unnest(lists) l
-                        WHERE EXISTS (SELECT 1 FROM json_array_elements_text(l::json) s WHERE s = ANY (wanted))), wanted;
     END IF;
     RETURN QUERY
         SELECT u.name, u.n FROM unnest(names, counts) AS u(name, n)

@@ -433,9 +433,17 @@ def test_a_namespaces_speakers_are_counted_from_its_conversations_as_its_message
         assert _counted(db, ns, ["ann", "gina", "heron"]) == some | ({None: rest} if rest else {})
 
     check()
-    # A conversation written before it carried its counts is counted by its messages.
+    # A conversation written before it carried its counts is counted by its messages, and so
+    # is one whose counts a person rewrote in another shape.
     db.cypher("MATCH (c:Conversation) WHERE c.id = 'c1' REMOVE c.messages")
     assert _counted(db, None) == _scanned(db, None)
+    for i, shape in enumerate(("SET c.speakers = 'Gina'", "SET c.turns = ['many', 1]", "SET c.messages = 'ten'")):
+        ns = f"shape{i}"
+        _load(db, "bulk", conversation("s", _named_turns(["Gina", "Jon", None], "hello"), namespace=ns))
+        assert _counted(db, ns, ["gina"]) == {"Gina": 1, None: 2}  # the conversation's counts
+        db.cypher(f"MATCH (c:Conversation) WHERE c.namespace = '{ns}' {shape}")
+        assert _counted(db, ns, ["gina"]) == _scanned(db, ns) == {"Gina": 1, "Jon": 1, None: 1}, shape
+        assert run_named(db, "search_messages", {"namespace": ns, "question": "hello Gina", "k": 3}).rows
 
 
 def test_bm25_weighs_rarity_and_length():
