@@ -320,16 +320,30 @@ def test_a_conversation_without_names_keeps_its_content_hash():
     assert Conversation.model_validate_json(named.model_dump_json()) == named
 
 
-def test_a_graph_loaded_before_search_gets_its_index_when_agefacts_sets_up(db, dsn, graph_name):
-    _load(db, "bulk", _dialogue())
-    db._run(f'DROP INDEX "{graph_name}"."Message_words"')
+def _set_up_again(db: Database, dsn: str, *changes: str) -> Database:
+    """The graph as an earlier agefacts left it (``changes``), then connected to as agefacts
+    connects the first time it runs after an upgrade."""
+    for change in changes:
+        db._run(change)
     db._run("DELETE FROM agefacts.schema_version")
     db.conn.commit() if db.conn.info.transaction_status else None
-    with Database(dsn, graph_name) as again:
-        found = again._run(
-            "SELECT count(*) FROM pg_indexes WHERE schemaname = %s AND indexname = 'Message_words'", (graph_name,)
-        )
-        assert found[0][0] == 1
+    return Database(dsn, db.graph)
+
+
+def _indexes(db: Database) -> dict[str, list[str] | None]:
+    rows = db._run(
+        "SELECT c.relname, c.reloptions FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+        "JOIN pg_class t ON t.oid = i.indrelid JOIN pg_namespace n ON n.oid = t.relnamespace "
+        "WHERE n.nspname = %s AND t.relname IN ('Message', 'Conversation')",
+        (db.graph,),
+    )
+    return {name: options for name, options in rows}
+
+
+def test_a_graph_loaded_before_search_gets_its_index_when_agefacts_sets_up(db, dsn, graph_name):
+    _load(db, "bulk", _dialogue())
+    with _set_up_again(db, dsn, f'DROP INDEX "{graph_name}"."Message_words"') as again:
+        assert _indexes(again)["Message_words"] == ["gin_pending_list_limit=64"]
         assert [m["message"] for m in ask(again, "Was there a flood?", ONTO, namespace="jg").messages][0] == 4
 
 
@@ -353,18 +367,23 @@ def test_a_load_leaves_the_words_index_a_short_pending_list(db, via):
     assert _found(db, turns[5]["text"].split()[0], ns="pl")[0] == 5
 
 
-def test_a_graph_made_before_gets_the_short_pending_list_when_agefacts_sets_up(db, dsn, graph_name):
+def test_a_graph_made_before_gets_the_search_indexes_of_now_when_agefacts_sets_up(db, dsn, graph_name):
+    """The words index as it was (a 4 MB pending list), the namespace's own index where the
+    place's is now, and no index on the conversations' namespace."""
     _load(db, "bulk", _dialogue())
-    db._run(f'ALTER INDEX "{graph_name}"."Message_words" RESET (gin_pending_list_limit)')
-    db._run("DELETE FROM agefacts.schema_version")
-    db.conn.commit() if db.conn.info.transaction_status else None
-    with Database(dsn, graph_name) as again:
-        options = again._run(
-            "SELECT c.reloptions FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
-            "WHERE n.nspname = %s AND c.relname = 'Message_words'",
-            (graph_name,),
-        )
-        assert options[0][0] == ["gin_pending_list_limit=64"]
+    g = f'"{graph_name}"'
+    before = (
+        f'ALTER INDEX {g}."Message_words" RESET (gin_pending_list_limit)',
+        f'DROP INDEX {g}."Message_place"',
+        f'CREATE INDEX "Message_namespace" ON {g}."Message" (agefacts.message_namespace(properties))',
+        f'DROP INDEX {g}."Conversation_namespace"',
+    )
+    assert {"Message_words", "Message_place", "Conversation_namespace"} <= set(_indexes(db))
+    with _set_up_again(db, dsn, *before) as again:
+        now = _indexes(again)
+        assert now["Message_words"] == ["gin_pending_list_limit=64"]
+        assert {"Message_place", "Conversation_namespace"} <= set(now) and "Message_namespace" not in now
+        assert [m["message"] for m in ask(again, "Was there a flood?", ONTO, namespace="jg").messages][0] == 4
 
 
 def _counted(db: Database, ns: str | None, asked: list[str] | None = None) -> dict[str | None, float]:
