@@ -192,12 +192,12 @@ DROP FUNCTION IF EXISTS agefacts.message_key(text, text, bigint);
 
 -- Who says how many of a namespace's messages (of every namespace when ns is null): the
 -- names of its speakers that say a word of ``asked`` (at least those; every name when it is
--- null), each with its count of turns, and the rest of its messages under no name (null). Summed from each
--- conversation's counts, which its vertex carries (`messages`; `speakers`, the names, and
--- `turns`, each name's count), by the Conversation namespace index: counting the messages
--- themselves read every message of the namespace, 24 ms of each search at 29,410 messages in
--- 1,360 conversations. The lists of names are read once each (a namespace has few), and the
--- counts only of conversations where a name asked for speaks.
+-- null), each with its count of turns, and the rest of its messages as one row under no name
+-- (null). Summed from each conversation's counts, which its vertex carries (`messages`;
+-- `speakers`, the names, and `turns`, each name's count), by the Conversation namespace
+-- index: counting the messages themselves read every message of the namespace, 24 ms of each
+-- search at 29,410 messages in 1,360 conversations. The lists of names are read once each (a
+-- namespace has few), and the counts only of conversations where a name asked for speaks.
 -- Where a conversation of the namespace was written before it carried them, or the namespace
 -- has messages and no conversation (written by hand), the messages are counted as before (a
 -- load with --force writes the counts).
