@@ -376,11 +376,15 @@ BEGIN
     ELSIF cardinality(sought) > 0 THEN
         wordq := CASE WHEN ns IS NULL THEN NULL ELSE ('ns' || md5(ns))::tsquery END;
         EXECUTE format($q$
+            -- Each message as its key and its id ('msg:... 844424930131969'): messages alike in
+            -- the words they say are chosen by their keys, which their content makes, so the
+            -- same messages written in another order (other ids) are scored alike.
             WITH per AS (
-                SELECT w.w, ARRAY(SELECT m.id FROM (SELECT m.id, m.properties FROM %1$I.%2$I m
-                                                    WHERE agefacts.message_words(m.properties)
-                                                          @@ (CASE WHEN $2::tsquery IS NULL THEN w.q ELSE w.q && $2::tsquery END)
-                                                    OFFSET 0) m
+                SELECT w.w, ARRAY(SELECT ag_catalog.agtype_object_field_text(m.properties, 'k') || ' ' || m.id::text
+                                  FROM (SELECT m.id, m.properties FROM %1$I.%2$I m
+                                        WHERE agefacts.message_words(m.properties)
+                                              @@ (CASE WHEN $2::tsquery IS NULL THEN w.q ELSE w.q && $2::tsquery END)
+                                        OFFSET 0) m
                                   WHERE $5::text IS NULL OR agefacts.message_namespace(m.properties) = $5::text) AS ids
                 FROM (SELECT x AS w, ('''' || replace(x, '''', '''''') || '''')::tsquery AS q
                       FROM unnest($1::text[]) x) w
@@ -388,12 +392,15 @@ BEGIN
             best AS (
                 SELECT u.id FROM per p CROSS JOIN LATERAL unnest(p.ids) u(id)
                 GROUP BY u.id
-                ORDER BY sum(ln(1 + ($3 - cardinality(p.ids) + 0.5) / (cardinality(p.ids) + 0.5))) DESC, u.id
+                ORDER BY sum(ln(1 + ($3 - cardinality(p.ids) + 0.5) / (cardinality(p.ids) + 0.5))) DESC, u.id COLLATE "C"
                 LIMIT $4
             )
-            SELECT (SELECT array_agg(b.id) FROM best b),
+            -- (an id back from text by agtype: the embedded engine reads a graphid's own text
+            -- into a 32-bit integer, and refuses every id above 2^31)
+            SELECT (SELECT array_agg(split_part(b.id, ' ', 2)::ag_catalog.agtype::ag_catalog.graphid) FROM best b),
                    (SELECT array_agg(cardinality(p.ids)::double precision ORDER BY p.w) FROM per p),
-                   (SELECT array_agg(DISTINCT u.id) FROM per p CROSS JOIN LATERAL unnest(p.ids) u(id))
+                   (SELECT array_agg(DISTINCT split_part(u.id, ' ', 2)::ag_catalog.agtype::ag_catalog.graphid)
+                    FROM per p CROSS JOIN LATERAL unnest(p.ids) u(id))
         $q$, graph_name, 'Message') INTO chosen, sought_df, saying USING sought, wordq, total, scored, ns;
         found_where := 'm.id = ANY ($10)';
     END IF;

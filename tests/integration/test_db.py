@@ -109,6 +109,20 @@ def test_one_backend_session_is_shared_by_every_client(dsn, db):
         assert shown != "agefacts-shared-session-probe"
 
 
+def test_an_id_above_2_to_the_31_comes_back_from_text_only_by_agtype(db):
+    """The message search carries ids as text beside their keys. The embedded engine reads a
+    graphid's own text into a 32-bit integer (WebAssembly's long), so it refuses every id
+    above 2^31, and ids of a label past the first are all above it; by agtype they come
+    back whole, on either engine. Fails on the day the engine reads them as a server does."""
+    big = "1688849860264036"
+    assert db.execute("SELECT (%s::text)::ag_catalog.agtype::ag_catalog.graphid::text", (big,))[0][0] == big
+    if "pglite" in db.execute("SELECT version()")[0][0].lower():
+        with pytest.raises(DatabaseError, match="invalid value for type graphid"):
+            db.execute("SELECT (%s::text)::ag_catalog.graphid", (big,))
+    else:
+        assert db.execute("SELECT (%s::text)::ag_catalog.graphid::text", (big,))[0][0] == big
+
+
 def test_two_connections_work_concurrently(dsn, graph_name, db):
     errors: list[BaseException] = []
 

@@ -252,6 +252,39 @@ def test_a_search_over_many_messages_scores_those_with_the_rarest_words_as_all_w
     assert same(search(10)[:2], every[:2], within=0.05)
 
 
+def test_which_messages_are_scored_is_the_same_whatever_order_they_were_written_in(db, dsn, graph_name):
+    """Where more messages say the question's words than are scored, those that say its rarer
+    words are scored first, and among those alike the choice went by the rows' ids: the same
+    conversations written in another order were scored otherwise and found other messages."""
+    convs = [
+        conversation(
+            f"c{c}",
+            [{"speaker": "user", "text": f"The weather talk {c}-{i}."} for i in range(12)]
+            + [{"speaker": "user", "text": "A heron on the weather vane!"}],
+            namespace="wx",
+        )
+        for c in range(4)
+    ]
+
+    def search(d: Database) -> list[tuple]:
+        rows = d.execute(
+            "SELECT conversation, message, round(score::numeric, 9) "
+            "FROM agefacts.search_messages(%s, 'wx', 'heron weather', 6, 3.0, 0.5, 0.3, 10)",
+            (d.graph,),
+        )
+        return [tuple(r) for r in rows]
+
+    _load(db, "bulk", *convs)
+    with Database(dsn, graph_name + "_later") as other:
+        try:
+            for c in reversed(convs):  # one at a time, the last first
+                outcomes = list(Loader(other, ONTO).load_many([(c.id, c)]))
+                assert outcomes[0].status == "loaded"
+            assert search(other) == search(db)
+        finally:
+            other.drop_graph()
+
+
 @pytest.mark.parametrize("via", VIAS)
 @pytest.mark.parametrize("many", [0, 430])
 def test_a_message_of_another_namespace_is_never_found_whatever_it_says(db, via, many):
