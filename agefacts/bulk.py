@@ -875,7 +875,7 @@ def _changed_chains(batch: Batch, stale: Stale | None) -> set[Chain]:
     unless something else of its chain changed, its chain is not read again: replacing one
     conversation read a person's every one-value fact, the whole of its history."""
     if not stale:
-        return set(batch.chains)
+        return set(batch.chain_of.values())
     same = _written_again_alike(batch, stale, lambda k: derive.SAID_INPUTS if k in stale.statements else ())
     changed = {batch.chain_of[k] for k in batch.statement_keys if k not in same}
     return changed | {stale.group_of[k] for k in stale.statements if k not in same}
@@ -969,7 +969,6 @@ class Batch:
     edge_labels: list[str]
     entity_labels: dict[str, str]
     statement_keys: set[str]
-    chains: set[Chain]  # of its statements
     chain_of: dict[str, Chain]  # statement key -> its chain
     unsure: set[str]
     edges_of: dict[str, list[dict[str, Any]]]  # entity or statement key -> its mention or evidence edges' properties
@@ -998,7 +997,6 @@ def assemble(plans: Sequence[Plan]) -> Batch:
         edge_labels=sorted({label for p in plans for label in p.edge_labels}),
         entity_labels=entity_labels,
         statement_keys=statement_keys,
-        chains={c for p in plans for c in p.chains},
         chain_of={k: c for p in plans for k, c in p.chain_of.items()},
         unsure=unsure,
         edges_of=edges_of,

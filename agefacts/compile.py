@@ -121,9 +121,8 @@ class Plan:
     edges: list[Edge] = field(default_factory=list)
     entities: list[tuple[str, str]] = field(default_factory=list)  # (label, k) to recompute
     statements: list[str] = field(default_factory=list)  # statement keys to recompute
-    # The chains its statements belong to, whose fact versions are recomputed (Chain).
-    chains: list[Chain] = field(default_factory=list)
-    chain_of: dict[str, Chain] = field(default_factory=dict)  # statement key -> its chain
+    # Each statement's chain (statement key -> Chain), whose fact versions are recomputed.
+    chain_of: dict[str, Chain] = field(default_factory=dict)
     followups: list[FollowupRow] = field(default_factory=list)
     counts: dict[str, Any] = field(default_factory=dict)
     # What did not become data, each as the turn, what it was, the reason code and its sentence.
@@ -137,6 +136,11 @@ class Plan:
     def edge_labels(self) -> list[str]:
         # All of agefacts' own edge labels, used or not: recomputing queries name them all.
         return sorted({e.label for e in self.edges} | CORE_EDGE_LABELS)
+
+    @property
+    def chains(self) -> list[Chain]:
+        """The chains its statements belong to."""
+        return sorted(set(self.chain_of.values()))
 
 
 _ALL: Any = object()
@@ -376,7 +380,6 @@ def plan(
             chain = (sl, sk, fact.predicate, *handle_of[fact.object])
         else:
             chain = (sl, sk, fact.predicate, "", json.dumps(fact.value, ensure_ascii=False))
-        p.chains.append(chain)
         p.chain_of[stk] = chain
 
     for f in result.followups:
@@ -397,7 +400,6 @@ def plan(
     p.edges = sorted(edges.values(), key=lambda e: (_EORDER.get(e.label, 9), e.k))
     p.entities = sorted(set(p.entities), key=lambda t: t[1])
     p.statements = sorted(set(p.statements))
-    p.chains = sorted(set(p.chains))
     # What is written, by distinct key (two claims of one statement are one statement; two on
     # one place are one evidence edge), and how many claims the turns admitted.
     p.counts = {

@@ -177,12 +177,12 @@ $fn$;
 CREATE OR REPLACE FUNCTION agefacts.message_fields(p ag_catalog.agtype)
 RETURNS TABLE (namespace text, conversation text, message bigint, speaker text, name text, at text, text text)
 LANGUAGE sql STABLE PARALLEL SAFE AS $fn$
-    SELECT ag_catalog.agtype_object_field_text(p, 'namespace'),
-           ag_catalog.agtype_object_field_text(p, 'conversation'),
-           ag_catalog.agtype_object_field_text(p, 'ordinal')::bigint,
+    SELECT agefacts.message_namespace(p),
+           agefacts.message_conversation(p),
+           agefacts.message_ordinal(p),
            ag_catalog.agtype_object_field_text(p, 'speaker'),
            ag_catalog.agtype_object_field_text(p, 'name'),
-           ag_catalog.agtype_object_field_text(p, 'at'),
+           agefacts.message_at(p),
            ag_catalog.agtype_object_field_text(p, 'text')
 $fn$;
 
