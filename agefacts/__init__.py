@@ -41,6 +41,7 @@ from .errors import UsageError as UsageError
 from .errors import WorkerLost as WorkerLost
 
 if TYPE_CHECKING:
+    from .clock import StageClock as StageClock
     from .compile import compile_conversation as compile_conversation
     from .consolidate import result_of as result_of
     from .db import DEFAULT_GRAPH as DEFAULT_GRAPH

@@ -32,11 +32,12 @@ import os
 import random
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .clock import StageClock, process_cpu
 from .compile import plan
 from .consolidate import result_of
 from .db import Database
@@ -255,11 +256,19 @@ class BenchResult:
         lines.append("")
         for k, v in d["ratios"].items():
             lines.append(f"{k:<28} {v:>8.2f}")
-        for name in ("load", "copy"):
-            p = d["paths"][name]
+        for name in ("load", "copy", "replace"):
+            p = d["paths"].get(name, {})
             if "client_cpu_s" in p:
                 server = "not readable here" if p["server_cpu_s"] is None else f"{p['server_cpu_s']:.2f} s"
-                lines.append(f"CPU of {name:<5} client {p['client_cpu_s']:>6.2f} s, server {server}")
+                lines.append(f"CPU of {name:<7} client {p['client_cpu_s']:>6.2f} s, server {server}")
+        for name in ("load", "replace"):
+            stages = d["paths"].get(name, {}).get("stages")
+            if stages:
+                lines += ["", f"CPU of {name} by stage (s)  client   server"]
+                for st, t in stages.items():
+                    server = "" if t["server_s"] is None else f"{t['server_s']:8.2f}"
+                    lines.append(f"  {st:<24} {t['client_s']:7.2f} {server}")
+        lines.append("")
         lines.append(f"facts p50/p95 (ms)      {d['facts_ms']['p50']:.1f} / {d['facts_ms']['p95']:.1f}")
         if d.get("facts_by_name_ms"):
             by_name = d["facts_by_name_ms"]
@@ -379,6 +388,7 @@ def run_bench(
         return db
 
     def load(db: Database, items: list[Conversation], **kw: Any) -> None:
+        # ``clock``: a StageClock that counts the load's CPU by stage.
         # As `agefacts load` does: the process only loads, so the interpreter is tuned for it.
         kw.setdefault("workers", workers)
         outs = list(Loader(db, ontology, tune_interpreter=True, **kw).load_many((c.id, c) for c in items))
@@ -405,9 +415,11 @@ def run_bench(
     log(f"load: {statements} statements")
     db = fresh("load")
     server = _server_process(db, engine_pid)
+    clock = StageClock(server)
     cpu = _cpu(server)
-    secs, _ = _timed(lambda: load(db, convs))
+    secs, _ = _timed(lambda: load(db, convs, clock=clock))
     paths["load"] = {"statements": statements, "seconds": secs, **_cpu_spent(cpu, _cpu(server))}
+    paths["load"]["stages"] = _stages(clock, paths["load"])
     paths["load"]["peak_rss_mb"] = _rss_mb(engine_pid)[1]
 
     log("replay (unchanged)")
@@ -422,8 +434,11 @@ def run_bench(
     chosen = sorted(rng_edit.sample(range(len(raw)), max(1, len(raw) // 50)))
     edited = [Conversation.model_validate(edit(raw[i], i)) for i in chosen]
     n_edited = sum(len(t.recorded.statements) for c in edited for t in c.turns if t.recorded)
-    secs, _ = _timed(lambda: load(db, edited))
-    paths["replace"] = {"statements": n_edited, "seconds": secs}
+    clock = StageClock(server)
+    cpu = _cpu(server)
+    secs, _ = _timed(lambda: load(db, edited, clock=clock))
+    paths["replace"] = {"statements": n_edited, "seconds": secs, **_cpu_spent(cpu, _cpu(server))}
+    paths["replace"]["stages"] = _stages(clock, paths["replace"])
     final = list(convs)
     for i, c in zip(chosen, edited, strict=True):
         final[i] = c
@@ -621,19 +636,25 @@ def _server_process(db: Database, engine_pid: int | None) -> int | None:
 
 def _cpu(server: int | None) -> tuple[float, float | None]:
     """CPU seconds so far: this process's (every thread), and the server process's."""
-    theirs = None
-    if server is not None:
-        try:
-            fields = Path(f"/proc/{server}/stat").read_text().rsplit(")", 1)[1].split()
-            theirs = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-        except (OSError, IndexError, ValueError):
-            theirs = None
-    return time.process_time(), theirs
+    return time.process_time(), process_cpu(server)
 
 
 def _cpu_spent(before: tuple[float, float | None], after: tuple[float, float | None]) -> dict[str, float | None]:
     server = None if before[1] is None or after[1] is None else after[1] - before[1]
     return {"client_cpu_s": after[0] - before[0], "server_cpu_s": server}
+
+
+def _stages(clock: StageClock, spent: Mapping[str, Any]) -> dict[str, dict[str, float | None]]:
+    """The clock's seconds by stage, and "rest": what the whole path spent that no stage
+    counted (reading its input, waiting on threads, Python between stages). Worker processes'
+    client seconds are counted by stage but are no part of this process's total."""
+    out = clock.spent()
+    client = spent["client_cpu_s"] - (sum(t["client_s"] or 0.0 for t in out.values()) - clock.elsewhere)
+    server = spent["server_cpu_s"]
+    if server is not None:
+        server -= sum(t["server_s"] or 0.0 for t in out.values())
+    out["rest"] = {"client_s": client, "server_s": server}
+    return out
 
 
 def _percentiles(times_ms: list[float]) -> dict[str, float]:

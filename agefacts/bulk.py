@@ -38,6 +38,7 @@ from typing import Any
 from psycopg import sql
 
 from . import derive
+from .clock import StageClock, stage
 from .compile import Chain, Plan
 from .db import Database, copy_value
 from .errors import DatabaseError
@@ -76,9 +77,10 @@ class BulkWriter(Retraction):
     the upsert, as on the embedded engine); ``copy_conflicts`` counts the batches whose copy
     met an existing key and were upserted instead."""
 
-    def __init__(self, db: Database, *, copy_new: bool = True):
+    def __init__(self, db: Database, *, copy_new: bool = True, clock: StageClock | None = None):
         super().__init__(db)
         self.copy_new = copy_new
+        self.clock = clock
         self.copy_conflicts = 0
 
     # -- writing -----------------------------------------------------------------------------
@@ -92,8 +94,10 @@ class BulkWriter(Retraction):
         settled once the new versions are written, and recomputed with the batch. The fact
         versions of every chain a statement written or removed here belongs to are
         recomputed last, from the statements as they then are."""
-        self.db.ensure_labels(vertex=batch.vertex_labels, edge=batch.edge_labels)
-        ids, existed = self._write_rows(batch)
+        with stage(self.clock, "labels"):
+            self.db.ensure_labels(vertex=batch.vertex_labels, edge=batch.edge_labels)
+        with stage(self.clock, "rows"):
+            ids, existed = self._write_rows(batch)
         entities: dict[str, set[str]] = defaultdict(set)
         for k, label in batch.entity_labels.items():
             if k in existed or k in batch.unsure:
@@ -101,13 +105,15 @@ class BulkWriter(Retraction):
         statements = {k for k in batch.statement_keys if k in existed}
         alike = _rewritten_alike(batch, stale) if stale else set()
         chains = _changed_chains(batch, stale)
-        if stale:
-            left = self.settle(stale)
-            for label, k in left.entities:
-                entities[label].add(k)
-            statements |= left.statements
-        renamed = self.recompute({label: keys - alike for label, keys in entities.items()}, statements - alike)
-        self.refresh_versions(chains | self.chains_about(renamed))
+        with stage(self.clock, "derived properties"):
+            if stale:
+                left = self.settle(stale)
+                for label, k in left.entities:
+                    entities[label].add(k)
+                statements |= left.statements
+            renamed = self.recompute({label: keys - alike for label, keys in entities.items()}, statements - alike)
+        with stage(self.clock, "fact versions"):
+            self.refresh_versions(chains | self.chains_about(renamed))
 
     def _write_rows(self, batch: Batch) -> tuple[dict[str, tuple[int, int]], set[str]]:
         """Write the batch's vertices and edges; return each vertex key's id and the keys
@@ -709,10 +715,11 @@ class BulkWriter(Retraction):
         with ThreadPoolExecutor(1, thread_name_prefix="agefacts-versions") as thread:
             # The first part is read here, which nothing could overlap: one part (an add) starts
             # no thread.
-            read = [thread.submit(_read_versions, part, held_keys) for part in parts[1:]]
+            reading = None if self.clock is None else self.clock.client_only()
+            read = [thread.submit(_read_versions, part, held_keys, reading) for part in parts[1:]]
             try:
                 for i, part in enumerate(parts):
-                    made, links, new, props = read[i - 1].result() if i else _read_versions(part, held_keys)
+                    made, links, new, props = read[i - 1].result() if i else _read_versions(part, held_keys, reading)
                     if clash := sorted(foreign.keys() & set(made)):
                         raise _foreign_key("Fact", clash[0], *foreign[clash[0]])
                     wanted.update(made)
@@ -795,37 +802,38 @@ def _parts(rows: list[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
         yield part
 
 
-def _read_versions(rows: list[dict[str, Any]], held: Collection[str]) -> _Read:
+def _read_versions(rows: list[dict[str, Any]], held: Collection[str], clock: StageClock | None = None) -> _Read:
     """The fact versions of whole chains' statement rows (:data:`_Read`). A version's key is
     its content and when it was first known, and, for versions alike in both (only one
     subject and predicate makes such), their place in its order."""
-    from . import timeline
-    from .keys import edge_key, make_key
+    with stage(clock, "reading of time"):
+        from . import timeline
+        from .keys import edge_key, make_key
 
-    keys: list[str] = []
-    links: dict[str, list[tuple[str, str, str, str]]] = {}
-    new: dict[str, str] = {}
-    props_of_held: dict[str, dict[str, Any]] = {}
-    seen: dict[str, int] = defaultdict(int)
-    for v in timeline.versions(rows):
-        row = dict(v.row)
-        content = json.dumps([row, v.known_from], sort_keys=True, ensure_ascii=False)
-        seen[content] += 1
-        fk = make_key("fact", row["namespace"], row["subject_key"], row["predicate"], content, seen[content])
-        props = {f: x for f, x in row.items() if x is not None}
-        props.update(k=fk, known_from=v.known_from, said_at=list(v.said_at))
-        if v.known_until is not None:
-            props["known_until"] = v.known_until
-        keys.append(fk)
-        if fk in held:
-            props_of_held[fk] = props
-            continue
-        new[fk] = dumps(props)
-        ends = [("HOLDS", row["subject_key"], fk)]
-        if row.get("object_key") is not None:
-            ends.append(("OBJECT", fk, row["object_key"]))
-        links[fk] = [(label, edge_key(label, a, b), a, b) for label, a, b in ends]
-    return keys, links, new, props_of_held
+        keys: list[str] = []
+        links: dict[str, list[tuple[str, str, str, str]]] = {}
+        new: dict[str, str] = {}
+        props_of_held: dict[str, dict[str, Any]] = {}
+        seen: dict[str, int] = defaultdict(int)
+        for v in timeline.versions(rows):
+            row = dict(v.row)
+            content = json.dumps([row, v.known_from], sort_keys=True, ensure_ascii=False)
+            seen[content] += 1
+            fk = make_key("fact", row["namespace"], row["subject_key"], row["predicate"], content, seen[content])
+            props = {f: x for f, x in row.items() if x is not None}
+            props.update(k=fk, known_from=v.known_from, said_at=list(v.said_at))
+            if v.known_until is not None:
+                props["known_until"] = v.known_until
+            keys.append(fk)
+            if fk in held:
+                props_of_held[fk] = props
+                continue
+            new[fk] = dumps(props)
+            ends = [("HOLDS", row["subject_key"], fk)]
+            if row.get("object_key") is not None:
+                ends.append(("OBJECT", fk, row["object_key"]))
+            links[fk] = [(label, edge_key(label, a, b), a, b) for label, a, b in ends]
+        return keys, links, new, props_of_held
 
 
 def _foreign_key(label: str, key: str, there: str | None, ours: str | None) -> DatabaseError:

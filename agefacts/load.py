@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 from psycopg import sql
 
 from . import ledger
+from .clock import StageClock, stage
 from .compile import EXTRACTOR, FollowupRow, Plan, executable, plan, to_cypher
 from .consolidate import result_of
 from .db import Database
@@ -347,10 +348,20 @@ def _triage_one(
 
 
 def _plan_one(
-    ontology: Ontology, source: str, conv: Conversation, h: str, prior: str | None, document: str
+    ontology: Ontology,
+    source: str,
+    conv: Conversation,
+    h: str,
+    prior: str | None,
+    document: str,
+    clock: StageClock | None = None,
 ) -> Outcome | Prepared:
     try:
-        return Prepared.of(source, conv, h, prior, plan(conv, result_of(conv, ontology), ontology), document)
+        with stage(clock, "ground and gate"):
+            result = result_of(conv, ontology)
+        with stage(clock, "compile"):
+            planned = plan(conv, result, ontology)
+        return Prepared.of(source, conv, h, prior, planned, document)
     except AgeFactsError as exc:
         return Outcome(source, conv.id, conv.namespace, "failed", str(exc))
 
@@ -377,16 +388,18 @@ def _triage(
     batch: list[tuple[str, Conversation]],
     prior: dict[tuple[str, str], str],
     earlier: dict[tuple[str, str], Seen],
+    clock: StageClock | None = None,
 ) -> tuple[list[Outcome | None], dict[tuple[str, str], str], dict[tuple[str, str], str]]:
     """Each conversation's JSON (made once: hashed now, kept in the ledger) and content hash,
     and the outcome of each that is not to be written (None for those that are)."""
-    fingerprint = ontology.fingerprint()
-    documents = {(c.namespace, c.id): c.model_dump_json() for _, c in batch}
-    hashes = {ident: content_hash(c, ontology, fingerprint, documents[ident]) for ident, c in _idents(batch)}
-    out = [
-        _triage_one(source, conv, hashes[ident], prior, earlier.get(ident), force)
-        for (ident, conv), (source, _) in zip(_idents(batch), batch, strict=True)
-    ]
+    with stage(clock, "hash"):
+        fingerprint = ontology.fingerprint()
+        documents = {(c.namespace, c.id): c.model_dump_json() for _, c in batch}
+        hashes = {ident: content_hash(c, ontology, fingerprint, documents[ident]) for ident, c in _idents(batch)}
+        out = [
+            _triage_one(source, conv, hashes[ident], prior, earlier.get(ident), force)
+            for (ident, conv), (source, _) in zip(_idents(batch), batch, strict=True)
+        ]
     return out, documents, hashes
 
 
@@ -401,11 +414,12 @@ def _prepare(
     prior: dict[tuple[str, str], str],
     via: str = "bulk",
     earlier: dict[tuple[str, str], Seen] | None = None,
+    clock: StageClock | None = None,
 ) -> _Ready:
     """Pure work, no database: hash, skip what is unchanged, ground, gate and compile, and
     for the bulk path put the rows together (:func:`agefacts.bulk.assemble`). Returns the
     outcomes or prepared conversations, the assembled batch, and every content hash."""
-    done, documents, hashes = _triage(ontology, force, batch, prior, earlier or {})
+    done, documents, hashes = _triage(ontology, force, batch, prior, earlier or {}, clock)
     out = [
         d
         if d is not None
@@ -416,10 +430,12 @@ def _prepare(
             hashes[(conv.namespace, conv.id)],
             prior.get((conv.namespace, conv.id)),
             documents[(conv.namespace, conv.id)],
+            clock,
         )
         for d, (source, conv) in zip(done, batch, strict=True)
     ]
-    return out, _assembled(out, via), hashes
+    with stage(clock, "assemble"):
+        return out, _assembled(out, via), hashes
 
 
 def _assembled(out: Sequence[Outcome | Prepared], via: str) -> Batch | None:
@@ -502,13 +518,14 @@ def _interpreter_tuned() -> Iterator[None]:
                 _tuning_saved = None
 
 
-_Far = tuple[list["Outcome | Written"], "Batch | None"]
+_Far = tuple[list["Outcome | Written"], "Batch | None", dict[str, float]]
 """What a worker process hands back for the conversations it was given to plan: for each, its
-:class:`Written` (or why it failed), and the assembled rows; not the plans, which cost more
-to send than to make, nor anything the process that reads has already."""
+:class:`Written` (or why it failed), the assembled rows, and when asked the CPU seconds of
+each stage; not the plans, which cost more to send than to make, nor anything the process
+that reads has already."""
 
 
-def _prepare_far(todo: list[tuple[str, str, str, str | None]], via: str) -> _Far:
+def _prepare_far(todo: list[tuple[str, str, str, str | None]], via: str, timed: bool = False) -> _Far:
     """Ground, gate, compile and assemble ``todo`` (each conversation as its source, its JSON,
     its content hash and its prior hash) in a worker process (:mod:`agefacts.workers`), by the
     worker's ontology. The conversation comes as the JSON that was hashed: made already, it
@@ -517,15 +534,19 @@ def _prepare_far(todo: list[tuple[str, str, str, str | None]], via: str) -> _Far
     from . import workers
 
     onto = workers.ontology()
+    clock = StageClock() if timed else None
+    with stage(clock, "parse"):
+        convs = [Conversation.model_validate_json(document) for _, document, _, _ in todo]
     out = [
-        _plan_one(onto, source, Conversation.model_validate_json(document), h, old, "")
-        for source, document, h, old in todo
+        _plan_one(onto, source, conv, h, old, "", clock) for (source, _, h, old), conv in zip(todo, convs, strict=True)
     ]
-    assembled = _assembled(out, via)
+    with stage(clock, "assemble"):
+        assembled = _assembled(out, via)
     if assembled is not None and not any(e.replaces for e in out if isinstance(e, Prepared)):
         # What the writer compares with a replaced conversation's removed edges: none here.
         assembled.edges_of = {}
-    return [e if isinstance(e, Outcome) else e.written for e in out], assembled
+    spent = {} if clock is None else {n: t["client_s"] or 0.0 for n, t in clock.spent().items()}
+    return [e if isinstance(e, Outcome) else e.written for e in out], assembled, spent
 
 
 class _Preparing:
@@ -538,10 +559,19 @@ class _Preparing:
     it runs: the settings are the whole process's, so a library leaves them alone unless its
     caller asks (the command line does)."""
 
-    def __init__(self, ontology: Ontology, workers: int, tuned: bool, timeout: float | None = None):
+    def __init__(
+        self,
+        ontology: Ontology,
+        workers: int,
+        tuned: bool,
+        timeout: float | None = None,
+        clock: StageClock | None = None,
+    ):
         from .workers import DEFAULT_TIMEOUT
 
         self.ontology = ontology
+        # Preparing never talks to the server: its stages count this process's CPU alone.
+        self.clock = None if clock is None else clock.client_only()
         self.workers = workers
         self.tuned = tuned
         self.timeout = DEFAULT_TIMEOUT if timeout is None else timeout
@@ -568,7 +598,7 @@ class _Preparing:
         if self.workers > 1 and self._submitted > 1 and not self._broken:
             # Hashing is done here, so that what is unchanged never goes to a worker (a load
             # of what is there already starts none); the JSON made for it stays here too.
-            done, documents, hashes = _triage(self.ontology, force, batch, prior, earlier)
+            done, documents, hashes = _triage(self.ontology, force, batch, prior, earlier, self.clock)
             todo = [
                 (source, documents[ident], hashes[ident], prior.get(ident))
                 for d, (source, conv) in zip(done, batch, strict=True)
@@ -585,18 +615,20 @@ class _Preparing:
                     from . import workers
 
                     self._processes = workers.start(self.workers, self.ontology, timeout=self.timeout)
-                far = self._processes.submit(_prepare_far, todo, via)
+                far = self._processes.submit(_prepare_far, todo, via, self.clock is not None)
             except WorkerLost as exc:
                 self._break(exc)
                 return self.submit(force, batch, prior, via, earlier)
 
             def ready() -> _Ready:
                 try:
-                    planned, assembled = far.result()
+                    planned, assembled, spent = far.result()
                 except WorkerLost as exc:
                     # What it was given is prepared here instead.
                     self._break(exc)
-                    return _prepare(self.ontology, force, batch, prior, via, earlier)
+                    return _prepare(self.ontology, force, batch, prior, via, earlier, self.clock)
+                if self.clock is not None:
+                    self.clock.add_all(spent)
                 back = iter(planned)
                 out: list[Outcome | Prepared] = []
                 for d, (source, conv) in zip(done, batch, strict=True):
@@ -617,7 +649,7 @@ class _Preparing:
             from concurrent.futures import ThreadPoolExecutor
 
             self._thread = ThreadPoolExecutor(max_workers=1)
-        near = self._thread.submit(_prepare, self.ontology, force, batch, prior, via, earlier)
+        near = self._thread.submit(_prepare, self.ontology, force, batch, prior, via, earlier, self.clock)
         return near.result
 
     def _break(self, exc: BaseException) -> None:
@@ -681,6 +713,7 @@ class Loader:
         moving: bool = False,
         workers: int = 1,
         worker_timeout: float | None = None,
+        clock: StageClock | None = None,
     ):
         if via not in VIA:
             raise ValueError(f"via must be one of {VIA}, not {via!r}")
@@ -705,6 +738,8 @@ class Loader:
         self.worker_timeout = worker_timeout
         # The loader of a move (agefacts.placement): it writes a namespace that is leaving.
         self.moving = moving
+        # Where the CPU goes, by stage (agefacts bench); None: not counted.
+        self.clock = clock
         self.retries = retries
         self._writer: BulkWriter | None = None
         # Why no more can be loaded in this run, once that is so: the connection is gone for
@@ -802,7 +837,9 @@ class Loader:
         inflight: list[tuple[Callable[[], _Ready], list[Outcome | None]]] = []
         # The Cypher path writes from the plans themselves, which stay where they are made.
         workers = self.workers if self.via == "bulk" else 1
-        with _Preparing(self.ontology, workers, self.tune_interpreter, self.worker_timeout).running() as preparing:
+        with _Preparing(
+            self.ontology, workers, self.tune_interpreter, self.worker_timeout, self.clock
+        ).running() as preparing:
             for batch, pending in self._batches(items):
                 if stop is not None and stop():
                     break
@@ -832,7 +869,8 @@ class Loader:
             if stop is not None and stop():
                 raise KeyboardInterrupt
         if not self._lost:
-            self.db.refresh_statistics()
+            with stage(self.clock, "statistics"):
+                self.db.refresh_statistics()
 
     # -- batches ------------------------------------------------------------------------------
     def _batches(
@@ -891,7 +929,8 @@ class Loader:
         if self._lost:
             return {}
         try:
-            hashes: dict[tuple[str, str], str] = self._attempt(lambda: ledger.prior_hashes(self.db, idents))
+            with stage(self.clock, "ledger look-up"):
+                hashes: dict[tuple[str, str], str] = self._attempt(lambda: ledger.prior_hashes(self.db, idents))
             return hashes
         except DatabaseError:
             if self._lost:
@@ -909,13 +948,21 @@ class Loader:
             entries = [e for _, e in todo]
 
             def batch() -> None:
-                self.db.ensure_labels(vertex=assembled.vertex_labels, edge=assembled.edge_labels)
+                clock = self.clock
+                with stage(clock, "labels"):
+                    self.db.ensure_labels(vertex=assembled.vertex_labels, edge=assembled.edge_labels)
                 with self.db.transaction():
-                    self._check(entries)
+                    with stage(clock, "lock and check"):
+                        self._check(entries)
                     writer = self._writer_for()
-                    stale = writer.retract([conversation_key(*e.ident) for e in entries if e.replaces])
+                    with stage(clock, "retract"):
+                        stale = writer.retract([conversation_key(*e.ident) for e in entries if e.replaces])
                     writer.write_batch(assembled, stale)
-                    self._record([e.loaded() for e in entries])
+                    with stage(clock, "ingest log"):
+                        self._record([e.loaded() for e in entries])
+                    committing = None if clock is None else clock.mark()
+                if clock is not None and committing is not None:
+                    clock.since("commit", committing)
 
             try:
                 self._attempt(batch)
@@ -976,9 +1023,11 @@ class Loader:
         p = e.plan or plan(e.conv, result_of(e.conv, self.ontology), self.ontology)
         self.db.ensure_labels(vertex=p.vertex_labels, edge=p.edge_labels)
         with self.db.transaction():
-            self._check([e])
+            with stage(self.clock, "lock and check"):
+                self._check([e])
             writer = self._writer_for()
-            stale = writer.retract([conversation_key(*e.ident)]) if e.replaces else None
+            with stage(self.clock, "retract"):
+                stale = writer.retract([conversation_key(*e.ident)]) if e.replaces else None
             if self.via == "bulk":
                 from .bulk import assemble
 
@@ -993,7 +1042,8 @@ class Loader:
                 # after compiled Cypher run by hand): here as on the bulk path.
                 named = set(p.entities) | (stale.entities if stale else set())
                 writer.refresh_versions(set(p.chains) | (stale.groups if stale else set()) | writer.chains_about(named))
-            self._record([e.loaded()])
+            with stage(self.clock, "ingest log"):
+                self._record([e.loaded()])
 
     def _recompute_cypher(self, left: Stale) -> None:
         """The Cypher path's recomputation of what a replaced conversation touched: the
@@ -1081,7 +1131,7 @@ class Loader:
         from .bulk import BulkWriter
 
         if self._writer is None:
-            self._writer = BulkWriter(self.db, copy_new=self.copy_new)
+            self._writer = BulkWriter(self.db, copy_new=self.copy_new, clock=self.clock)
         return self._writer
 
     @property

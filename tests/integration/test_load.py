@@ -309,7 +309,22 @@ def test_the_bench_runs_every_path_and_its_digests_agree(dsn, graph_name, db):
         assert server == [None, None]
     else:  # read in clock ticks: a copy this small may take less than one
         assert server[0] > 0 and server[1] is not None and server[1] >= 0
-    assert "CPU of load  client" in result.table()
+    assert "CPU of load    client" in result.table()
+    # Each second of the load by stage: every stage a first load meets, the server's beside
+    # the client's where it is read, and what no stage counted left small.
+    stages = d["paths"]["load"]["stages"]
+    met = {"hash", "ground and gate", "compile", "assemble", "rows", "fact versions", "reading of time"}
+    assert met | {"ingest log", "commit", "statistics", "rest"} <= set(stages)
+    assert all(stages[name]["client_s"] > 0 for name in met)
+    assert all(t["client_s"] >= 0 for name, t in stages.items() if name != "rest")
+    written = [stages[name]["server_s"] for name in ("rows", "fact versions", "statistics")]
+    if server[0] is None:
+        assert written == [None, None, None]
+    else:  # the server's work is counted where it was asked for: writing the rows, above all
+        assert all(s is not None and s >= 0 for s in written) and written[0] > 0
+    # Worker processes' seconds are counted by stage and are no part of this process's total.
+    assert abs(stages["rest"]["client_s"]) < 0.5 * d["paths"]["load"]["client_cpu_s"]
+    assert "CPU of load by stage" in result.table() and "CPU of replace by stage" in result.table()
     # What it made is dropped unless asked to keep it.
     left = db.execute("SELECT name FROM ag_catalog.ag_graph WHERE starts_with(name::text, %s)", (f"{graph_name}_",))
     assert left == []

@@ -18,7 +18,7 @@ PACKAGE = Path(agefacts.__file__).parent
 # what reads the graph, then the commands that use all of it.
 RANKS: list[set[str]] = [
     {"_version", "errors"},
-    {"names", "agtype", "temporal", "fake_model", "typography", "placement", "limits"},
+    {"names", "agtype", "temporal", "fake_model", "typography", "placement", "limits", "clock"},
     {"cypher"},
     {"models"},
     {"keys", "ontology"},
