@@ -55,6 +55,7 @@ from .keys import (
 from .models import Conversation, ConversationResult, Entity, KeyphraseHit, llm_provenance
 from .names import CORE_EDGE_LABELS, CORE_VERTEX_LABELS, USER
 from .ontology import Ontology
+from .temporal import normalise_instant as _instant
 
 __all__ = [
     "Chain",
@@ -481,12 +482,6 @@ def cooccurrence(namespace: str, hits: Iterable[KeyphraseHit]) -> dict[tuple[str
         pair: (count, round(math.log(count * n / (alone[pair[0]] * alone[pair[1]])), 6) + 0.0)
         for pair, count in sorted(pairs.items())
     }
-
-
-def _instant(at: str) -> str:
-    from .temporal import normalise_instant
-
-    return normalise_instant(at)
 
 
 # -- rendering ------------------------------------------------------------------------------------
