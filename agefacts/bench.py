@@ -55,6 +55,7 @@ __all__ = [
     "edit",
     "engine_pid_for",
     "generate",
+    "more_of",
     "prepare_all",
     "prepared_digest",
     "run_add_bench",
@@ -224,6 +225,17 @@ def generate(statements: int, per_conversation: int = 10, seed: int = 7) -> list
     return out
 
 
+def more_of(statements: int, per_conversation: int = 10, share: float = 0.1) -> list[dict[str, Any]]:
+    """Conversations of the people :func:`generate` made for ``statements``, holding about
+    ``share`` as many statements again: what the same people said later, for a load into a
+    graph that holds them (their entities met again, their one-value facts' chains longer).
+    Numbered on from the last conversation generated, so each is new."""
+    first = generate(statements, per_conversation)
+    people = -(-len(first) // 20)
+    extra = generate(statements + max(1, int(statements * share)), per_conversation)[len(first) :]
+    return [{**c, "namespace": f"person{i % people:05d}"} for i, c in enumerate(extra)]
+
+
 def edit(conv: dict[str, Any], seed: int) -> dict[str, Any]:
     """Another version of a generated conversation: its first user turn says one thing more
     and its last statement is taken back, so both retraction and new writes happen."""
@@ -256,12 +268,12 @@ class BenchResult:
         lines.append("")
         for k, v in d["ratios"].items():
             lines.append(f"{k:<28} {v:>8.2f}")
-        for name in ("load", "copy", "replace"):
+        for name in ("load", "copy", "replace", "incremental"):
             p = d["paths"].get(name, {})
             if "client_cpu_s" in p:
                 server = "not readable here" if p["server_cpu_s"] is None else f"{p['server_cpu_s']:.2f} s"
-                lines.append(f"CPU of {name:<7} client {p['client_cpu_s']:>6.2f} s, server {server}")
-        for name in ("load", "replace"):
+                lines.append(f"CPU of {name:<11} client {p['client_cpu_s']:>6.2f} s, server {server}")
+        for name in ("load", "replace", "incremental"):
             stages = d["paths"].get(name, {}).get("stages")
             if stages:
                 lines += ["", f"CPU of {name} by stage (s)  client   server"]
@@ -286,7 +298,7 @@ class BenchResult:
             lines.append(f"prepared in one and two processes, the same: {'yes' if d['prepared_equal'] else 'NO'}")
             lines.append(f"loads prepared by {d['workers']} process(es) from their second batch on")
         lines.append(
-            f"after replace, digest equals a fresh load of the final versions: {'yes' if d['replace_digest_equal'] else 'NO'}"
+            f"after replace and the incremental load, digest equals a fresh load of the final versions: {'yes' if d['replace_digest_equal'] else 'NO'}"
         )
         rss = d.get("engine_rss_mb") or {}
         if rss.get("after") is not None:
@@ -439,9 +451,18 @@ def run_bench(
     secs, _ = _timed(lambda: load(db, edited, clock=clock))
     paths["replace"] = {"statements": n_edited, "seconds": secs, **_cpu_spent(cpu, _cpu(server))}
     paths["replace"]["stages"] = _stages(clock, paths["replace"])
+    log("incremental: 10% more conversations of the same people into the loaded graph")
+    extra = [Conversation.model_validate(c) for c in more_of(statements, per_conversation)]
+    n_extra = sum(len(t.recorded.statements) for c in extra for t in c.turns if t.recorded)
+    clock = StageClock(server)
+    cpu = _cpu(server)
+    secs, _ = _timed(lambda: load(db, extra, clock=clock))
+    paths["incremental"] = {"statements": n_extra, "seconds": secs, **_cpu_spent(cpu, _cpu(server))}
+    paths["incremental"]["stages"] = _stages(clock, paths["incremental"])
     final = list(convs)
     for i, c in zip(chosen, edited, strict=True):
         final[i] = c
+    final += extra
     log("fresh load of the final versions, for the digest")
     final_db = fresh("final")
     load(final_db, final)
@@ -527,6 +548,12 @@ def run_bench(
         for e in p.edges:
             by_key.setdefault(e.k, {"label": e.label, "k": e.k, "s": e.start, "e": e.end, "p": e.props})
     rows = list(by_key.values())
+    # The rows the incremental load adds (keys the first load did not write), to compare it
+    # with copying as many rows at the copy's rate.
+    added: set[str] = set()
+    for c in extra:
+        p = plan(c, result_of(c, ontology), ontology)
+        added |= {v.k for v in p.vertices if v.k not in by_key} | {e.k for e in p.edges if e.k not in by_key}
     server = _server_process(db, engine_pid)
     cpu = _cpu(server)
     secs = _copy(db, rows)
@@ -542,6 +569,11 @@ def run_bench(
         "first_load_vs_replay": paths["load"]["seconds"] / paths["replay"]["seconds"],
         # The rate of replacing changed conversations against the rate of the first load.
         "replace_rate_vs_load": paths["replace"]["statements_per_s"] / paths["load"]["statements_per_s"],
+        # 10% more conversations of the same people into the loaded graph: its rate against the
+        # first load's, and its time against copying as many new rows at the copy's rate.
+        "incremental_rate_vs_load": paths["incremental"]["statements_per_s"] / paths["load"]["statements_per_s"],
+        "copy_vs_incremental_load": paths["incremental"]["seconds"]
+        / (paths["copy"]["seconds"] * len(added) / len(rows)),
     }
     if same_size_load is not paths["load"]:
         # Linear, not quadratic: the rate at the full size against the rate at the smaller one.

@@ -144,11 +144,13 @@ class BulkWriter(Retraction):
         ids: dict[str, tuple[int, int]] = {}
         existed: set[str] = set()
         for label, rows, keys in batch.vertices:
-            got, old = self._upsert_vertices(label, rows, keys, _keep(label))
+            with stage(self.clock, "vertices"):
+                got, old = self._upsert_vertices(label, rows, keys, _keep(label))
             ids.update(got)
             existed |= old
         for label, erows in batch.edges:
-            self._insert_edges_json(label, _edge_payload(erows, ids))
+            with stage(self.clock, "edges"):
+                self._insert_edges_json(label, _edge_payload(erows, ids))
         return ids, existed
 
     def _copy_rows(self, batch: Batch) -> tuple[dict[str, tuple[int, int]], set[str]]:
@@ -159,17 +161,22 @@ class BulkWriter(Retraction):
         vertices, then for the edges): a round trip each rather than one per label."""
         ids: dict[str, tuple[int, int]] = {}
         existed: set[str] = set()
-        found = self._ids_of_labels({label: keys for label, _, keys in batch.vertices})
+        with stage(self.clock, "key look-up"):
+            found = self._ids_of_labels({label: keys for label, _, keys in batch.vertices})
         new: dict[str, list[int]] = {}
         for label, rows, keys in batch.vertices:
             there = found.get(label, {})
             if there:
                 old = [i for i, k in enumerate(keys) if k in there]
-                got, was = self._upsert_vertices(label, [rows[i] for i in old], [keys[i] for i in old], _keep(label))
+                with stage(self.clock, "vertices"):
+                    got, was = self._upsert_vertices(
+                        label, [rows[i] for i in old], [keys[i] for i in old], _keep(label)
+                    )
                 ids.update(got)
                 existed |= was
             new[label] = [i for i, k in enumerate(keys) if k not in there]
-        entries = self._entries({label: len(todo) for label, todo in new.items()})
+        with stage(self.clock, "key look-up"):  # ids from the labels' sequences
+            entries = self._entries({label: len(todo) for label, todo in new.items()})
         for label, rows, keys in batch.vertices:
             if not new[label]:
                 continue
@@ -177,32 +184,36 @@ class BulkWriter(Retraction):
             high = lid << 48
             for i, n in zip(new[label], taken, strict=True):
                 ids[keys[i]] = (lid, n)
-            self.db.copy(
-                self._table(label),
-                ("id", "properties"),
-                (f"{high | n}\t{copy_value(rows[i])}\n" for i, n in zip(new[label], taken, strict=True)),
-            )
+            with stage(self.clock, "vertices"):
+                self.db.copy(
+                    self._table(label),
+                    ("id", "properties"),
+                    (f"{high | n}\t{copy_value(rows[i])}\n" for i, n in zip(new[label], taken, strict=True)),
+                )
         gid = {k: a << 48 | b for k, (a, b) in ids.items()}
         new_edges: dict[str, list[tuple[str, str, str]]] = {}
         for label, erows in batch.edges:
             old_edges = [r for r in erows if r[0] in existed and r[1] in existed]
             if old_edges:
-                self._insert_edges_json(label, _edge_payload(old_edges, ids))
+                with stage(self.clock, "edges"):
+                    self._insert_edges_json(label, _edge_payload(old_edges, ids))
             new_edges[label] = [r for r in erows if r[0] not in existed or r[1] not in existed]
-        entries = self._entries({label: len(todo) for label, todo in new_edges.items()})
+        with stage(self.clock, "key look-up"):
+            entries = self._entries({label: len(todo) for label, todo in new_edges.items()})
         for label, todo in new_edges.items():
             if not todo:
                 continue
             lid, taken = entries[label]
             high = lid << 48
-            self.db.copy(
-                self._table(label),
-                ("id", "start_id", "end_id", "properties"),
-                (
-                    f"{high | n}\t{gid[s_]}\t{gid[e_]}\t{copy_value(pj)}\n"
-                    for (s_, e_, pj), n in zip(todo, taken, strict=True)
-                ),
-            )
+            with stage(self.clock, "edges"):
+                self.db.copy(
+                    self._table(label),
+                    ("id", "start_id", "end_id", "properties"),
+                    (
+                        f"{high | n}\t{gid[s_]}\t{gid[e_]}\t{copy_value(pj)}\n"
+                        for (s_, e_, pj), n in zip(todo, taken, strict=True)
+                    ),
+                )
         return ids, existed
 
     def _ids_of_labels(self, keys: Mapping[str, Sequence[str]]) -> dict[str, dict[str, int]]:
@@ -532,20 +543,22 @@ class BulkWriter(Retraction):
         objects: dict[int, int] = {}
         if not pairs:
             return statements, objects
-        for sk, stid, ptext, obj in self.db.execute(
-            sql.SQL(
-                "SELECT g.k, s.id::text, s.properties::text, o.id::text "
-                "FROM jsonb_to_recordset(%s::jsonb) AS g(a int, b bigint, k text, pred text, whole boolean, "
-                "objs text[], vals text[]) "
-                "CROSS JOIN LATERAL (SELECT s.id, s.properties FROM {so} so JOIN {st} s ON s.id = so.end_id "
-                "  WHERE so.start_id = ag_catalog._graphid(g.a, g.b) AND "
-                + _field("s", "predicate")
-                + "::text = g.pred OFFSET 0) s "
-                "LEFT JOIN LATERAL (SELECT a.end_id AS id FROM {ab} a WHERE a.start_id = s.id OFFSET 0) o ON true "
-                "WHERE g.whole OR o.id::text = ANY(g.objs) OR (o.id IS NULL AND " + _value_in("s", "g.vals") + ")"
-            ).format(**fmt),
-            (dumps(pairs),),
-        ):
+        with stage(self.clock, "versions read"):
+            found = self.db.execute(
+                sql.SQL(
+                    "SELECT g.k, s.id::text, s.properties::text, o.id::text "
+                    "FROM jsonb_to_recordset(%s::jsonb) AS g(a int, b bigint, k text, pred text, whole boolean, "
+                    "objs text[], vals text[]) "
+                    "CROSS JOIN LATERAL (SELECT s.id, s.properties FROM {so} so JOIN {st} s ON s.id = so.end_id "
+                    "  WHERE so.start_id = ag_catalog._graphid(g.a, g.b) AND "
+                    + _field("s", "predicate")
+                    + "::text = g.pred OFFSET 0) s "
+                    "LEFT JOIN LATERAL (SELECT a.end_id AS id FROM {ab} a WHERE a.start_id = s.id OFFSET 0) o ON true "
+                    "WHERE g.whole OR o.id::text = ANY(g.objs) OR (o.id IS NULL AND " + _value_in("s", "g.vals") + ")"
+                ).format(**fmt),
+                (dumps(pairs),),
+            )
+        for sk, stid, ptext, obj in found:
             p = json.loads(ptext)
             p["subject_key"] = sk
             statements[int(stid)] = p
@@ -622,20 +635,23 @@ class BulkWriter(Retraction):
             facts_of = {c: about for c, about in facts_of.items() if c not in widen}
             statements, objects = self._chain_statements(pairs_of(facts_of), fmt)
         said: dict[int, list[list[Any]]] = defaultdict(list)
+        evidence: list[tuple[Any, ...]] = []
         if statements:
-            for stid, etext, conv, ordinal in self.db.execute(
-                sql.SQL(
-                    "SELECT e.start_id::text, e.properties::text, "
-                    + _field("m", "conversation")
-                    + "::text, "
-                    + _field("m", "ordinal")
-                    + "::text FROM jsonb_to_recordset(%s::jsonb) AS u(a int, b bigint) "
-                    "CROSS JOIN LATERAL (SELECT e.end_id, e.start_id, e.properties FROM {eb} e "
-                    "  WHERE e.start_id = ag_catalog._graphid(u.a, u.b) OFFSET 0) e "
-                    "CROSS JOIN LATERAL (SELECT m.properties FROM {msg} m WHERE m.id = e.end_id OFFSET 0) m"
-                ).format(**fmt),
-                (dumps([{"a": i >> 48, "b": i & _ENTRY} for i in sorted(statements)]),),
-            ):
+            with stage(self.clock, "versions read"):
+                evidence = self.db.execute(
+                    sql.SQL(
+                        "SELECT e.start_id::text, e.properties::text, "
+                        + _field("m", "conversation")
+                        + "::text, "
+                        + _field("m", "ordinal")
+                        + "::text FROM jsonb_to_recordset(%s::jsonb) AS u(a int, b bigint) "
+                        "CROSS JOIN LATERAL (SELECT e.end_id, e.start_id, e.properties FROM {eb} e "
+                        "  WHERE e.start_id = ag_catalog._graphid(u.a, u.b) OFFSET 0) e "
+                        "CROSS JOIN LATERAL (SELECT m.properties FROM {msg} m WHERE m.id = e.end_id OFFSET 0) m"
+                    ).format(**fmt),
+                    (dumps([{"a": i >> 48, "b": i & _ENTRY} for i in sorted(statements)]),),
+                )
+            for stid, etext, conv, ordinal in evidence:
                 e = json.loads(etext)
                 said[int(stid)].append(
                     [e.get("at"), e["k"], e.get("quote"), conv, int(ordinal), e.get("char_start"), e.get("char_end")]
@@ -677,24 +693,26 @@ class BulkWriter(Retraction):
             for c in sorted(whole | set(facts_of))
             for _, k, pred in [c]
         ]
-        for vid, ptext in self.db.execute(
-            sql.SQL(
-                "SELECT v.id::text, v.properties::text FROM jsonb_to_recordset(%s::jsonb) AS "
-                "u(k text, pred text, whole boolean, okeys text[], vals text[]) "
-                "CROSS JOIN LATERAL (SELECT v.id, v.properties FROM {f} v WHERE "
-                + _field("v", "subject_key")
-                + " = "
-                + _as_agtype_key("u.k")
-                + " OFFSET 0) v WHERE "
-                + _field("v", "predicate")
-                + "::text = u.pred AND (u.whole OR "
-                + _field("v", "object_key")
-                + "::text = ANY(u.okeys) OR "
-                + _value_in("v", "u.vals")
-                + ")"
-            ).format(f=self._table("Fact")),
-            (dumps(asked),),
-        ):
+        with stage(self.clock, "versions read"):
+            versions_held = self.db.execute(
+                sql.SQL(
+                    "SELECT v.id::text, v.properties::text FROM jsonb_to_recordset(%s::jsonb) AS "
+                    "u(k text, pred text, whole boolean, okeys text[], vals text[]) "
+                    "CROSS JOIN LATERAL (SELECT v.id, v.properties FROM {f} v WHERE "
+                    + _field("v", "subject_key")
+                    + " = "
+                    + _as_agtype_key("u.k")
+                    + " OFFSET 0) v WHERE "
+                    + _field("v", "predicate")
+                    + "::text = u.pred AND (u.whole OR "
+                    + _field("v", "object_key")
+                    + "::text = ANY(u.okeys) OR "
+                    + _value_in("v", "u.vals")
+                    + ")"
+                ).format(f=self._table("Fact")),
+                (dumps(asked),),
+            )
+        for vid, ptext in versions_held:
             p = json.loads(ptext)
             ours = ns_of.get(p.get("subject_key"), p.get("namespace"))
             if p.get("namespace") != ours:
@@ -725,12 +743,24 @@ class BulkWriter(Retraction):
                     wanted.update(made)
                     held.update(props)
                     if new:
-                        self._write_versions(new, links, id_of)
+                        with stage(self.clock, "versions written"):
+                            self._write_versions(new, links, id_of)
             except BaseException:
                 for f in read:
                     f.cancel()  # the transaction is to be rolled back: the rest need not be read
                 raise
         gone = [vid for k, (vid, _) in have.items() if k not in wanted]
+        with stage(self.clock, "versions written"):
+            self._drop_versions(gone)
+        patches = []
+        for k, (vid, p) in have.items():
+            if k in wanted:
+                patches += _patch(vid, p, {f: held[k].get(f) for f in set(p) | set(held[k])})
+        with stage(self.clock, "versions written"):
+            self._write_patches("Fact", patches)
+
+    def _drop_versions(self, gone: list[int]) -> None:
+        """Delete the versions ``gone`` (ids) and their HOLDS and OBJECT edges."""
         if gone:
             payload = dumps([{"a": i >> 48, "b": i & _ENTRY} for i in gone])
             ids = "ARRAY(SELECT ag_catalog._graphid(u.a, u.b) FROM jsonb_to_recordset(%s::jsonb) AS u(a int, b bigint))"
@@ -742,11 +772,6 @@ class BulkWriter(Retraction):
                 ).format(h=self._table("HOLDS"), o=self._table("OBJECT"), f=self._table("Fact")),
                 (payload, payload, payload),
             )
-        patches = []
-        for k, (vid, p) in have.items():
-            if k in wanted:
-                patches += _patch(vid, p, {f: held[k].get(f) for f in set(p) | set(held[k])})
-        self._write_patches("Fact", patches)
 
     def _write_versions(
         self,

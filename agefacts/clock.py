@@ -29,15 +29,24 @@ STAGES = (
     "lock and check",
     "retract",
     "rows",
+    "key look-up",
+    "vertices",
+    "edges",
     "derived properties",
     "fact versions",
+    "versions read",
     "reading of time",
+    "versions written",
     "ingest log",
     "commit",
     "statistics",
 )
 """The stages in the order a load meets them: preparing (hash .. assemble, in the preparing
-thread or worker processes, no server), then writing (the loading thread and the server)."""
+thread or worker processes, no server), then writing (the loading thread and the server). A
+stage met inside another counts its own seconds and the outer one what is left: "rows" is
+what writing rows spends besides looking keys up and writing vertices and edges; "fact
+versions" what refreshing them spends besides reading the statements and the versions held,
+reading time (on a thread of its own), and writing the versions."""
 
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
