@@ -842,7 +842,7 @@ def _read_versions(rows: list[dict[str, Any]], held: Collection[str], clock: Sta
         seen: dict[str, int] = defaultdict(int)
         for v in timeline.versions(rows):
             row = dict(v.row)
-            content = json.dumps([row, v.known_from], sort_keys=True, ensure_ascii=False)
+            content = derive.sorted_json([row, v.known_from])
             seen[content] += 1
             fk = make_key("fact", row["namespace"], row["subject_key"], row["predicate"], content, seen[content])
             props = {f: x for f, x in row.items() if x is not None}

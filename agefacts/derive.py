@@ -43,6 +43,7 @@ __all__ = [
     "inputs_of",
     "one_per_place",
     "statement_props",
+    "sorted_json",
     "statement_recompute",
     "value_ident",
 ]
@@ -63,7 +64,7 @@ SAID_INPUTS = ("k", "at", "quote", "char_start", "char_end")
 
 def inputs_of(props: Mapping[str, Any], fields: Sequence[str]) -> str:
     """What of an edge's properties a rule reads, as comparable text."""
-    return json.dumps([props.get(f) for f in fields], sort_keys=True, ensure_ascii=False)
+    return sorted_json([props.get(f) for f in fields])
 
 
 def entity_props(mentions: Sequence[Mapping[str, Any]], order: Order = sorted) -> dict[str, Any] | None:
@@ -138,7 +139,14 @@ def value_ident(value: Any) -> str:
     one kind, so the two never meet."""
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
-    return json.dumps(value, sort_keys=True)
+    return _SORTED(value)
+
+
+# Made once: json.dumps with options makes an encoder per call, and these are called for every
+# statement a load or a reading of time compares (the same text as json.dumps writes).
+_SORTED = json.JSONEncoder(sort_keys=True).encode
+sorted_json = json.JSONEncoder(sort_keys=True, ensure_ascii=False).encode
+"""``json.dumps(value, sort_keys=True, ensure_ascii=False)``: comparable text of a value."""
 
 
 HISTORY_ORDER = "coalesce(s.valid_from, s.valid_until, s.recorded_at), s.recorded_at, s.k"

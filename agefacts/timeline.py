@@ -47,7 +47,7 @@ that ended it (a negation, or the next run's) became known.
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -212,36 +212,50 @@ _Event = tuple[str, int, tuple[str, str], Mapping[str, Any]]
 
 
 def _events(rows: Sequence[Mapping[str, Any]]) -> list[_Event]:
+    events = [e for r in rows for e in _row_events(r)]
+    events.sort(key=_event_order)
+    return events
+
+
+def _event_order(e: _Event) -> tuple[str, int, tuple[str, str]]:
+    return e[:3]
+
+
+def _row_events(r: Mapping[str, Any]) -> list[_Event]:
+    """One statement's events, in the order :func:`_events` sorts them from (a stable sort:
+    the same events in the same order give the same sweep)."""
+    if r.get("corrects"):
+        return []
+    said = sorted(r["said_at"])
+    # At one time, events of one rank go by the value's text (what the object is called, or the
+    # literal), then by key: nothing else at hand is the same however statements of one fact
+    # merged (the same words said twice are one statement).
+    obj = r.get("object")
+    k = (str(obj if obj is not None else r.get("value")), r["statement"])
+    if r.get("ends_fact"):
+        dated = r.get("stated_until") or r.get("valid_from")
+        return [(t, _END, k, r) for t in ([dated] if dated else said)]
     events: list[_Event] = []
-    for r in rows:
-        if r.get("corrects"):
-            continue
-        said = sorted(r["said_at"])
-        # At one time, events of one rank go by the value's text (what the object is called,
-        # or the literal), then by key: nothing else at hand is the same however statements
-        # of one fact merged (the same words said twice are one statement).
-        obj = r.get("object")
-        k = (str(obj if obj is not None else r.get("value")), r["statement"])
-        if r.get("ends_fact"):
-            dated = r.get("stated_until") or r.get("valid_from")
-            events.extend((t, _END, k, r) for t in ([dated] if dated else said))
-            continue
-        start, until = r.get("valid_from"), r.get("stated_until")
-        if start is not None:
-            events.append((start, _START, k, r))
-        else:
-            events.extend((t, _HELD, k, r) for t in said if until is None or t < until)
-        if until is not None:
-            events.append((until, _END, k, r))
-    events.sort(key=lambda e: e[:3])
+    start, until = r.get("valid_from"), r.get("stated_until")
+    if start is not None:
+        events.append((start, _START, k, r))
+    else:
+        events.extend((t, _HELD, k, r) for t in said if until is None or t < until)
+    if until is not None:
+        events.append((until, _END, k, r))
     return events
 
 
 def _chain_runs(rows: list[Mapping[str, Any]], fact_of_row: _FactOf = fact_of) -> list[Run]:
     """Rule 3 over one chain's statements."""
+    return _sweep(_events(rows), fact_of_row)
+
+
+def _sweep(events: list[_Event], fact_of_row: _FactOf) -> list[Run]:
+    """Rule 3 over one chain's statements' events (:func:`_events`)."""
     done: list[Run] = []
     run: Run | None = None
-    for t, kind, _, r in _events(rows):
+    for t, kind, _, r in events:
         fact = fact_of_row(r)
         if kind == _END:
             negation = bool(r.get("ends_fact"))
@@ -477,18 +491,17 @@ def _chain_versions(chain: list[Mapping[str, Any]]) -> list[Version]:
         def fact(r: Mapping[str, Any]) -> _Fact:
             return facts[r["statement"]]
 
-    # Each statement's evidence times, sorted, and its view as known with its first n of them.
-    said_times = [sorted(e[0] for e in r["said"]) for r in chain]
-    views: dict[tuple[int, int], Mapping[str, Any]] = {}
-
-    def view(i: int, t: str) -> Mapping[str, Any] | None:
-        n = bisect_right(said_times[i], t)
-        if n == 0:
-            return None
-        got = views.get((i, n))
-        if got is None:
-            got = views[i, n] = known_at([chain[i]], t)[0]
-        return got
+    # Each statement's view as known at the time being read (None before it was said) and its
+    # events, made again only at a time it gained evidence: the times each statement changes.
+    changes: dict[str, list[int]] = defaultdict(list)
+    for i, r in enumerate(chain):
+        for t in sorted({e[0] for e in r["said"]}):
+            changes[t].append(i)
+    views: list[Mapping[str, Any] | None] = [None] * len(chain)
+    events: list[list[_Event]] = [[] for _ in chain]
+    # Without a correction the rule's first step (_as_known) keeps every view as it is, so the
+    # events made with the views are the ones it would make.
+    corrected = any(r.get("corrects") for r in chain)
 
     # A run's identity by the objects it is made of; the value keeps them alive (so no id is
     # reused while the table holds it).
@@ -508,8 +521,16 @@ def _chain_versions(chain: list[Mapping[str, Any]]) -> list[Version]:
     open_: dict[tuple[Any, ...], list[tuple[str, dict[str, Any], Run]]] = {}
     for t in times:
         now: dict[tuple[Any, ...], list[Run]] = {}
-        known = [v for i in range(len(chain)) if (v := view(i, t)) is not None]
-        for run in _chain_runs(_as_known(known, fact), fact):
+        for i in changes[t]:
+            views[i] = got = known_at([chain[i]], t)[0]
+            events[i] = _row_events(got)
+        if corrected:
+            read = _chain_runs(_as_known([v for v in views if v is not None], fact), fact)
+        else:
+            ordered = [e for evs in events for e in evs]
+            ordered.sort(key=_event_order)
+            read = _sweep(ordered, fact)
+        for run in read:
             if _holds_somewhere(run):
                 now.setdefault(identity(run), []).append(run)
         for ident, before in list(open_.items()):

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
+
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agefacts.derive import entity_props, statement_props
+from agefacts.derive import entity_props, sorted_json, statement_props, value_ident
 
 
 def test_entity_and_statement_rules():
@@ -58,3 +60,19 @@ def test_evidence_on_one_place_is_one_piece_whatever_the_order(order):
     items = [ev(0, 0, 0.6, "whitespace"), ev(0, 0, 0.73, "typography"), ev(0, 0, None, "exact"), ev(1, 0, 0.5, "exact")]
     merged = one_per_place([items[i] for i in order])
     assert [(e.turn, e.confidence, e.match) for e in merged] == [(0, 0.73, "exact"), (1, 0.5, "exact")]
+
+
+_json = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text()),
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=4), inner, max_size=3)),
+    max_leaves=10,
+)
+
+
+@given(_json)
+def test_comparable_text_is_what_json_dumps_writes(value):
+    # Fact version keys hash this text, and values are told apart by it: an encoder made once
+    # must write what json.dumps wrote when the graphs were written.
+    assert sorted_json(value) == json.dumps(value, sort_keys=True, ensure_ascii=False)
+    whole = isinstance(value, float) and value.is_integer()
+    assert value_ident(value) == (str(int(value)) if whole else json.dumps(value, sort_keys=True))
