@@ -427,11 +427,18 @@ def run_bench(
     log(f"load: {statements} statements")
     db = fresh("load")
     server = _server_process(db, engine_pid)
-    clock = StageClock(server)
-    cpu = _cpu(server)
-    secs, _ = _timed(lambda: load(db, convs, clock=clock))
-    paths["load"] = {"statements": statements, "seconds": secs, **_cpu_spent(cpu, _cpu(server))}
-    paths["load"]["stages"] = _stages(clock, paths["load"])
+
+    def clocked(items: list[Conversation]) -> dict[str, Any]:
+        """Load ``items`` into ``db``, timed, with its CPU on both sides and by stage."""
+        clock = StageClock(server)
+        cpu = _cpu(server)
+        secs, _ = _timed(lambda: load(db, items, clock=clock))
+        n = sum(len(t.recorded.statements) for c in items for t in c.turns if t.recorded)
+        out: dict[str, Any] = {"statements": n, "seconds": secs, **_cpu_spent(cpu, _cpu(server))}
+        out["stages"] = _stages(clock, out)
+        return out
+
+    paths["load"] = clocked(convs)
     paths["load"]["peak_rss_mb"] = _rss_mb(engine_pid)[1]
 
     log("replay (unchanged)")
@@ -445,20 +452,10 @@ def run_bench(
     rng_edit = random.Random(11)
     chosen = sorted(rng_edit.sample(range(len(raw)), max(1, len(raw) // 50)))
     edited = [Conversation.model_validate(edit(raw[i], i)) for i in chosen]
-    n_edited = sum(len(t.recorded.statements) for c in edited for t in c.turns if t.recorded)
-    clock = StageClock(server)
-    cpu = _cpu(server)
-    secs, _ = _timed(lambda: load(db, edited, clock=clock))
-    paths["replace"] = {"statements": n_edited, "seconds": secs, **_cpu_spent(cpu, _cpu(server))}
-    paths["replace"]["stages"] = _stages(clock, paths["replace"])
+    paths["replace"] = clocked(edited)
     log("incremental: 10% more conversations of the same people into the loaded graph")
     extra = [Conversation.model_validate(c) for c in more_of(statements, per_conversation)]
-    n_extra = sum(len(t.recorded.statements) for c in extra for t in c.turns if t.recorded)
-    clock = StageClock(server)
-    cpu = _cpu(server)
-    secs, _ = _timed(lambda: load(db, extra, clock=clock))
-    paths["incremental"] = {"statements": n_extra, "seconds": secs, **_cpu_spent(cpu, _cpu(server))}
-    paths["incremental"]["stages"] = _stages(clock, paths["incremental"])
+    paths["incremental"] = clocked(extra)
     final = list(convs)
     for i, c in zip(chosen, edited, strict=True):
         final[i] = c
