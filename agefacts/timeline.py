@@ -516,9 +516,11 @@ def _chain_versions(chain: list[Mapping[str, Any]]) -> list[Version]:
 
     out: list[Version] = []
     times = sorted({e[0] for r in chain for e in r["said"]})
-    # Open versions by identity: when each began, its row, and its run as last read (whose
+    # Open versions by identity: when each began and its row. The runs of the reading before,
+    # by identity: the nth open version of an identity was last read as its nth run (whose
     # evidence is all of the readings before, and what was said since).
-    open_: dict[tuple[Any, ...], list[tuple[str, dict[str, Any], Run]]] = {}
+    open_: dict[tuple[Any, ...], list[tuple[str, dict[str, Any]]]] = {}
+    last: dict[tuple[Any, ...], list[Run]] = {}
     for t in times:
         now: dict[tuple[Any, ...], list[Run]] = {}
         for i in changes[t]:
@@ -534,20 +536,28 @@ def _chain_versions(chain: list[Mapping[str, Any]]) -> list[Version]:
             if _holds_somewhere(run):
                 now.setdefault(identity(run), []).append(run)
         for ident, before in list(open_.items()):
-            stays = now.get(ident, [])
-            for since, was, last in before[len(stays) :]:
-                out.append(Version(was, since, t, tuple(_said(last))))
+            # The first of each kind stay open; more of a kind now than before open below.
+            stays = len(now.get(ident, ()))
+            if stays >= len(before):
+                continue
+            for n in range(stays, len(before)):
+                since, was = before[n]
+                out.append(Version(was, since, t, tuple(_said(last[ident][n]))))
             if stays:
-                # The first of each kind stay open; more of a kind now than before open below.
-                open_[ident] = [(since, was, run) for (since, was, _), run in zip(before, stays, strict=False)]
+                del before[stays:]
             else:
                 del open_[ident]
         for ident, runs_now in now.items():
             have = len(open_.get(ident, ()))
             for run in runs_now[have:]:
                 row = _run_row(run)
-                open_.setdefault(ident, []).append((t, {f: row.get(f) for f in VERSION_FIELDS}, run))
-    out += [Version(was, since, None, tuple(_said(last))) for before in open_.values() for since, was, last in before]
+                open_.setdefault(ident, []).append((t, {f: row.get(f) for f in VERSION_FIELDS}))
+        last = now
+    out += [
+        Version(was, since, None, tuple(_said(last[ident][n])))
+        for ident, before in open_.items()
+        for n, (since, was) in enumerate(before)
+    ]
     return out
 
 
