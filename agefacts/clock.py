@@ -1,10 +1,10 @@
 """CPU seconds by stage of a load: the client's (the thread or worker process that ran each
 stage) and the server's (the process that answered it), for ``agefacts bench``
-(docs/performance.md, "Where a load's CPU goes").
+(docs/performance.md, "Where a load's CPU goes, by stage").
 
 A load runs without a clock unless it is given one: then each stage's start and end reads
-the thread's CPU time and, when the server's process is on this machine, that process's, a
-few microseconds a batch."""
+the thread's CPU time (twice a conversation while preparing) and, for a stage that asks the
+server, that process's from /proc when it is on this machine (a few times a batch)."""
 
 from __future__ import annotations
 
