@@ -98,3 +98,28 @@ def test_a_folder_without_conversation_files_is_an_error_naming_it(tmp_path):
         assert isinstance(item, InputError)
         assert "no .json, .jsonl or .ndjson files" in str(item), item
     assert got[2][1].id == "ok"
+
+
+def test_a_conversation_this_process_checked_reads_back_the_same_and_still_by_its_types():
+    # A load's worker reads the JSON the loading process made of conversations it validated,
+    # without the checks written in Python: what it reads is what a full reading gives, and
+    # JSON of another shape is still refused.
+    from importlib import resources
+
+    import pytest
+    from pydantic import ValidationError
+
+    from agefacts.bench import generate
+    from agefacts.models import CHECKED, Conversation
+
+    shipped = [c for _, c in read_conversations([str(resources.files("agefacts.examples"))])]
+    assert shipped and all(isinstance(c, Conversation) for c in shipped)
+    for conv in [*shipped, *(Conversation.model_validate(c) for c in generate(200, 10))]:
+        document = conv.model_dump_json()
+        assert (
+            Conversation.model_validate_json(document, context=CHECKED)
+            == Conversation.model_validate_json(document)
+            == conv
+        )
+    with pytest.raises(ValidationError):
+        Conversation.model_validate_json('{"id": "c", "namespace": "n", "turns": "not a list"}', context=CHECKED)
