@@ -139,10 +139,14 @@ def _stmt(
     return d
 
 
+def _conversations_for(statements: int, per_conversation: int) -> int:
+    return max(1, -(-statements // per_conversation))
+
+
 def generate(statements: int, per_conversation: int = 10, seed: int = 7) -> list[dict[str, Any]]:
     """Conversations (as JSON-ready dicts) holding about ``statements`` statements."""
     rng = random.Random(seed)
-    n_conv = max(1, -(-statements // per_conversation))
+    n_conv = _conversations_for(statements, per_conversation)
     out: list[dict[str, Any]] = []
     made = 0
     for c in range(n_conv):
@@ -230,9 +234,9 @@ def more_of(statements: int, per_conversation: int = 10, share: float = 0.1) -> 
     ``share`` as many statements again: what the same people said later, for a load into a
     graph that holds them (their entities met again, their one-value facts' chains longer).
     Numbered on from the last conversation generated, so each is new."""
-    first = generate(statements, per_conversation)
-    people = -(-len(first) // 20)
-    extra = generate(statements + max(1, int(statements * share)), per_conversation)[len(first) :]
+    first = _conversations_for(statements, per_conversation)
+    people = -(-first // 20)
+    extra = generate(statements + max(1, int(statements * share)), per_conversation)[first:]
     return [{**c, "namespace": f"person{i % people:05d}"} for i, c in enumerate(extra)]
 
 

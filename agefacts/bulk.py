@@ -749,14 +749,12 @@ class BulkWriter(Retraction):
                 for f in read:
                     f.cancel()  # the transaction is to be rolled back: the rest need not be read
                 raise
-        gone = [vid for k, (vid, _) in have.items() if k not in wanted]
         with stage(self.clock, "versions written"):
-            self._drop_versions(gone)
-        patches = []
-        for k, (vid, p) in have.items():
-            if k in wanted:
-                patches += _patch(vid, p, {f: held[k].get(f) for f in set(p) | set(held[k])})
-        with stage(self.clock, "versions written"):
+            self._drop_versions([vid for k, (vid, _) in have.items() if k not in wanted])
+            patches = []
+            for k, (vid, p) in have.items():
+                if k in wanted:
+                    patches += _patch(vid, p, {f: held[k].get(f) for f in set(p) | set(held[k])})
             self._write_patches("Fact", patches)
 
     def _drop_versions(self, gone: list[int]) -> None:

@@ -78,7 +78,8 @@ def _canon(value: Any) -> str:
     if value is None:
         return "null"
     if t is tuple or t is list:
-        return "[" + ",".join([_canon(v) for v in value]) + "]"
+        # A key's fields are mostly strings: written here rather than by a call each.
+        return "[" + ",".join([_STR(v) if type(v) is str else _canon(v) for v in value]) + "]"
     if value is True:
         return "true"
     if value is False:
@@ -90,12 +91,6 @@ def _canon(value: Any) -> str:
     return json.dumps(value)
 
 
-def _canon_flat(values: tuple[Any, ...]) -> str:
-    """:func:`_canon` of a tuple, its strings written without a call each (a key's fields are
-    mostly strings: most of the time of making keys went to calling _canon once per field)."""
-    return "[" + ",".join([_STR(v) if type(v) is str else _canon(v) for v in values]) + "]"
-
-
 @functools.lru_cache(maxsize=4096)
 def key_space(namespace: str) -> str:
     """The 16 hex digits every key of ``namespace`` starts with after its kind: what
@@ -104,7 +99,7 @@ def key_space(namespace: str) -> str:
 
 
 def make_key(kind: str, namespace: str, *fields: Any) -> str:
-    blob = _canon_flat((namespace, *fields))
+    blob = _canon((namespace, *fields))
     return f"{kind}:{key_space(namespace)}{hashlib.sha256(blob.encode('utf-8')).hexdigest()[:32]}"
 
 
@@ -175,6 +170,6 @@ def statement_key(
 
 
 def edge_key(label: str, start: str, end: str, *extra: Any) -> str:
-    blob = _canon_flat((label, start, end, *extra))
+    blob = _canon((label, start, end, *extra))
     space = start[start.index(":") + 1 :][:16]  # an edge is its start's namespace's
     return f"edge:{space}{hashlib.sha256(blob.encode('utf-8')).hexdigest()[:32]}"
