@@ -543,21 +543,20 @@ class BulkWriter(Retraction):
         objects: dict[int, int] = {}
         if not pairs:
             return statements, objects
-        with stage(self.clock, "versions read"):
-            found = self.db.execute(
-                sql.SQL(
-                    "SELECT g.k, s.id::text, s.properties::text, o.id::text "
-                    "FROM jsonb_to_recordset(%s::jsonb) AS g(a int, b bigint, k text, pred text, whole boolean, "
-                    "objs text[], vals text[]) "
-                    "CROSS JOIN LATERAL (SELECT s.id, s.properties FROM {so} so JOIN {st} s ON s.id = so.end_id "
-                    "  WHERE so.start_id = ag_catalog._graphid(g.a, g.b) AND "
-                    + _field("s", "predicate")
-                    + "::text = g.pred OFFSET 0) s "
-                    "LEFT JOIN LATERAL (SELECT a.end_id AS id FROM {ab} a WHERE a.start_id = s.id OFFSET 0) o ON true "
-                    "WHERE g.whole OR o.id::text = ANY(g.objs) OR (o.id IS NULL AND " + _value_in("s", "g.vals") + ")"
-                ).format(**fmt),
-                (dumps(pairs),),
-            )
+        found = self._versions_read(
+            sql.SQL(
+                "SELECT g.k, s.id::text, s.properties::text, o.id::text "
+                "FROM jsonb_to_recordset(%s::jsonb) AS g(a int, b bigint, k text, pred text, whole boolean, "
+                "objs text[], vals text[]) "
+                "CROSS JOIN LATERAL (SELECT s.id, s.properties FROM {so} so JOIN {st} s ON s.id = so.end_id "
+                "  WHERE so.start_id = ag_catalog._graphid(g.a, g.b) AND "
+                + _field("s", "predicate")
+                + "::text = g.pred OFFSET 0) s "
+                "LEFT JOIN LATERAL (SELECT a.end_id AS id FROM {ab} a WHERE a.start_id = s.id OFFSET 0) o ON true "
+                "WHERE g.whole OR o.id::text = ANY(g.objs) OR (o.id IS NULL AND " + _value_in("s", "g.vals") + ")"
+            ).format(**fmt),
+            (dumps(pairs),),
+        )
         for sk, stid, ptext, obj in found:
             p = json.loads(ptext)
             p["subject_key"] = sk
@@ -635,22 +634,20 @@ class BulkWriter(Retraction):
             facts_of = {c: about for c, about in facts_of.items() if c not in widen}
             statements, objects = self._chain_statements(pairs_of(facts_of), fmt)
         said: dict[int, list[list[Any]]] = defaultdict(list)
-        evidence: list[tuple[Any, ...]] = []
         if statements:
-            with stage(self.clock, "versions read"):
-                evidence = self.db.execute(
-                    sql.SQL(
-                        "SELECT e.start_id::text, e.properties::text, "
-                        + _field("m", "conversation")
-                        + "::text, "
-                        + _field("m", "ordinal")
-                        + "::text FROM jsonb_to_recordset(%s::jsonb) AS u(a int, b bigint) "
-                        "CROSS JOIN LATERAL (SELECT e.end_id, e.start_id, e.properties FROM {eb} e "
-                        "  WHERE e.start_id = ag_catalog._graphid(u.a, u.b) OFFSET 0) e "
-                        "CROSS JOIN LATERAL (SELECT m.properties FROM {msg} m WHERE m.id = e.end_id OFFSET 0) m"
-                    ).format(**fmt),
-                    (dumps([{"a": i >> 48, "b": i & _ENTRY} for i in sorted(statements)]),),
-                )
+            evidence = self._versions_read(
+                sql.SQL(
+                    "SELECT e.start_id::text, e.properties::text, "
+                    + _field("m", "conversation")
+                    + "::text, "
+                    + _field("m", "ordinal")
+                    + "::text FROM jsonb_to_recordset(%s::jsonb) AS u(a int, b bigint) "
+                    "CROSS JOIN LATERAL (SELECT e.end_id, e.start_id, e.properties FROM {eb} e "
+                    "  WHERE e.start_id = ag_catalog._graphid(u.a, u.b) OFFSET 0) e "
+                    "CROSS JOIN LATERAL (SELECT m.properties FROM {msg} m WHERE m.id = e.end_id OFFSET 0) m"
+                ).format(**fmt),
+                (dumps([{"a": i >> 48, "b": i & _ENTRY} for i in sorted(statements)]),),
+            )
             for stid, etext, conv, ordinal in evidence:
                 e = json.loads(etext)
                 said[int(stid)].append(
@@ -693,25 +690,24 @@ class BulkWriter(Retraction):
             for c in sorted(whole | set(facts_of))
             for _, k, pred in [c]
         ]
-        with stage(self.clock, "versions read"):
-            versions_held = self.db.execute(
-                sql.SQL(
-                    "SELECT v.id::text, v.properties::text FROM jsonb_to_recordset(%s::jsonb) AS "
-                    "u(k text, pred text, whole boolean, okeys text[], vals text[]) "
-                    "CROSS JOIN LATERAL (SELECT v.id, v.properties FROM {f} v WHERE "
-                    + _field("v", "subject_key")
-                    + " = "
-                    + _as_agtype_key("u.k")
-                    + " OFFSET 0) v WHERE "
-                    + _field("v", "predicate")
-                    + "::text = u.pred AND (u.whole OR "
-                    + _field("v", "object_key")
-                    + "::text = ANY(u.okeys) OR "
-                    + _value_in("v", "u.vals")
-                    + ")"
-                ).format(f=self._table("Fact")),
-                (dumps(asked),),
-            )
+        versions_held = self._versions_read(
+            sql.SQL(
+                "SELECT v.id::text, v.properties::text FROM jsonb_to_recordset(%s::jsonb) AS "
+                "u(k text, pred text, whole boolean, okeys text[], vals text[]) "
+                "CROSS JOIN LATERAL (SELECT v.id, v.properties FROM {f} v WHERE "
+                + _field("v", "subject_key")
+                + " = "
+                + _as_agtype_key("u.k")
+                + " OFFSET 0) v WHERE "
+                + _field("v", "predicate")
+                + "::text = u.pred AND (u.whole OR "
+                + _field("v", "object_key")
+                + "::text = ANY(u.okeys) OR "
+                + _value_in("v", "u.vals")
+                + ")"
+            ).format(f=self._table("Fact")),
+            (dumps(asked),),
+        )
         for vid, ptext in versions_held:
             p = json.loads(ptext)
             ours = ns_of.get(p.get("subject_key"), p.get("namespace"))
@@ -756,6 +752,12 @@ class BulkWriter(Retraction):
                 if k in wanted:
                     patches += _patch(vid, p, {f: held[k].get(f) for f in set(p) | set(held[k])})
             self._write_patches("Fact", patches)
+
+    def _versions_read(self, query: sql.Composable, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        """A read of what refreshing versions needs (statements, their evidence, the versions
+        held), counted as such."""
+        with stage(self.clock, "versions read"):
+            return self.db.execute(query, params)
 
     def _drop_versions(self, gone: list[int]) -> None:
         """Delete the versions ``gone`` (ids) and their HOLDS and OBJECT edges."""
