@@ -22,6 +22,7 @@ from .db import (
     _SEARCH_PATH,
     _SHARED_SESSION,
     DEFAULT_GRAPH,
+    KEYS_STALE,
     Table,
     _bad_dsn,
     _closed_while_idle,
@@ -176,6 +177,10 @@ class AsyncDatabase:
             return {name: kind for name, kind in await self._run(_LABELS, (self.graph,))}
         except psycopg.Error as exc:
             raise translate(exc, "reading the graph's labels") from exc
+
+    async def keys_stale(self) -> bool:
+        """:meth:`Database.keys_stale` on this connection."""
+        return bool((await self.table(KEYS_STALE, (self.graph,))).rows[0][0])
 
     async def table(
         self, query: str | sql.Composable, params: Sequence[Any] | Mapping[str, Any] | None = None

@@ -817,7 +817,7 @@ class Database:
 
     def keys_stale(self) -> bool:
         """Whether the graph holds keys of the form an earlier agefacts wrote (agefacts.migrate)."""
-        return bool(self.execute(KEYS_STALE, (self.graph,))[0][0])
+        return bool(self.table(KEYS_STALE, (self.graph,)).rows[0][0])
 
     def check_keys(self) -> None:
         """Refuse a graph an earlier agefacts wrote, saying how to migrate it: this agefacts

@@ -1196,10 +1196,12 @@ class Memory:
                     lambda m: m.facts(entity, namespace=namespace, valid_at=valid_at, known_at=known_at),
                     write=False,
                 )
-            got = self._router.everywhere(
-                lambda m: facts(m._reading(), entity, all_namespaces=True, valid_at=valid_at, known_at=known_at).dicts()
-            )
-            return [MemoryFact.from_row(r) for r in merge_rows(got, fact_order)]
+
+            def each(m: Memory) -> list[dict[str, Any]]:
+                got = facts(m._reading(), entity, all_namespaces=True, valid_at=valid_at, known_at=known_at)
+                return got.dicts()
+
+            return [MemoryFact.from_row(r) for r in merge_rows(self._router.everywhere(each), fact_order)]
         rows = facts(
             self._reading(),
             entity,
@@ -1219,10 +1221,12 @@ class Memory:
                 return self._router.on(
                     str(namespace), lambda m: m.history(entity, predicate, namespace=namespace), write=False
                 )
-            got = self._router.everywhere(
-                lambda m: history(m._reading(), entity, predicate, all_namespaces=True, ontology=m.ontology).dicts()
-            )
-            return [HistoryEntry.from_row(r) for r in merge_rows(got, history_order)]
+
+            def each(m: Memory) -> list[dict[str, Any]]:
+                got = history(m._reading(), entity, predicate, all_namespaces=True, ontology=m.ontology)
+                return got.dicts()
+
+            return [HistoryEntry.from_row(r) for r in merge_rows(self._router.everywhere(each), history_order)]
         rows = history(
             self._reading(),
             entity,
@@ -1251,10 +1255,15 @@ class Memory:
                     lambda m: m.ask(question, namespace=namespace, k=k, valid_at=valid_at, known_at=known_at),
                     write=False,
                 )
+
             # What each server's search counts, added up: each ranks as one holding all would.
-            scope = add_scopes(s for s, _ in self._router.everywhere(lambda m: search_scope(m._reading(), question)))
-            got = self._router.everywhere(
-                lambda m: gather(
+            def counts(m: Memory) -> dict[str, Any]:
+                return search_scope(m._reading(), question)
+
+            scope = add_scopes(s for s, _ in self._router.everywhere(counts))
+
+            def each(m: Memory) -> Gathered:
+                return gather(
                     m._reading(),
                     question,
                     m.ontology,
@@ -1266,8 +1275,9 @@ class Memory:
                     whole=True,
                     scope=scope,
                 )
-            )
-            return Recall.from_answer(answer_gathered(question, self.ontology, merge_gathered(got, k), k, None))
+
+            merged = merge_gathered(self._router.everywhere(each), k)
+            return Recall.from_answer(answer_gathered(question, self.ontology, merged, k, None))
         answer = ask(
             self._reading(),
             question,

@@ -21,7 +21,7 @@ from .derive import HISTORY_ORDER
 from .errors import QueryError
 from .keys import message_key
 from .names import is_entity_label
-from .query import _return_items, run
+from .query import _return_items, run, run_async
 
 if TYPE_CHECKING:
     # Only the async twins take one: a synchronous read does not pay for asyncio.
@@ -229,5 +229,5 @@ async def run_named_async(db: AsyncDatabase, name: str, params: Mapping[str, Any
         if not labels:
             return Table(q.columns, [])
         text, order = _per_entity_label(q, labels)
-        return Table(q.columns, _sorted_rows((await db.cypher(text, values, q.columns, prepared=True)).rows, order))
-    return await db.cypher(q.text, values, q.columns, prepared=True)
+        return Table(q.columns, _sorted_rows((await run_async(db, text, values, q.columns, prepared=True)).rows, order))
+    return await run_async(db, q.text, values, q.columns, prepared=True)

@@ -195,7 +195,8 @@ class Router(Generic[_M]):
         if namespace in self.placement.pinned or len(self.placement.servers) == 1:
             return self.placement.home(namespace).name
         ranked = self.placement.ranked(namespace)
-        name = self._went[namespace] = _home(ranked, [self._holds(self.member(n), namespace) for n in ranked])
+        held = [self._holds(self.member(n), namespace) for n in ranked]
+        name = self._went[namespace] = _home(ranked, held)
         return name
 
     def server_of(self, namespace: str) -> str:
@@ -278,6 +279,9 @@ class AsyncRouter(Generic[_M]):
     def opened(self) -> list[_M]:
         return [*self._members.values(), *self._retired]
 
+    async def _placed(self, namespace: str) -> str:
+        return self._went.get(namespace) or await self.home_of(namespace)
+
     async def home_of(self, namespace: str) -> str:
         """See :meth:`Router.home_of`."""
         if namespace in self.placement.pinned or len(self.placement.servers) == 1:
@@ -288,7 +292,7 @@ class AsyncRouter(Generic[_M]):
         return name
 
     async def server_of(self, namespace: str) -> str:
-        name = self._went.get(namespace) or await self.home_of(namespace)
+        name = await self._placed(namespace)
         for _ in range(len(self.placement.servers) + 1):
             note = (await self._notes(await self.member(name), namespace)).get(namespace)
             if note is None or note[1] != "moved":
@@ -298,9 +302,7 @@ class AsyncRouter(Generic[_M]):
 
     async def on(self, namespace: str, call: Callable[[_M], Awaitable[_T]], *, write: bool) -> _T:
         await self.follow()
-        name = self._went.get(namespace) or await self.home_of(namespace)
-        if not write:
-            name = await self.server_of(namespace)
+        name = await self._placed(namespace) if write else await self.server_of(namespace)
         for _ in range(len(self.placement.servers) + 1):
             try:
                 return await call(await self.member(name))

@@ -10,14 +10,18 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .db import Database, Table
 from .errors import QueryError
 
+if TYPE_CHECKING:
+    from .asyncdb import AsyncDatabase
+
 __all__ = [
     "return_columns",
     "run",
+    "run_async",
 ]
 
 
@@ -140,6 +144,34 @@ def run(
     """Run a Cypher query and return decoded rows keyed by the result column names. A
     ``$name`` the query uses and ``params`` leaves out is an error that names it.
     ``prepared``: as a prepared statement (the named queries, run again and again)."""
+    names, sql_cols = _columns(query, params, columns)
+    table = db.cypher(query, params or None, sql_cols, prepared=prepared)
+    if not names:
+        return Table([], [])
+    return Table(names, table.rows)
+
+
+async def run_async(
+    db: AsyncDatabase,
+    query: str,
+    params: Mapping[str, Any] | None = None,
+    columns: Sequence[str] | None = None,
+    *,
+    prepared: bool = False,
+) -> Table:
+    """:func:`run` on an asynchronous connection."""
+    names, sql_cols = _columns(query, params, columns)
+    table = await db.cypher(query, params or None, sql_cols, prepared=prepared)
+    if not names:
+        return Table([], [])
+    return Table(names, table.rows)
+
+
+def _columns(
+    query: str, params: Mapping[str, Any] | None, columns: Sequence[str] | None
+) -> tuple[list[str], list[str]]:
+    """The names of a query's columns and those it is run with, once every ``$name`` it uses
+    has a value."""
     used = set(_PARAM_USE.findall(_blank_strings(query)))
     if missing := sorted(used - set(params or {})):
         raise QueryError(
@@ -147,8 +179,4 @@ def run(
             + " ".join(f"--param {m}=..." for m in missing)
         )
     names = list(columns) if columns else return_columns(query)
-    sql_cols = [f"c{i}" for i in range(len(names))] or ["c0"]
-    table = db.cypher(query, params or None, sql_cols, prepared=prepared)
-    if not names:
-        return Table([], [])
-    return Table(names, table.rows)
+    return names, [f"c{i}" for i in range(len(names))] or ["c0"]

@@ -12,7 +12,7 @@ import unicodedata
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .db import KEYS_STALE, Database, Table
+from .db import Database, Table
 from .errors import NotFound, QueryError, UsageError, keys_stale_error, need_text
 from .named import named_queries, run_named, run_named_async
 from .names import role_named
@@ -144,7 +144,7 @@ def _entity_keys(db: Database, entity: str, namespace: str | None, all_namespace
 
 async def _entity_keys_async(db: AsyncDatabase, entity: str, namespace: str | None, all_namespaces: bool) -> list[str]:
     found = await find_entities_async(db, entity, namespace)
-    if not found and (await db._run(KEYS_STALE, (db.graph,)))[0][0]:
+    if not found and await db.keys_stale():
         raise keys_stale_error(db.graph)
     return _keys_found(found, entity, namespace, all_namespaces)
 
@@ -186,7 +186,8 @@ def facts(
             return table
         keys = _entity_keys(db, entity, namespace, all_namespaces)
         return table if keys == [entity] else facts_of_keys(db, keys, valid_at, known_at)
-    return facts_of_keys(db, _entity_keys(db, entity, namespace, all_namespaces), valid_at, known_at)
+    keys = _entity_keys(db, entity, namespace, all_namespaces)
+    return facts_of_keys(db, keys, valid_at, known_at)
 
 
 def _check_entity(entity: object, namespace: object) -> None:
@@ -331,10 +332,8 @@ def history(
     does not know is an error that names the nearest ones it does."""
     _check_entity(entity, namespace)
     _check_history(predicate, ontology)
-    tables = [
-        run_named(db, "history", {"entity": k, "predicate": predicate})
-        for k in _entity_keys(db, entity, namespace, all_namespaces)
-    ]
+    keys = _entity_keys(db, entity, namespace, all_namespaces)
+    tables = [run_named(db, "history", {"entity": k, "predicate": predicate}) for k in keys]
     return Table(tables[0].columns, [r for t in tables for r in t.rows])
 
 

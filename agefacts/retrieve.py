@@ -72,6 +72,7 @@ __all__ = [
     "question_time",
     "message_line",
     "link",
+    "link_async",
     "link_rows",
     "mark_withdrawn",
     "rank",
@@ -347,6 +348,11 @@ def link_rows(question: str, rows: list[dict[str, Any]], namespace: str | None) 
 def link(db: Database, question: str, namespace: str | None = None) -> list[Linked]:
     """The entities the question names (see :func:`link_rows`)."""
     return link_rows(question, run_named(db, "entity_names", {"namespace": namespace}).dicts(), namespace)
+
+
+async def link_async(db: AsyncDatabase, question: str, namespace: str | None = None) -> list[Linked]:
+    """:func:`link` on an asynchronous connection."""
+    return link_rows(question, (await run_named_async(db, "entity_names", {"namespace": namespace})).dicts(), namespace)
 
 
 def _vocabulary(ontology: Ontology) -> dict[str, set[str]]:
@@ -1058,8 +1064,7 @@ async def gather_async(
     _check_question(question, namespace, k)
     times = named_times(question, _asked_at(known_at))
     valid_at, named = question_time(valid_at, times)
-    names = await run_named_async(db, "entity_names", {"namespace": namespace})
-    entities = link_rows(question, names.dicts(), namespace)
+    entities = await link_async(db, question, namespace)
     check_scope(namespace, all_namespaces, (e.namespace for e in entities), "what the question names")
     rows = await facts_of_each_async(db, [e.key for e in entities], valid_at, known_at) if entities else []
     facts = _cited_facts(question, ontology, entities, rows, k)
@@ -1078,7 +1083,8 @@ def search_scope(db: Database, question: str, namespace: str | None = None) -> d
     are, each speaker name's turns, each word's messages): a placement adds these up over its
     servers (:func:`add_scopes`) and gathers with the sums, so each server ranks its matches as
     one server holding every message would."""
-    return dict(run_named(db, "search_scope", {"namespace": namespace, "question": question}).rows[0][0])
+    got = run_named(db, "search_scope", {"namespace": namespace, "question": question})
+    return dict(got.rows[0][0])
 
 
 async def search_scope_async(db: AsyncDatabase, question: str, namespace: str | None = None) -> dict[str, Any]:
@@ -1147,8 +1153,8 @@ def ask(
     )
     answer = _fused(question, ontology, g, k)
     if not answer.messages:
-        why = run_named(db, "question_words", _why_params(question, namespace)).dicts()[0]
-        answer.reason = nothing_found(why, g.times, answer, namespace)
+        why = run_named(db, "question_words", _why_params(question, namespace)).dicts()
+        answer.reason = nothing_found(why[0], g.times, answer, namespace)
         return answer
     withdrawn = run_named(db, "message_withdrawals", _withdrawal_params(answer.messages, known_at))
     return mark_withdrawn(answer, withdrawn.dicts())

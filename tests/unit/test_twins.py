@@ -1,0 +1,194 @@
+"""The sync and async twins say the same thing.
+
+Every read and write the library offers both ways is written twice: a function and its
+``_async`` twin, a class and its ``Async`` twin. Twins drift (a named query went out two ways,
+one checking its parameters and one not; the replica reader of one side could create a graph).
+This check holds each pair to one text: the async side, read as sync code (``await`` dropped,
+``async def``, ``async with`` and ``async for`` as their sync forms, ``asyncio.to_thread(f, ...)``
+as ``f(...)``, ``asyncio.sleep`` and ``asyncio.Lock`` as ``time.sleep`` and ``threading.Lock``, ``Awaitable[T]``
+as ``T``, and ``_async`` and ``Async`` taken out of names), must be the sync side, docstrings
+aside. A pair that cannot be one text says why in
+:data:`APART`, and the list is exact: a pair that becomes one text must leave it.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import re
+from pathlib import Path
+
+import agefacts
+
+PACKAGE = Path(agefacts.__file__).parent
+
+# Pairs whose two sides differ by design, by the async side's module and name, and why.
+APART: dict[tuple[str, str], str] = {
+    ("asyncdb.py", "AsyncDatabase.__init__"): "an async connection reads: it creates no graph and restarts no engine",
+    ("asyncdb.py", "AsyncDatabase.connect"): "the async connection is opened on the event loop, with its own retry",
+    ("asyncdb.py", "AsyncDatabase.close"): "no thread lock: the event loop runs one call at a time",
+    ("asyncdb.py", "AsyncDatabase.cypher"): "the sync side runs Cypher through cypher_raw, shared by the loader",
+    ("asyncdb.py", "AsyncDatabase._cypher_prepared"): "no thread lock (see close)",
+    ("asyncdb.py", "AsyncDatabase._run"): "a connection closed while idle is opened again by an asyncio lock",
+    ("asyncdb.py", "AsyncDatabase.labels"): "the sync side's labels are read by the loader too, and translated there",
+    ("memory.py", "AsyncMemory.__init__"): "its connections are opened on first use, on the event loop",
+    ("memory.py", "AsyncMemory.close"): "the async memory holds a sync writer beside its async reader",
+    ("memory.py", "AsyncMemory._reading"): "the async reader is opened on first use",
+    ("memory.py", "AsyncMemory._wrote"): "the WAL position is read on the sync writer, in a thread",
+    ("memory.py", "AsyncMemory.add"): "writes go through the sync writer in a thread, one at a time",
+    ("memory.py", "AsyncMemory.correct"): "writes go through the sync writer in a thread, one at a time",
+    ("memory.py", "AsyncMemory.forget"): "writes go through the sync writer in a thread, one at a time",
+    ("memory.py", "AsyncMemory.export"): "reads the ledger through the sync writer in a thread",
+    ("memory.py", "AsyncMemory.conversations"): "reads the ledger through the sync writer in a thread",
+    ("placed.py", "AsyncRouter.everywhere"): "servers are asked at once by asyncio.gather, not by a thread each",
+    ("placed.py", "AsyncRouter.opened"): "the event loop's one thread needs no lock to read the members",
+    (
+        "replica.py",
+        "AsyncReplicaReads.wrote",
+    ): "the WAL position is read by the caller, in a thread (see AsyncMemory._wrote)",
+    ("replica.py", "AsyncReplicaReads.db"): "an AsyncDatabase never creates a graph, so it takes no create=False",
+}
+
+
+def _defs(tree: ast.Module) -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:
+    out: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            out[node.name] = node
+        elif isinstance(node, ast.ClassDef):
+            for f in node.body:
+                if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    out[f"{node.name}.{f.name}"] = f
+    return out
+
+
+def _sync_name(name: str) -> str:
+    name = name.replace("_async", "")
+    return re.sub(r"(^|\.|_)Async", r"\1", name)
+
+
+class _AsSync(ast.NodeTransformer):
+    """The async side read as sync code."""
+
+    def visit_Await(self, node: ast.Await) -> ast.AST:
+        return self.visit(node.value)
+
+    def visit_AsyncFunctionDef(self, node: ast.AsyncFunctionDef) -> ast.AST:
+        self.generic_visit(node)
+        fields = {f: getattr(node, f) for f in node._fields}
+        return ast.copy_location(ast.FunctionDef(**fields), node)
+
+    def visit_AsyncWith(self, node: ast.AsyncWith) -> ast.AST:
+        self.generic_visit(node)
+        return ast.copy_location(ast.With(**{f: getattr(node, f) for f in node._fields}), node)
+
+    def visit_AsyncFor(self, node: ast.AsyncFor) -> ast.AST:
+        self.generic_visit(node)
+        return ast.copy_location(ast.For(**{f: getattr(node, f) for f in node._fields}), node)
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        self.generic_visit(node)
+        f = node.func
+        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "asyncio":
+            if f.attr == "to_thread" and node.args:
+                return ast.copy_location(ast.Call(func=node.args[0], args=node.args[1:], keywords=node.keywords), node)
+            if f.attr == "sleep":
+                f.value.id = "time"
+            if f.attr == "Lock":
+                f.value.id = "threading"
+        return node
+
+    def visit_Subscript(self, node: ast.Subscript) -> ast.AST:
+        self.generic_visit(node)
+        if isinstance(node.value, ast.Name) and node.value.id == "Awaitable":
+            return node.slice
+        return node
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        node.id = _sync_name(node.id)
+        return node
+
+    def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
+        self.generic_visit(node)
+        node.attr = _sync_name(node.attr)
+        return node
+
+
+def _text(f: ast.FunctionDef | ast.AsyncFunctionDef, as_sync: bool) -> str:
+    f = ast.parse(ast.unparse(f)).body[0]  # a copy
+    assert isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+    body = f.body
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        f.body = body[1:] or [ast.Pass()]
+    f.name = _sync_name(f.name)
+    if as_sync:
+        f = _AsSync().visit(f)
+    return ast.unparse(f)
+
+
+def twins() -> dict[tuple[str, str], tuple[str, str]]:
+    """Each async definition with a sync twin: (module, async name) -> (async text read as
+    sync, sync text)."""
+    defs = {}
+    for path in sorted(PACKAGE.glob("*.py")):
+        for name, f in _defs(ast.parse(path.read_text(encoding="utf-8"))).items():
+            defs[(path.name, name)] = f
+    by_name: dict[str, list[tuple[str, str]]] = {}
+    for mod, name in defs:
+        by_name.setdefault(name, []).append((mod, name))
+    out = {}
+    for (mod, name), f in defs.items():
+        sync = _sync_name(name)
+        if sync == name and not isinstance(f, ast.AsyncFunctionDef):
+            continue
+        found = [k for k in by_name.get(sync, []) if k != (mod, name) and not isinstance(defs[k], ast.AsyncFunctionDef)]
+        # The twin in the same module first, else the one other module that has it.
+        found.sort(key=lambda k: k[0] != mod)
+        if found:
+            out[(mod, name)] = (_text(f, True), _text(defs[found[0]], False))
+    return out
+
+
+def test_every_async_twin_reads_as_its_sync_twin():
+    pairs = twins()
+    # The twins found are the library's: this check finding none would hold nothing.
+    assert len(pairs) >= 40
+    drifted = {}
+    for key, (async_text, sync_text) in sorted(pairs.items()):
+        if async_text != sync_text and key not in APART:
+            diff = difflib.unified_diff(sync_text.splitlines(), async_text.splitlines(), "sync", "async", lineterm="")
+            drifted[key] = "\n".join(diff)
+    assert not drifted, "\n\n".join(f"{m}: {n}\n{d}" for (m, n), d in drifted.items())
+
+
+def test_the_pairs_kept_apart_are_twins_that_differ():
+    pairs = twins()
+    assert not set(APART) - set(pairs), "a pair kept apart no longer exists"
+    same = sorted(k for k in APART if pairs[k][0] == pairs[k][1])
+    assert not same, f"these read alike now; take them out of APART: {same}"
+
+
+def test_the_reading_as_sync_is_the_one_described():
+    """The rules themselves, on a made-up pair."""
+    source = '''
+async def fetch_async(db: AsyncDatabase, n: int) -> Table:
+    """Doc of one side."""
+    async with db.lock:
+        rows = await asyncio.to_thread(count, db, n)
+    await asyncio.sleep(0.1)
+    return await run_named_async(db, "q", {"n": rows})
+'''
+    sync = '''
+def fetch(db: Database, n: int) -> Table:
+    """Another doc."""
+    with db.lock:
+        rows = count(db, n)
+    time.sleep(0.1)
+    return run_named(db, "q", {"n": rows})
+'''
+    a, s = (ast.parse(t).body[0] for t in (source, sync))
+    assert isinstance(a, ast.AsyncFunctionDef) and isinstance(s, ast.FunctionDef)
+    assert _text(a, True) == _text(s, False)
+    changed = ast.parse(sync.replace("count(db, n)", "count(db, n + 1)")).body[0]
+    assert isinstance(changed, ast.FunctionDef)
+    assert _text(a, True) != _text(changed, False)
