@@ -137,16 +137,26 @@ class AsyncDatabase:
         too)."""
         from .agtype import decode
 
+        rows = (
+            await self._cypher_prepared(query, params or {}, columns)
+            if prepared
+            else await self.cypher_raw(query, params, columns)
+        )
+        return Table(list(columns), [tuple(decode(v) for v in row) for row in rows])
+
+    async def cypher_raw(
+        self,
+        query: str,
+        params: Mapping[str, Any] | None = None,
+        columns: Sequence[str] = ("v",),
+    ) -> list[tuple[str | None, ...]]:
+        """:meth:`Database.cypher_raw` on this connection."""
+        stmt = cypher_statement(self.graph, query, columns, with_params=params is not None)
+        args = (json.dumps(params, ensure_ascii=False),) if params is not None else None
         try:
-            if prepared:
-                rows = await self._cypher_prepared(query, params or {}, columns)
-            else:
-                stmt = cypher_statement(self.graph, query, columns, with_params=params is not None)
-                args = (json.dumps(params, ensure_ascii=False),) if params is not None else None
-                rows = await self._run(stmt, args)
+            return await self._run(stmt, args)
         except psycopg.Error as exc:
             raise translate(exc, "running Cypher") from exc
-        return Table(list(columns), [tuple(decode(v) for v in row) for row in rows])
 
     async def _cypher_prepared(
         self, query: str, params: Mapping[str, Any], columns: Sequence[str]
@@ -154,21 +164,24 @@ class AsyncDatabase:
         """:meth:`Database._cypher_prepared` on this connection."""
         if self._conn is None or self._conn.closed:
             await self.connect()
-        for attempt in (1, 2):
-            name, prepare, execute = self._prepared.statements(query, columns, self._conn)
-            if prepare is not None:
+        try:
+            for attempt in (1, 2):
+                name, prepare, execute = self._prepared.statements(query, columns, self._conn)
+                if prepare is not None:
+                    try:
+                        await self._run(prepare)
+                    except psycopg.errors.DuplicatePreparedStatement:
+                        pass  # this client prepared it before a reconnect, on the same session
+                    self._prepared.names.add(name)
                 try:
-                    await self._run(prepare)
-                except psycopg.errors.DuplicatePreparedStatement:
-                    pass  # this client prepared it before a reconnect, on the same session
-                self._prepared.names.add(name)
-            try:
-                return await self._run(execute(params))
-            except psycopg.errors.InvalidSqlStatementName:
-                # Gone from the session (a reconnect): prepared again, once.
-                self._prepared.names.discard(name)
-                if attempt == 2:
-                    raise
+                    return await self._run(execute(params))
+                except psycopg.errors.InvalidSqlStatementName:
+                    # Gone from the session (a reconnect): prepared again, once.
+                    self._prepared.names.discard(name)
+                    if attempt == 2:
+                        raise
+        except psycopg.Error as exc:
+            raise translate(exc, "running Cypher") from exc
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def labels(self) -> dict[str, str]:

@@ -943,7 +943,10 @@ class Database:
 
     def labels(self) -> dict[str, str]:
         """The graph's labels and their kinds ('v' or 'e'), AGE's internal defaults excluded."""
-        return {name: kind for name, kind in self._run(_LABELS, (self.graph,))}
+        try:
+            return {name: kind for name, kind in self._run(_LABELS, (self.graph,))}
+        except psycopg.Error as exc:
+            raise translate(exc, "reading the graph's labels") from exc
 
     def ensure_labels(self, vertex: Sequence[str] = (), edge: Sequence[str] = ()) -> None:
         """Create missing labels up front, so that concurrent writers never race to create one
@@ -1018,7 +1021,7 @@ class Database:
         columns: Sequence[str] = ("v",),
     ) -> list[tuple[str | None, ...]]:
         """Run Cypher and return the rows as agtype text (``None`` for SQL NULL)."""
-        stmt = self.cypher_sql(query, columns, with_params=params is not None)
+        stmt = cypher_statement(self.graph, query, columns, with_params=params is not None)
         args = (json.dumps(params, ensure_ascii=False),) if params is not None else None
         try:
             return self._run(stmt, args)
