@@ -1346,10 +1346,8 @@ class Memory:
         need_text(namespace, "namespace= (whose memory)")
         if self._router is not None:
             return self._router.on(namespace, lambda m: m.conversations(namespace), write=False)
-        return [
-            Remembered.from_row(r)
-            for r in run_named(self._reading(), "conversations", {"namespace": namespace}).dicts()
-        ]
+        rows = run_named(self._reading(), "conversations", {"namespace": namespace})
+        return [Remembered.from_row(r) for r in rows.dicts()]
 
     def entities(self, namespace: str) -> list[Known]:
         """Who and what the namespace's memory knows: each entity's name (or role), type and

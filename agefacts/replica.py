@@ -60,7 +60,7 @@ class ReplicaReads:
                 # says the graph does not exist, which waiting mends too.
                 replica = self._replica or Database(self.dsn, self.graph, create=False).connect()
                 self._replica = replica
-                if written is None or replica.execute(_CAUGHT_UP, (written,))[0][0]:
+                if written is None or replica.table(_CAUGHT_UP, (written,)).rows[0][0]:
                     break
                 why = "it has not replayed this memory's last write"
             except AgeFactsError as exc:
