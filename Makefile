@@ -50,10 +50,11 @@ test: install system-deps
 	if [ $$rc -eq 5 ]; then echo "pytest ran no tests: treating that as a failure" >&2; exit 1; fi; \
 	exit $$rc
 
-# The unit tests alone (no engine, no browser): a quick check while working; `make test` is
-# what CI runs. Two workers: 38 s against 62 s in one on a 2-core machine.
+# The unit tests alone (no engine, no browser), less those marked slow (each runs pytest or
+# Python again in a process of its own), with the generated stories cut to 60 examples each: a
+# quick check while working; `make test` is what CI runs, everything at full size.
 test-fast: install
-	@$(BIN)/python -m pytest -n 2 tests/unit $(PYTEST_ARGS); rc=$$?; \
+	@AGEFACTS_FUZZ_EXAMPLES=$${AGEFACTS_FUZZ_EXAMPLES:-60} $(BIN)/python -m pytest -n 2 -m "not slow" tests/unit $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest ran no tests: treating that as a failure" >&2; exit 1; fi; \
 	exit $$rc
 

@@ -637,6 +637,7 @@ def test_a_turn_asked_again_sees_every_handle_the_recording_holds(server):
     assert "Known entities" in prompt and "e1" in prompt and "Tom" in prompt
 
 
+@pytest.mark.slow
 def test_a_run_killed_inside_a_long_conversation_loses_only_the_request_in_flight(tmp_path):
     """Recordings were written only when a whole conversation was done: a kill 30 s into
     LoCoMo's conversations (about 294 user turns each) lost 2,067 answered turns. Each

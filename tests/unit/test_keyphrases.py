@@ -71,6 +71,7 @@ sys.stdout.write(json.dumps([[k.model_dump() for k in x.keyphrases(t)] for t in 
 """
 
 
+@pytest.mark.slow
 @settings(max_examples=2, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(generated=st.lists(TEXTS, min_size=5, max_size=25))
 def test_the_same_input_gives_byte_identical_output_across_runs_and_hash_seeds(generated):

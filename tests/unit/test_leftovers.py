@@ -8,6 +8,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).parents[2]
 
 
@@ -23,6 +25,7 @@ def _pytest_with_the_check(folder: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_a_run_that_leaves_a_process_running_fails_and_names_it(tmp_path):
     (tmp_path / "test_leaves.py").write_text(
         textwrap.dedent(
@@ -48,12 +51,14 @@ def test_a_run_that_leaves_a_process_running_fails_and_names_it(tmp_path):
     assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split(")")[1][:3]
 
 
+@pytest.mark.slow
 def test_a_run_that_leaves_nothing_passes(tmp_path):
     (tmp_path / "test_clean.py").write_text("def test_nothing():\n    pass\n")
     run = _pytest_with_the_check(tmp_path)
     assert run.returncode == 0, run.stdout + run.stderr
 
 
+@pytest.mark.slow
 def test_a_test_that_hangs_fails_in_bounded_time_with_the_stack_that_hung(tmp_path):
     # The suite's own settings (pyproject.toml), with the limit shortened for this test.
     (tmp_path / "test_hangs.py").write_text(
