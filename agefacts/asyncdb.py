@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -27,9 +26,9 @@ from .db import (
     _bad_dsn,
     _closed_while_idle,
     _ClosedWhileIdle,
+    _cypher_call,
     _Prepared,
     check_graph_name,
-    cypher_statement,
     login_role,
     transaction_settings,
     translate,
@@ -151,8 +150,7 @@ class AsyncDatabase:
         columns: Sequence[str] = ("v",),
     ) -> list[tuple[str | None, ...]]:
         """:meth:`Database.cypher_raw` on this connection."""
-        stmt = cypher_statement(self.graph, query, columns, with_params=params is not None)
-        args = (json.dumps(params, ensure_ascii=False),) if params is not None else None
+        stmt, args = _cypher_call(self.graph, query, params, columns)
         try:
             return await self._run(stmt, args)
         except psycopg.Error as exc:

@@ -295,6 +295,14 @@ def cypher_statement(
     )
 
 
+def _cypher_call(
+    graph: str, query: str, params: Mapping[str, Any] | None, columns: Sequence[str]
+) -> tuple[sql.Composed, tuple[str] | None]:
+    """The statement and arguments that run a Cypher query unprepared, on either connection."""
+    stmt = cypher_statement(graph, query, columns, with_params=params is not None)
+    return stmt, (json.dumps(params, ensure_ascii=False),) if params is not None else None
+
+
 def _bad_dsn(exc: BaseException) -> DatabaseError:
     """The one message for a connection string libpq refuses, on either connection."""
     return DatabaseError(
@@ -1011,9 +1019,6 @@ class Database:
                 self._labels.add((name, kind))
 
     # -- running Cypher ------------------------------------------------------------------
-    def cypher_sql(self, query: str, columns: Sequence[str] = ("v",), with_params: bool = False) -> sql.Composed:
-        return cypher_statement(self.graph, query, columns, with_params)
-
     def cypher_raw(
         self,
         query: str,
@@ -1021,8 +1026,7 @@ class Database:
         columns: Sequence[str] = ("v",),
     ) -> list[tuple[str | None, ...]]:
         """Run Cypher and return the rows as agtype text (``None`` for SQL NULL)."""
-        stmt = cypher_statement(self.graph, query, columns, with_params=params is not None)
-        args = (json.dumps(params, ensure_ascii=False),) if params is not None else None
+        stmt, args = _cypher_call(self.graph, query, params, columns)
         try:
             return self._run(stmt, args)
         except psycopg.Error as exc:

@@ -42,8 +42,8 @@ __all__ = [
     "entity_recompute",
     "inputs_of",
     "one_per_place",
-    "statement_props",
     "sorted_json",
+    "statement_props",
     "statement_recompute",
     "value_ident",
 ]

@@ -212,7 +212,13 @@ _Event = tuple[str, int, tuple[str, str], Mapping[str, Any]]
 
 
 def _events(rows: Sequence[Mapping[str, Any]]) -> list[_Event]:
-    events = [e for r in rows for e in _row_events(r)]
+    return _in_order([_row_events(r) for r in rows])
+
+
+def _in_order(each: Iterable[list[_Event]]) -> list[_Event]:
+    """Statements' events (:func:`_row_events`, one list a statement) in the order rule 3
+    reads them."""
+    events = [e for evs in each for e in evs]
     events.sort(key=_event_order)
     return events
 
@@ -529,9 +535,7 @@ def _chain_versions(chain: list[Mapping[str, Any]]) -> list[Version]:
         if corrected:
             read = _chain_runs(_as_known([v for v in views if v is not None], fact), fact)
         else:
-            ordered = [e for evs in events for e in evs]
-            ordered.sort(key=_event_order)
-            read = _sweep(ordered, fact)
+            read = _sweep(_in_order(events), fact)
         for run in read:
             if _holds_somewhere(run):
                 now.setdefault(identity(run), []).append(run)

@@ -13,6 +13,7 @@ from psycopg import sql
 from agefacts.agtype import Edge, Vertex, decode
 from agefacts.agtype import Path as AgPath
 from agefacts.cli import main
+from agefacts.db import cypher_statement
 from agefacts.keys import keyphrase_key, message_key
 from agefacts.load import Loader, load_paths
 from agefacts.named import named_queries, run_named
@@ -375,7 +376,7 @@ def test_a_message_s_statements_are_found_through_its_key_index(loaded):
 
     db = loaded
     q, values = bind_named("message_statements", {"conversation": "ann-01", "ordinal": 0, "namespace": "ann"})
-    stmt = db.cypher_sql(q.text, [f"c{i}" for i in range(len(q.columns))], with_params=True)
+    stmt = cypher_statement(db.graph, q.text, [f"c{i}" for i in range(len(q.columns))], with_params=True)
     with db.transaction():
         db.execute("SET LOCAL enable_seqscan = off")
         plan = "\n".join(r[0] for r in db.execute(sql.SQL("EXPLAIN ") + stmt, (json.dumps(values),)))
