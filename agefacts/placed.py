@@ -70,8 +70,8 @@ def merge_gathered(parts: Sequence[tuple[Gathered, _Notes]], k: int) -> Gathered
     """What several servers gathered for a question (each ``whole``, less the namespaces it
     notes as leaving or gone), as one server holding everything would have gathered it, to be
     fused once (:func:`agefacts.retrieve.answer_gathered`): the words' matches by their score
-    (BM25, each server's over its own messages), read as deep as one server reads; the
-    keyphrases', the facts' and their evidence messages whole. Fusing each server's own
+    (BM25, each server's over its own messages, each with its keyphrases), read as deep as one
+    server reads; the facts' and their evidence messages whole. Fusing each server's own
     answer and sorting the union by fused score interleaved the servers' lists by rank, so
     the tenth message of one server came before the second of another."""
     entities: list[Any] = []
@@ -91,7 +91,6 @@ def merge_gathered(parts: Sequence[tuple[Gathered, _Notes]], k: int) -> Gathered
             return [m for m in items if m["namespace"] not in notes]
 
         words += kept(g.found.words)
-        found.topics += kept(g.found.topics)
         found.timed += kept(g.found.timed)
         found.texts.update((ident, m) for ident, m in g.found.texts.items() if ident[0] not in notes)
         nearest.append(kept(g.found.meaning))

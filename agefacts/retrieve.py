@@ -38,7 +38,7 @@ from .asyncdb import AsyncDatabase
 from .db import Database
 from .embed import Embedder, nearest_messages, nearest_messages_async
 from .errors import UsageError, need_text
-from .keys import keyphrase_key, keyphrase_text, message_key
+from .keys import keyphrase_text, message_key
 from .limits import QUESTION_CHARS
 from .named import run_named, run_named_async
 from .names import ROLE_WORDS
@@ -81,7 +81,6 @@ __all__ = [
     "search_scope",
     "search_scope_async",
     "topic_texts",
-    "topics_from",
     "valid_words",
     "withdrawal",
 ]
@@ -439,33 +438,15 @@ def topic_texts(question: str) -> list[str]:
     return list(out)
 
 
-def topics_from(rows: list[dict[str, Any]], k: int) -> list[dict[str, Any]]:
-    """The messages of the ``topic_messages`` rows, one each with its keyphrases: those that
-    say the most of the question's phrases first (then the longer phrases, the higher scores,
-    the latest), cut to ``k``."""
-    by_message: dict[tuple[str, str, int], dict[str, Any]] = {}
-    for r in rows:
-        ident = (r["namespace"], r["conversation"], r["message"])
-        m = by_message.setdefault(ident, _message(r, r["message_text"]))
-        hit = {f: r[f] for f in ("mention", "char_start", "char_end", "byte_start", "byte_end", "score", "extractor")}
-        m["keyphrases"].append({"text": r["keyphrase"], **hit})
-    for m in by_message.values():
-        m["keyphrases"].sort(key=lambda h: (h["char_start"], h["text"]))
-
-    def order(m: dict[str, Any]) -> tuple[Any, ...]:
-        hits = m["keyphrases"]
-        return (
-            -len(hits),
-            -sum(len(h["text"].split()) for h in hits),
-            -max(float(h["score"] or 0) for h in hits),
-        )
-
-    latest_first = sorted(
-        by_message.values(),
-        key=lambda m: (str(m["at"] or ""), m["namespace"], m["conversation"], m["message"]),
-        reverse=True,
+def _keyphrase_order(m: dict[str, Any]) -> tuple[Any, ...]:
+    """How a message's keyphrases rank it: the most of the question's phrases first, then the
+    longer phrases, then the higher scores."""
+    hits = m["keyphrases"]
+    return (
+        -len(hits),
+        -sum(len(h["text"].split()) for h in hits),
+        -max(float(h["score"] or 0) for h in hits),
     )
-    return sorted(latest_first, key=order)[: max(0, k)]
 
 
 def _message(r: dict[str, Any], text: str | None) -> dict[str, Any]:
@@ -621,7 +602,6 @@ _LISTS = ("words", "keyphrases", "facts", "time", "meaning")
 
 def fuse(
     words: list[dict[str, Any]],
-    keyphrases: list[dict[str, Any]],
     facts: list[dict[str, Any]],
     texts: dict[tuple[str, str, int], dict[str, Any]],
     k: int,
@@ -630,7 +610,7 @@ def fuse(
     timed: list[dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
     """One ranked list of messages from up to five: ``words`` (the ``search_messages`` rows,
-    best first), ``keyphrases`` (:func:`topics_from`'s messages, best first), ``facts`` (the
+    best first), the keyphrases those rows say (each row's ``keyphrases``), ``facts`` (the
     served facts, best first: each one's evidence message; ``texts`` holds those messages by
     (namespace, conversation, ordinal)); when the question names ``times``
     (:func:`named_times`), the words' matches sent inside one, in the words' order, then the
@@ -660,14 +640,15 @@ def fuse(
     # words of its message, so the words find what it would); one that is only a speaker's
     # name ("Congrats, Gina!") counts for nothing, as the name does in the words' ranking.
     names = {keyphrase_text(r["name"]) for r in words if r.get("name")}
-    rank = 0
-    for r in keyphrases:
-        ident = (r["namespace"], r["conversation"], r["message"])
-        hits = [h for h in r["keyphrases"] if keyphrase_text(h["text"]) not in names]
-        if ident in out and hits:
-            rank += 1
-            m = add(1, rank, ident, r, r["text"])
-            m["keyphrases"] = hits
+    said = []
+    for r in words:
+        m = out[(r["namespace"], r["conversation"], r["message"])]
+        m["keyphrases"] = [h for h in r.get("keyphrases") or [] if keyphrase_text(h["text"]) not in names]
+        if m["keyphrases"]:
+            said.append(m)
+    latest_first = sorted(said, key=lambda m: (str(m["at"] or ""), m["namespace"], m["conversation"], m["message"]))
+    for rank, m in enumerate(sorted(reversed(latest_first), key=_keyphrase_order), 1):
+        add(1, rank, (m["namespace"], m["conversation"], m["message"]), m, m["text"])
     rank = 0
     for f in facts:
         ident = (f["namespace"], f["conversation"], f["message"])
@@ -716,18 +697,8 @@ def _search_params(
     question: str, namespace: str | None, k: int, scope: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
     scoped = None if scope is None else json.dumps(scope)
-    return {"namespace": namespace, "question": question, "k": search_depth(k), "scope": scoped}
-
-
-def _topic_query(question: str, namespace: str | None) -> tuple[str, dict[str, Any]] | None:
-    """The named query (and its parameters) that finds the question's topic messages: by
-    key in one namespace, by text across all; None when the question names no topic."""
-    texts = topic_texts(question)
-    if not texts:
-        return None
-    if namespace is None:
-        return "topic_messages_by_text", {"texts": texts}
-    return "topic_messages", {"keys": [keyphrase_key(namespace, t) for t in texts]}
+    topics = topic_texts(question) or None
+    return {"namespace": namespace, "question": question, "k": search_depth(k), "scope": scoped, "topics": topics}
 
 
 def question_time(valid_at: TimeArg, times: Sequence[tuple[str, str]]) -> tuple[TimeArg, str | None]:
@@ -764,7 +735,6 @@ class Found:
     """What the database found for a question, before the fusion."""
 
     words: list[dict[str, Any]] = field(default_factory=list)
-    topics: list[dict[str, Any]] = field(default_factory=list)
     texts: dict[tuple[str, str, int], dict[str, Any]] = field(default_factory=dict)
     meaning: list[dict[str, Any]] = field(default_factory=list)
     timed: list[dict[str, Any]] = field(default_factory=list)
@@ -800,25 +770,22 @@ def _found_queries(
     scope: Mapping[str, Any] | None = None,
 ) -> dict[str, tuple[str, dict[str, Any]]]:
     """The named queries that find a question's messages, by what they find: its words'
-    matches, its keyphrases' messages, the cited facts' evidence messages, and the messages
-    sent inside the times it names (in one namespace: every namespace's would be a scan)."""
+    matches (each with the question's keyphrases it says), the cited facts' evidence messages,
+    and the messages sent inside the times it names (in one namespace: every namespace's would
+    be a scan)."""
     out = {"words": ("search_messages", _search_params(question, namespace, k, scope))}
     spans = _selecting(times)
     if spans and namespace is not None:
         starts, ends = (list(x) for x in zip(*spans, strict=True))
         params = {"namespace": namespace, "question": question, "starts": starts, "ends": ends, "k": max(2 * k, 20)}
         out["timed"] = ("time_messages", params)
-    if (q := _topic_query(question, namespace)) is not None:
-        out["topics"] = q
     if facts:
         out["texts"] = ("messages", _evidence_params(facts))
     return out
 
 
 def _found_of(rows: dict[str, list[dict[str, Any]]], meaning: list[dict[str, Any]]) -> Found:
-    return Found(
-        rows["words"], rows.get("topics", []), _by_ident(rows.get("texts", [])), meaning, rows.get("timed", [])
-    )
+    return Found(rows["words"], _by_ident(rows.get("texts", [])), meaning, rows.get("timed", []))
 
 
 def _found(
@@ -874,8 +841,8 @@ def answer_from(
 ) -> Answer:
     """The answer from the linked entities and each one's facts (``rows[i]`` are the facts
     of ``entities[i]``): served facts ranked and cut to ``k``, the rest with their reason;
-    and the messages (``found``: the question's words' matches, its keyphrases' messages and
-    the facts' evidence messages and those nearest in meaning, fused by :func:`fuse`, with the times the question names,
+    and the messages (``found``: the question's words' matches with their keyphrases, the
+    facts' evidence messages and those nearest in meaning, fused by :func:`fuse`, with the times the question names,
     ``times``: :func:`named_times`), cut to ``k``."""
     answer = Answer(question, list(entities))
     seen: set[str] = set()
@@ -895,7 +862,6 @@ def answer_from(
     f = found or Found()
     answer.messages = fuse(
         f.words,
-        topics_from(f.topics, 2 * k),
         _cited(question, ranked, entities, ontology)[: 2 * k],
         f.texts,
         k,
@@ -1009,7 +975,7 @@ def _cited_facts(
 
 def _found_rows(found: Found) -> list[dict[str, Any]]:
     """Every message found, by any of the ways it is found."""
-    return [*found.words, *found.topics, *found.texts.values(), *found.meaning, *found.timed]
+    return [*found.words, *found.texts.values(), *found.meaning, *found.timed]
 
 
 def gather(

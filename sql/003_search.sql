@@ -284,8 +284,9 @@ $fn$;
 -- ``context_weight`` times a word of its own ("I bought it in Paris." after "Where did you get
 -- that painting?"); and with the turn that answers it, alike ("I went yesterday." before "The
 -- support group sounds amazing, Caroline!"). Those turns are read when the search runs, never
--- stored with the message, so a replacement or a forget leaves nothing to mend. A question with
--- no searchable word returns no row.
+-- stored with the message, so a replacement or a forget leaves nothing to mend. Each message
+-- returned lists its keyphrases whose texts are among ``topics`` (the runs of the question's
+-- words), from its own edges. A question with no searchable word returns no row.
 -- Made anew each time this file runs: its columns have changed, and it took no context_weight
 -- before (left beside the new one, a call with four arguments would match both).
 DROP FUNCTION IF EXISTS agefacts.search_messages(text, text, text, integer, double precision, double precision);
@@ -293,14 +294,17 @@ DROP FUNCTION IF EXISTS agefacts.search_messages(text, text, text, integer, doub
                                                  double precision);
 DROP FUNCTION IF EXISTS agefacts.search_messages(text, text, text, integer, double precision, double precision,
                                                  double precision, integer);
+DROP FUNCTION IF EXISTS agefacts.search_messages(text, text, text, integer, double precision, double precision,
+                                                 double precision, integer, jsonb);
 CREATE OR REPLACE FUNCTION agefacts.search_messages(graph_name text, ns text, question text, k integer,
                                                     speaker_weight double precision DEFAULT 3.0,
                                                     b double precision DEFAULT 0.5,
                                                     context_weight double precision DEFAULT 0.3,
                                                     scored integer DEFAULT 200,
-                                                    scope jsonb DEFAULT NULL)
+                                                    scope jsonb DEFAULT NULL,
+                                                    topics text[] DEFAULT NULL)
 RETURNS TABLE (namespace text, conversation text, message bigint, speaker text, name text, at text,
-               message_text text, score double precision, words text[], around text[])
+               message_text text, score double precision, words text[], around text[], keyphrases jsonb)
 LANGUAGE plpgsql STABLE AS $fn$
 DECLARE
     asked text[];
@@ -510,14 +514,34 @@ BEGIN
             GROUP BY w.id
             HAVING bool_or(NOT w.is_name) OR cardinality($2::text[]) = 0
         )
-        SELECT mf.*, s.score, s.words, s.around
-        FROM scored s
-        JOIN (SELECT p.id, p.p FROM place p UNION ALL SELECT m.id, m.p FROM more m) f USING (id)
-        CROSS JOIN LATERAL agefacts.message_fields(f.p) mf
-        ORDER BY 8 DESC, 1, 2, 3
-        LIMIT $8
+        SELECT b.namespace, b.conversation, b.message, b.speaker, b.name, b.at, b.text, b.score, b.words,
+               b.around,
+               -- the keyphrases of those returned that the question says (``topics``: their
+               -- texts), each from the message's own edges, so never more than k are read
+               (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                           'text', ag_catalog.agtype_object_field_text(kp.properties, 'text'),
+                           'mention', ag_catalog.agtype_object_field_text(e.properties, 'mention'),
+                           'char_start', ag_catalog.agtype_object_field_text(e.properties, 'char_start')::bigint,
+                           'char_end', ag_catalog.agtype_object_field_text(e.properties, 'char_end')::bigint,
+                           'byte_start', ag_catalog.agtype_object_field_text(e.properties, 'byte_start')::bigint,
+                           'byte_end', ag_catalog.agtype_object_field_text(e.properties, 'byte_end')::bigint,
+                           'score', ag_catalog.agtype_object_field_text(e.properties, 'score')::double precision,
+                           'extractor', ag_catalog.agtype_object_field_text(e.properties, 'extractor'))
+                         ORDER BY ag_catalog.agtype_object_field_text(e.properties, 'char_start')::bigint,
+                                  ag_catalog.agtype_object_field_text(kp.properties, 'text')), '[]'::jsonb)
+                FROM %1$I."APPEARS_IN" e JOIN %1$I."Keyphrase" kp ON kp.id = e.start_id
+                WHERE e.end_id = b.id
+                  AND ag_catalog.agtype_object_field_text(kp.properties, 'text') = ANY ($14::text[]))
+        FROM (SELECT f.id, mf.*, s.score, s.words, s.around
+              FROM scored s
+              JOIN (SELECT p.id, p.p FROM place p UNION ALL SELECT m.id, m.p FROM more m) f USING (id)
+              CROSS JOIN LATERAL agefacts.message_fields(f.p) mf
+              ORDER BY s.score DESC, 2, 3, 4
+              LIMIT $8) b
+        ORDER BY b.score DESC, 1, 2, 3
     $q$, graph_name, 'Message', found_where)
-    USING query, sought, named, named_df, total, speaker_weight, b, k, context_weight, chosen, sought_df, ns, saying;
+    USING query, sought, named, named_df, total, speaker_weight, b, k, context_weight, chosen, sought_df, ns, saying,
+          topics;
 END
 $fn$;
 

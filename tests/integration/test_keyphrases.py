@@ -145,6 +145,20 @@ def test_ask_finds_the_messages_about_a_topic_with_their_spans(db):
     assert "[1]" in ask(db, "what did I say about flour?", ONTO, namespace="kp").context()
 
 
+def test_every_message_ask_returns_lists_the_question_keyphrases_it_says(db):
+    """A keyphrase many messages say: the message the words rank first lists it with its span,
+    however many later messages say it too (they were read by topic, the latest few kept, and
+    an older message the words found showed none)."""
+    texts = ["I bake [sourdough] with rye and caraway"] + [f"[sourdough] batch {i} came out flat" for i in range(6)]
+    _load(db, [_said("d", texts, ns="bread")], "bulk")
+    answer = ask(db, "Did I bake sourdough with caraway?", ONTO, namespace="bread", k=2)
+    first = answer.messages[0]
+    assert (first["conversation"], first["message"]) == ("d", 0)
+    (hit,) = first["keyphrases"]
+    assert hit["text"] == "sourdough" and first["text"][hit["char_start"] : hit["char_end"]] == "sourdough"
+    assert all(m["keyphrases"] for m in answer.messages)
+
+
 def test_the_readmes_statistical_example_runs_offline_from_extract_to_ask(cli_env, dsn, graph_name, tmp_path, capsys):
     """The README's commands: extract keyphrases of the shipped conversations with no model
     endpoint, load them, and ask about a topic no entity names."""

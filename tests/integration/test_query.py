@@ -270,7 +270,13 @@ def test_every_shipped_query_states_its_parameters_and_columns_and_returns_them(
         "questions": {"namespace": None, "include_resolved": True},
         "question_words": {"namespace": "baker", "question": "Who bakes rye?"},
         "rejections": {"namespace": None},
-        "search_messages": {"namespace": "baker", "question": "Who bakes sourdough?", "k": 5, "scope": None},
+        "search_messages": {
+            "namespace": "baker",
+            "question": "Who bakes sourdough?",
+            "k": 5,
+            "scope": None,
+            "topics": ["sourdough"],
+        },
         "search_scope": {"namespace": "baker", "question": "Who bakes sourdough?"},
         "time_messages": {
             "namespace": "ann",
