@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 import psycopg
@@ -18,6 +19,7 @@ from .db import (
     _LABELS,
     _LOAD_AGE,
     _LOAD_AGE_BY_CALL,
+    _ONE_READ,
     _SEARCH_PATH,
     _SHARED_SESSION,
     DEFAULT_GRAPH,
@@ -38,6 +40,10 @@ from .errors import DatabaseError
 __all__ = ["AsyncDatabase"]
 
 _log = logging.getLogger("agefacts.db")
+
+# The connection whose read (AsyncDatabase.reading) the running task is inside: its statements
+# run in that transaction, without taking the connection's turn again (the task holds it).
+_READING: contextvars.ContextVar[AsyncDatabase | None] = contextvars.ContextVar("agefacts_reading", default=None)
 
 
 class AsyncDatabase:
@@ -167,14 +173,17 @@ class AsyncDatabase:
                 name, prepare, execute = self._prepared.statements(query, columns, self._conn)
                 if prepare is not None:
                     try:
-                        await self._run(prepare)
+                        async with self._savepoint():  # in a read: a refusal aborts nothing
+                            await self._run(prepare)
                     except psycopg.errors.DuplicatePreparedStatement:
                         pass  # this client prepared it before a reconnect, on the same session
                     self._prepared.names.add(name)
                 try:
-                    return await self._run(execute(params))
+                    async with self._savepoint():  # in a read: prepared again in it (as Database's)
+                        return await self._run(execute(params))
                 except psycopg.errors.InvalidSqlStatementName:
-                    # Gone from the session (a reconnect): prepared again, once.
+                    # Gone from the session (a reconnect, another client's DEALLOCATE):
+                    # prepared again, once.
                     self._prepared.names.discard(name)
                     if attempt == 2:
                         raise
@@ -222,19 +231,71 @@ class AsyncDatabase:
             return await self._run_once(stmt, args, names)
 
     async def _run_once(self, stmt: Any, args: Any, names: list[str] | None) -> list[tuple[Any, ...]]:
+        if _READING.get() is self:  # inside this task's read: its transaction, its turn
+            assert self._conn is not None
+            return await self._fetch(self._conn, stmt, args, names)
         async with self._one_at_a_time, contextlib.AsyncExitStack() as stack:
-            conn = self._conn  # read under the lock: another task may have opened a new one
-            if conn is None:
-                raise DatabaseError("the connection is closed")
-            try:
-                await stack.enter_async_context(conn.transaction())
-            except psycopg.Error as exc:
-                if _closed_while_idle(conn):
-                    raise _ClosedWhileIdle(exc, conn) from exc
-                raise
-            if self.shares_session or self.role is not None:
-                await conn.execute(transaction_settings(self.role or self._login_role))
-            cur = await conn.execute(stmt, args)
-            if names is not None and cur.description:
-                names.extend(d.name for d in cur.description)
-            return await cur.fetchall() if cur.description else []
+            return await self._fetch(await self._begin(stack), stmt, args, names)
+
+    async def _begin(self, stack: contextlib.AsyncExitStack) -> psycopg.AsyncConnection:
+        """A transaction of its own on the connection (ended with ``stack``), set as every one
+        is; the caller holds the connection's turn."""
+        conn = self._conn  # read under the lock: another task may have opened a new one
+        if conn is None:
+            raise DatabaseError("the connection is closed")
+        try:
+            await stack.enter_async_context(conn.transaction())
+        except psycopg.Error as exc:
+            if _closed_while_idle(conn):
+                raise _ClosedWhileIdle(exc, conn) from exc
+            raise
+        if self.shares_session or self.role is not None:
+            await conn.execute(transaction_settings(self.role or self._login_role))
+        return conn
+
+    @staticmethod
+    async def _fetch(
+        conn: psycopg.AsyncConnection, stmt: Any, args: Any, names: list[str] | None
+    ) -> list[tuple[Any, ...]]:
+        cur = await conn.execute(stmt, args)
+        if names is not None and cur.description:
+            names.extend(d.name for d in cur.description)
+        return await cur.fetchall() if cur.description else []
+
+    @contextlib.asynccontextmanager
+    async def _savepoint(self) -> AsyncIterator[None]:
+        """A savepoint inside this task's read; outside one each statement is its own
+        transaction already."""
+        if _READING.get() is self and self._conn is not None:
+            async with self._conn.transaction():
+                yield
+        else:
+            yield
+
+    @contextlib.asynccontextmanager
+    async def reading(self) -> AsyncIterator[None]:
+        """:meth:`Database.reading` on this connection: the task's statements inside run in one
+        read-only, repeatable-read transaction, and other tasks sharing the connection wait
+        for it (inside a read already, that one)."""
+        if _READING.get() is self:
+            yield
+            return
+        if self._conn is None or self._conn.closed:
+            await self.connect()
+        try:
+            async with self._one_at_a_time, contextlib.AsyncExitStack() as stack:
+                try:
+                    conn = await self._begin(stack)
+                except _ClosedWhileIdle as closed:
+                    # As _run: only the BEGIN failed (this task holds the turn: no other reopens).
+                    _log.info("the connection to the database was closed while idle (%s); opening it again", closed)
+                    await self.connect()
+                    conn = await self._begin(stack)
+                await conn.execute(_ONE_READ)
+                token = _READING.set(self)
+                try:
+                    yield
+                finally:
+                    _READING.reset(token)
+        except psycopg.Error as exc:
+            raise translate(exc, "reading") from exc

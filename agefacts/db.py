@@ -93,6 +93,9 @@ def age_version_supported(version: str) -> bool:
 _LOAD_AGE = "LOAD 'age'"
 _LOAD_AGE_BY_CALL = "SELECT 'null'::ag_catalog.agtype"
 _SEARCH_PATH = 'SET search_path = ag_catalog, "$user", public'
+# What a read of several statements sets first (``Database.reading``): every statement sees the
+# graph as the first saw it, and nothing can be written.
+_ONE_READ = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"
 # Whether the engine serves every client from one session (the embedded engine), and if so
 # whether the user a connection names is a role there: its session is a superuser's, whatever
 # user connected, so agefacts acts as the named role in each transaction.
@@ -408,6 +411,7 @@ class Database:
         # One connection, shared by the threads that share this object (a web application's
         # Memory): a transaction has it to itself until it ends, a statement until it is done.
         self._lock = threading.RLock()
+        self._in_read = False  # inside reading(), whose thread holds the lock
         self.age_version: str | None = None  # the age extension's version, read at connect
         self._prepared = _Prepared(self.graph)
         # The digest of the ontology this connection last kept for the graph (agefacts.ledger).
@@ -1059,18 +1063,23 @@ class Database:
                     name, prepare, execute = self._prepared.statements(query, columns, self.conn)
                     if prepare is not None:
                         try:
-                            self._run(prepare)
+                            with self._tx():  # a savepoint in a transaction: a refusal aborts nothing
+                                self._run(prepare)
                         except psycopg.errors.DuplicatePreparedStatement:
                             pass  # this client prepared it before a reconnect, on the same session
                         self._prepared.names.add(name)
                     try:
-                        return self._run(execute(params))
+                        # In a read, a savepoint: a statement another client of the embedded
+                        # engine's one session deallocated is prepared again in the read.
+                        with self._tx() if self._in_read else contextlib.nullcontext():
+                            return self._run(execute(params))
                     except psycopg.errors.InvalidSqlStatementName:
-                        # Gone from the session (a reconnect, or a transaction rolled back
-                        # around its PREPARE): prepared again, once, outside a caller's transaction.
+                        # Gone from the session (a reconnect, a transaction rolled back around
+                        # its PREPARE, another client's DEALLOCATE): prepared again, once,
+                        # outside a caller's transaction or inside a read.
                         self._prepared.names.discard(name)
                         idle = self.conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
-                        if attempt == 2 or not idle:
+                        if attempt == 2 or not (idle or self._in_read):
                             raise
             except psycopg.Error as exc:
                 raise translate(exc, "running Cypher") from exc
@@ -1172,6 +1181,26 @@ class Database:
             if self.shares_session or self.role is not None:
                 conn.execute(transaction_settings(self.role or self._login_role))
             yield conn
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[None]:
+        """Several reads as one: a read-only transaction whose statements all see the graph as
+        its first statement saw it (repeatable read), so that an answer is never made of two
+        moments of the graph (the messages found before a correction, what it withdrew
+        after). One transaction is also cheaper than one per statement: on the embedded
+        engine each of those costs three more round trips. Inside a transaction, the
+        caller's."""
+        with self._lock:
+            if self.conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                yield
+                return
+            with self.transaction():
+                self._run(_ONE_READ)
+                self._in_read = True
+                try:
+                    yield
+                finally:
+                    self._in_read = False
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:

@@ -26,6 +26,7 @@ cannot pass a schema-violating fact off as evidence.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import re
@@ -978,6 +979,24 @@ def _found_rows(found: Found) -> list[dict[str, Any]]:
     return [*found.words, *found.texts.values(), *found.meaning, *found.timed]
 
 
+def _maybe_evidence(messages: Iterable[Mapping[str, Any]], found: Found) -> list[Mapping[str, Any]]:
+    """Of ``messages``, those that may be evidence of a statement, so that something of them
+    may have been taken back: all but those the search says are not (a memory with no model
+    has no statements, and its asks need not ask)."""
+    not_evidence = {
+        (r["namespace"], r["conversation"], r["message"]) for r in found.words if r.get("evidence") is False
+    }
+    return [m for m in messages if (m["namespace"], m["conversation"], m["message"]) not in not_evidence]
+
+
+def _one_read(db: Database | AsyncDatabase, embedder: Embedder | None) -> Any:
+    """What an ask reads in: one read of the graph (:meth:`agefacts.db.Database.reading`), so
+    that what it finds and what it says was taken back are of one moment; with an
+    ``embedder``, one transaction per statement, as its calls to the endpoint must not hold
+    the database and the vectors it makes are written."""
+    return contextlib.nullcontext() if embedder is not None else db.reading()
+
+
 def gather(
     db: Database,
     question: str,
@@ -995,21 +1014,22 @@ def gather(
     """What the database holds for a question (see :class:`Gathered`); ``scope``: what the
     search counts, added up over a placement's servers (:func:`search_scope`)."""
     _check_question(question, namespace, k)
-    times = named_times(question, _asked_at(known_at))
-    valid_at, named = question_time(valid_at, times)
-    entities = link(db, question, namespace)
-    check_scope(namespace, all_namespaces, (e.namespace for e in entities), "what the question names")
-    # Linked entities are known by key: no second lookup of each one.
-    rows = facts_of_each(db, [e.key for e in entities], valid_at, known_at) if entities else []
-    facts = _cited_facts(question, ontology, entities, rows, k)
-    found = _found(db, question, namespace, k, facts, embedder, times, scope)
-    out = Gathered(entities, rows, found, times, named)
-    if whole:
-        out.why = run_named(db, "question_words", _why_params(question, namespace)).dicts()[0]
-        if rows_found := _found_rows(found):  # none: a server may hold no message at all
-            params = _withdrawal_params(rows_found, known_at)
-            out.withdrawals = run_named(db, "message_withdrawals", params).dicts()
-    return out
+    with _one_read(db, embedder):
+        times = named_times(question, _asked_at(known_at))
+        valid_at, named = question_time(valid_at, times)
+        entities = link(db, question, namespace)
+        check_scope(namespace, all_namespaces, (e.namespace for e in entities), "what the question names")
+        # Linked entities are known by key: no second lookup of each one.
+        rows = facts_of_each(db, [e.key for e in entities], valid_at, known_at) if entities else []
+        facts = _cited_facts(question, ontology, entities, rows, k)
+        found = _found(db, question, namespace, k, facts, embedder, times, scope)
+        out = Gathered(entities, rows, found, times, named)
+        if whole:
+            out.why = run_named(db, "question_words", _why_params(question, namespace)).dicts()[0]
+            if rows_found := _maybe_evidence(_found_rows(found), found):  # none: a server may hold no message
+                params = _withdrawal_params(rows_found, known_at)
+                out.withdrawals = run_named(db, "message_withdrawals", params).dicts()
+        return out
 
 
 async def gather_async(
@@ -1028,20 +1048,21 @@ async def gather_async(
 ) -> Gathered:
     """:func:`gather` on an asynchronous connection."""
     _check_question(question, namespace, k)
-    times = named_times(question, _asked_at(known_at))
-    valid_at, named = question_time(valid_at, times)
-    entities = await link_async(db, question, namespace)
-    check_scope(namespace, all_namespaces, (e.namespace for e in entities), "what the question names")
-    rows = await facts_of_each_async(db, [e.key for e in entities], valid_at, known_at) if entities else []
-    facts = _cited_facts(question, ontology, entities, rows, k)
-    found = await _found_async(db, question, namespace, k, facts, embedder, times, scope)
-    out = Gathered(entities, rows, found, times, named)
-    if whole:
-        out.why = (await run_named_async(db, "question_words", _why_params(question, namespace))).dicts()[0]
-        if rows_found := _found_rows(found):
-            params = _withdrawal_params(rows_found, known_at)
-            out.withdrawals = (await run_named_async(db, "message_withdrawals", params)).dicts()
-    return out
+    async with _one_read(db, embedder):
+        times = named_times(question, _asked_at(known_at))
+        valid_at, named = question_time(valid_at, times)
+        entities = await link_async(db, question, namespace)
+        check_scope(namespace, all_namespaces, (e.namespace for e in entities), "what the question names")
+        rows = await facts_of_each_async(db, [e.key for e in entities], valid_at, known_at) if entities else []
+        facts = _cited_facts(question, ontology, entities, rows, k)
+        found = await _found_async(db, question, namespace, k, facts, embedder, times, scope)
+        out = Gathered(entities, rows, found, times, named)
+        if whole:
+            out.why = (await run_named_async(db, "question_words", _why_params(question, namespace))).dicts()[0]
+            if rows_found := _maybe_evidence(_found_rows(found), found):
+                params = _withdrawal_params(rows_found, known_at)
+                out.withdrawals = (await run_named_async(db, "message_withdrawals", params)).dicts()
+        return out
 
 
 def search_scope(db: Database, question: str, namespace: str | None = None) -> dict[str, Any]:
@@ -1106,24 +1127,27 @@ def ask(
     what it names lies in more than one namespace, give a ``namespace`` (or
     ``all_namespaces=True`` to look in every one). With an ``embedder``, the messages
     nearest the question in meaning are fused in too (:mod:`agefacts.embed`)."""
-    g = gather(
-        db,
-        question,
-        ontology,
-        namespace=namespace,
-        all_namespaces=all_namespaces,
-        k=k,
-        valid_at=valid_at,
-        known_at=known_at,
-        embedder=embedder,
-    )
-    answer = _fused(question, ontology, g, k)
-    if not answer.messages:
-        why = run_named(db, "question_words", _why_params(question, namespace)).dicts()
-        answer.reason = nothing_found(why[0], g.times, answer, namespace)
-        return answer
-    withdrawn = run_named(db, "message_withdrawals", _withdrawal_params(answer.messages, known_at))
-    return mark_withdrawn(answer, withdrawn.dicts())
+    with _one_read(db, embedder):
+        g = gather(
+            db,
+            question,
+            ontology,
+            namespace=namespace,
+            all_namespaces=all_namespaces,
+            k=k,
+            valid_at=valid_at,
+            known_at=known_at,
+            embedder=embedder,
+        )
+        answer = _fused(question, ontology, g, k)
+        if not answer.messages:
+            why = run_named(db, "question_words", _why_params(question, namespace)).dicts()
+            answer.reason = nothing_found(why[0], g.times, answer, namespace)
+            return answer
+        if not (asked := _maybe_evidence(answer.messages, g.found)):
+            return mark_withdrawn(answer, [])
+        withdrawn = run_named(db, "message_withdrawals", _withdrawal_params(asked, known_at))
+        return mark_withdrawn(answer, withdrawn.dicts())
 
 
 async def ask_async(
@@ -1139,21 +1163,24 @@ async def ask_async(
     embedder: Embedder | None = None,
 ) -> Answer:
     """:func:`ask` on an asynchronous connection."""
-    g = await gather_async(
-        db,
-        question,
-        ontology,
-        namespace=namespace,
-        all_namespaces=all_namespaces,
-        k=k,
-        valid_at=valid_at,
-        known_at=known_at,
-        embedder=embedder,
-    )
-    answer = _fused(question, ontology, g, k)
-    if not answer.messages:
-        why = (await run_named_async(db, "question_words", _why_params(question, namespace))).dicts()
-        answer.reason = nothing_found(why[0], g.times, answer, namespace)
-        return answer
-    withdrawn = await run_named_async(db, "message_withdrawals", _withdrawal_params(answer.messages, known_at))
-    return mark_withdrawn(answer, withdrawn.dicts())
+    async with _one_read(db, embedder):
+        g = await gather_async(
+            db,
+            question,
+            ontology,
+            namespace=namespace,
+            all_namespaces=all_namespaces,
+            k=k,
+            valid_at=valid_at,
+            known_at=known_at,
+            embedder=embedder,
+        )
+        answer = _fused(question, ontology, g, k)
+        if not answer.messages:
+            why = (await run_named_async(db, "question_words", _why_params(question, namespace))).dicts()
+            answer.reason = nothing_found(why[0], g.times, answer, namespace)
+            return answer
+        if not (asked := _maybe_evidence(answer.messages, g.found)):
+            return mark_withdrawn(answer, [])
+        withdrawn = await run_named_async(db, "message_withdrawals", _withdrawal_params(asked, known_at))
+        return mark_withdrawn(answer, withdrawn.dicts())

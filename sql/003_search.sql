@@ -286,7 +286,8 @@ $fn$;
 -- support group sounds amazing, Caroline!"). Those turns are read when the search runs, never
 -- stored with the message, so a replacement or a forget leaves nothing to mend. Each message
 -- returned lists its keyphrases whose texts are among ``topics`` (the runs of the question's
--- words), from its own edges. A question with no searchable word returns no row.
+-- words), from its own edges, and says whether it is evidence of a statement. A question with
+-- no searchable word returns no row.
 -- Made anew each time this file runs: its columns have changed, and it took no context_weight
 -- before (left beside the new one, a call with four arguments would match both).
 DROP FUNCTION IF EXISTS agefacts.search_messages(text, text, text, integer, double precision, double precision);
@@ -296,6 +297,8 @@ DROP FUNCTION IF EXISTS agefacts.search_messages(text, text, text, integer, doub
                                                  double precision, integer);
 DROP FUNCTION IF EXISTS agefacts.search_messages(text, text, text, integer, double precision, double precision,
                                                  double precision, integer, jsonb);
+DROP FUNCTION IF EXISTS agefacts.search_messages(text, text, text, integer, double precision, double precision,
+                                                 double precision, integer, jsonb, text[]);
 CREATE OR REPLACE FUNCTION agefacts.search_messages(graph_name text, ns text, question text, k integer,
                                                     speaker_weight double precision DEFAULT 3.0,
                                                     b double precision DEFAULT 0.5,
@@ -304,7 +307,8 @@ CREATE OR REPLACE FUNCTION agefacts.search_messages(graph_name text, ns text, qu
                                                     scope jsonb DEFAULT NULL,
                                                     topics text[] DEFAULT NULL)
 RETURNS TABLE (namespace text, conversation text, message bigint, speaker text, name text, at text,
-               message_text text, score double precision, words text[], around text[], keyphrases jsonb)
+               message_text text, score double precision, words text[], around text[], keyphrases jsonb,
+               evidence boolean)
 LANGUAGE plpgsql STABLE AS $fn$
 DECLARE
     asked text[];
@@ -321,6 +325,10 @@ DECLARE
     chosen ag_catalog.graphid[];
     saying ag_catalog.graphid[];
     found_where text := 'agefacts.message_words(m.properties) @@ $1';
+    -- what each message returned says of itself, where the graph has the labels to say it (one
+    -- whose messages were written by hand may have no keyphrases, no statements)
+    said_keyphrases text := '''[]''::jsonb';
+    is_evidence text := 'NULL::boolean';
 BEGIN
     -- The question's words as the index folds them, less those that ask rather than name
     -- ("what did she say about the flood": only "flood" is looked for).
@@ -410,6 +418,33 @@ BEGIN
     END IF;
     IF scope IS NOT NULL THEN
         sought_df := ARRAY(SELECT coalesce((scope->'df'->>w)::double precision, 0) FROM unnest(sought) w ORDER BY w);
+    END IF;
+    IF cardinality(topics) > 0 AND agefacts.relation_exists(graph_name, 'Keyphrase')
+       AND agefacts.relation_exists(graph_name, 'APPEARS_IN') THEN
+        -- the keyphrases of a message returned that the question says (``topics``: their
+        -- texts), from the message's own edges, so never more than k messages' are read
+        said_keyphrases := format($k$
+            (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                        'text', ag_catalog.agtype_object_field_text(kp.properties, 'text'),
+                        'mention', ag_catalog.agtype_object_field_text(e.properties, 'mention'),
+                        'char_start', ag_catalog.agtype_object_field_text(e.properties, 'char_start')::bigint,
+                        'char_end', ag_catalog.agtype_object_field_text(e.properties, 'char_end')::bigint,
+                        'byte_start', ag_catalog.agtype_object_field_text(e.properties, 'byte_start')::bigint,
+                        'byte_end', ag_catalog.agtype_object_field_text(e.properties, 'byte_end')::bigint,
+                        'score', ag_catalog.agtype_object_field_text(e.properties, 'score')::double precision,
+                        'extractor', ag_catalog.agtype_object_field_text(e.properties, 'extractor'))
+                      ORDER BY ag_catalog.agtype_object_field_text(e.properties, 'char_start')::bigint,
+                               ag_catalog.agtype_object_field_text(kp.properties, 'text')), '[]'::jsonb)
+             FROM %1$I."APPEARS_IN" e JOIN %1$I."Keyphrase" kp ON kp.id = e.start_id
+             WHERE e.end_id = b.id AND ag_catalog.agtype_object_field_text(kp.properties, 'text') = ANY ($14::text[]))
+        $k$, graph_name);
+    END IF;
+    IF agefacts.relation_exists(graph_name, 'EVIDENCED_BY') THEN
+        -- whether a message returned is evidence of a statement: what was taken back of those
+        -- that are not need not be asked
+        is_evidence := format('EXISTS (SELECT 1 FROM %I."EVIDENCED_BY" ev WHERE ev.end_id = b.id)', graph_name);
+    ELSE
+        is_evidence := 'false';
     END IF;
     RETURN QUERY EXECUTE format($q$
         WITH found AS MATERIALIZED (
@@ -516,22 +551,8 @@ BEGIN
         )
         SELECT b.namespace, b.conversation, b.message, b.speaker, b.name, b.at, b.text, b.score, b.words,
                b.around,
-               -- the keyphrases of those returned that the question says (``topics``: their
-               -- texts), each from the message's own edges, so never more than k are read
-               (SELECT coalesce(jsonb_agg(jsonb_build_object(
-                           'text', ag_catalog.agtype_object_field_text(kp.properties, 'text'),
-                           'mention', ag_catalog.agtype_object_field_text(e.properties, 'mention'),
-                           'char_start', ag_catalog.agtype_object_field_text(e.properties, 'char_start')::bigint,
-                           'char_end', ag_catalog.agtype_object_field_text(e.properties, 'char_end')::bigint,
-                           'byte_start', ag_catalog.agtype_object_field_text(e.properties, 'byte_start')::bigint,
-                           'byte_end', ag_catalog.agtype_object_field_text(e.properties, 'byte_end')::bigint,
-                           'score', ag_catalog.agtype_object_field_text(e.properties, 'score')::double precision,
-                           'extractor', ag_catalog.agtype_object_field_text(e.properties, 'extractor'))
-                         ORDER BY ag_catalog.agtype_object_field_text(e.properties, 'char_start')::bigint,
-                                  ag_catalog.agtype_object_field_text(kp.properties, 'text')), '[]'::jsonb)
-                FROM %1$I."APPEARS_IN" e JOIN %1$I."Keyphrase" kp ON kp.id = e.start_id
-                WHERE e.end_id = b.id
-                  AND ag_catalog.agtype_object_field_text(kp.properties, 'text') = ANY ($14::text[]))
+               %4$s,
+               %5$s
         FROM (SELECT f.id, mf.*, s.score, s.words, s.around
               FROM scored s
               JOIN (SELECT p.id, p.p FROM place p UNION ALL SELECT m.id, m.p FROM more m) f USING (id)
@@ -539,7 +560,7 @@ BEGIN
               ORDER BY s.score DESC, 2, 3, 4
               LIMIT $8) b
         ORDER BY b.score DESC, 1, 2, 3
-    $q$, graph_name, 'Message', found_where)
+    $q$, graph_name, 'Message', found_where, said_keyphrases, is_evidence)
     USING query, sought, named, named_df, total, speaker_weight, b, k, context_weight, chosen, sought_df, ns, saying,
           topics;
 END

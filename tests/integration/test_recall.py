@@ -690,3 +690,113 @@ def test_a_message_is_found_by_the_turn_that_answers_it(db, via):
     assert got[0]["words"] == ["carolin", "went"] and got[0]["around"] == ["group", "support"]
     assert "around: group support" in about(got[0])
     assert got[1]["words"] == ["group", "support"]
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_every_statement_of_an_ask_reads_one_moment_of_the_graph(db, dsn, graph_name, monkeypatch, asynchronous):
+    """What an answer finds and what it says was taken back of it are read in one read-only
+    transaction that sees one moment of the graph: a writer that commits between them cannot
+    make an answer of two graphs. Each statement is watched as it runs: the transaction it is
+    in (its start time), its isolation and whether it may write."""
+    import asyncio
+
+    from agefacts import retrieve
+    from agefacts.asyncdb import AsyncDatabase
+    from agefacts.inputs import read_conversations
+
+    from ..helpers import EXAMPLES
+
+    outcomes = list(Loader(db, ONTO).load_many(read_conversations([EXAMPLES / f"omar-0{i}.json" for i in (1, 2, 3)])))
+    assert all(o.status == "loaded" for o in outcomes)
+    watch = "SELECT now()::text, current_setting('transaction_isolation'), current_setting('transaction_read_only')"
+    seen: list[tuple[str, tuple]] = []
+    if asynchronous:
+        real_async = retrieve.run_named_async
+
+        async def spy_async(d, name, params=None):
+            seen.append((name, await (await d._conn.execute(watch)).fetchone()))
+            return await real_async(d, name, params)
+
+        monkeypatch.setattr(retrieve, "run_named_async", spy_async)
+
+        async def go():
+            async with AsyncDatabase(dsn, graph_name) as adb:
+                return await retrieve.ask_async(adb, "Where did Omar live?", ONTO, namespace="omar")
+
+        answer = asyncio.run(go())
+    else:
+        real = retrieve.run_named
+
+        def spy(d, name, params=None):
+            seen.append((name, d.conn.execute(watch).fetchone()))
+            return real(d, name, params)
+
+        monkeypatch.setattr(retrieve, "run_named", spy)
+        answer = ask(db, "Where did Omar live?", ONTO, namespace="omar")
+    assert answer.messages
+    names = [name for name, _ in seen]
+    assert {"entity_names", "search_messages", "message_withdrawals"} <= set(names), names
+    (moment,) = {state for _, state in seen}
+    assert moment[1:] == ("repeatable read", "on")
+    # Outside an ask each statement is a transaction of its own again (the read ended).
+    with db.transaction():
+        assert db.table(watch).rows[0][1:] == ("read committed", "off")
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_an_ask_prepares_again_inside_its_read_what_the_session_lost(db, dsn, graph_name, asynchronous):
+    """The embedded engine serves every client from one session, so another client's
+    DEALLOCATE ALL takes this one's prepared statements. An ask reads in one transaction, and a
+    statement found gone there is prepared again in it: the answer is the one before."""
+    import asyncio
+
+    from agefacts.asyncdb import AsyncDatabase
+    from agefacts.inputs import read_conversations
+    from agefacts.retrieve import ask_async
+
+    from ..helpers import EXAMPLES
+
+    list(Loader(db, ONTO).load_many(read_conversations([EXAMPLES / f"omar-0{i}.json" for i in (1, 2, 3)])))
+    question = "Where did I live?"
+
+    def said(answer) -> list:
+        return [(m["conversation"], m["message"], m.get("withdrawn")) for m in answer.messages] + answer.facts
+
+    if asynchronous:
+
+        async def go():
+            async with AsyncDatabase(dsn, graph_name) as adb:
+                first = await ask_async(adb, question, ONTO, namespace="omar")
+                await adb._conn.execute("DEALLOCATE ALL")
+                return first, await ask_async(adb, question, ONTO, namespace="omar")
+
+        first, again = asyncio.run(go())
+    else:
+        first = ask(db, question, ONTO, namespace="omar")
+        db.conn.execute("DEALLOCATE ALL")
+        again = ask(db, question, ONTO, namespace="omar")
+    assert first.messages and first.facts
+    assert said(again) == said(first)
+
+
+@pytest.mark.parametrize("via", VIAS)
+def test_an_ask_of_messages_that_are_evidence_of_nothing_asks_nothing_of_withdrawals(db, via, monkeypatch):
+    """A memory kept without a model has messages and no statements: nothing of what its asks
+    find can have been taken back, and they do not ask (a query of every ask, a tenth of one).
+    Where a message found is evidence, it is asked, and its withdrawal is said."""
+    from agefacts import retrieve
+    from agefacts.inputs import read_conversations
+
+    from ..helpers import EXAMPLES
+
+    asked: list[str] = []
+    real = retrieve.run_named
+    monkeypatch.setattr(retrieve, "run_named", lambda d, name, params=None: asked.append(name) or real(d, name, params))
+    _load(db, via, _dialogue())
+    assert ask(db, "When did Gina get the internship?", ONTO, namespace="jg").messages
+    assert "search_messages" in asked and "message_withdrawals" not in asked
+    asked.clear()
+    list(Loader(db, ONTO, via=via).load_many(read_conversations([EXAMPLES / f"omar-0{i}.json" for i in (1, 2, 3)])))
+    answer = ask(db, "Did I live in Hamburg?", ONTO, namespace="omar")
+    assert "message_withdrawals" in asked
+    assert any(w["what"] == "Hamburg" for m in answer.messages for w in m["withdrawn"]), answer.messages

@@ -29,6 +29,10 @@ APART: dict[tuple[str, str], str] = {
     ("asyncdb.py", "AsyncDatabase.close"): "no thread lock: the event loop runs one call at a time",
     ("asyncdb.py", "AsyncDatabase._cypher_prepared"): "no thread lock (see close)",
     ("asyncdb.py", "AsyncDatabase._run"): "a connection closed while idle is opened again by an asyncio lock",
+    ("asyncdb.py", "AsyncDatabase.reading"): (
+        "tasks share the connection: a task's read is known by a context variable and holds the "
+        "connection's turn, where threads wait on the sync connection's lock"
+    ),
     ("memory.py", "AsyncMemory.__init__"): "its connections are opened on first use, on the event loop",
     ("memory.py", "AsyncMemory.close"): "the async memory holds a sync writer beside its async reader",
     ("memory.py", "AsyncMemory._reading"): "the async reader is opened on first use",
