@@ -211,3 +211,74 @@ def test_the_errors_a_caller_can_meet_live_in_errors_and_are_exported():
         decode('{"a": 1} trailing')
     with pytest.raises(ValueError):  # as before, for callers that caught ValueError
         decode("[1, 2")
+
+
+# -- the layers docs/architecture.md draws -------------------------------------------------------
+ARCHITECTURE = PACKAGE.parent / "docs" / "architecture.md"
+
+
+def documented_layers(text: str) -> list[tuple[str, list[str]]]:
+    """The rows of the architecture page's layer table, top to bottom: each layer's name and
+    its modules (the backquoted names of its second column)."""
+    import re
+
+    rows = []
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("|") and len(cells) == 3 and cells[0] not in ("layer", "---"):
+            rows.append((cells[0], re.findall(r"`([^`]+)`", cells[1])))
+    return rows
+
+
+def layer_violations(sources: dict[str, str], layers: list[tuple[str, list[str]]]) -> list[str]:
+    """Modules the page leaves out or names twice, and imports that run up the page's layers."""
+    level: dict[str, int] = {}
+    problems = []
+    for depth, (_, names) in enumerate(reversed(layers)):
+        for name in names:
+            if name in level:
+                problems.append(f"{name} is in two layers")
+            level[name] = depth
+    problems += [f"{name} is in no layer" for name in sorted(set(sources) - set(level))]
+    problems += [f"{name} is no module" for name in sorted(set(level) - set(sources))]
+    for name, source in sorted(sources.items()):
+        for other in sorted(imported(name, source)):
+            if name in level and other in level and level[other] > level[name]:
+                problems.append(f"{name} imports {other}, a layer above its own")
+    return problems
+
+
+def drawn_layers(text: str, names: list[str]) -> list[tuple[str, list[str]]]:
+    """The layers the page's drawing shows (its first code block), top to bottom: each line
+    that starts with a layer's name opens it, and the words of it and of the lines under it
+    that are modules are its modules."""
+    import re
+
+    block = text.split("```", 2)[1]
+    out: list[tuple[str, list[str]]] = []
+    modules_ = set(modules())
+    for line in block.splitlines():
+        head = next((n for n in names if line.strip().startswith(n + "  ")), None)
+        if head is not None:
+            out.append((head, []))
+            line = line.strip()[len(head) :]
+        if out:
+            out[-1][1].extend(w for w in re.findall(r"[\w]+", line) if w in modules_)
+    return out
+
+
+def test_the_architecture_page_names_every_module_in_one_layer_and_no_import_runs_up():
+    text = ARCHITECTURE.read_text()
+    layers = documented_layers(text)
+    assert [name for name, _ in layers][0] == "command line" and len(layers) >= 5
+    assert layer_violations(modules(), layers) == []
+    drawn = drawn_layers(text, [name for name, _ in layers])
+    assert [(name, sorted(ms)) for name, ms in drawn] == [(name, sorted(ms)) for name, ms in layers]
+
+
+def test_a_module_missing_from_the_page_or_an_import_up_its_layers_is_caught():
+    layers = documented_layers(ARCHITECTURE.read_text())
+    sources = modules()
+    assert layer_violations({**sources, "newroom": ""}, layers) == ["newroom is in no layer"]
+    planted = {**sources, "keys": sources["keys"] + "\nfrom .memory import Memory\n"}
+    assert layer_violations(planted, layers) == ["keys imports memory, a layer above its own"]
