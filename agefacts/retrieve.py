@@ -647,8 +647,8 @@ def fuse(
         m["keyphrases"] = [h for h in r.get("keyphrases") or [] if keyphrase_text(h["text"]) not in names]
         if m["keyphrases"]:
             said.append(m)
-    latest_first = sorted(said, key=lambda m: (str(m["at"] or ""), m["namespace"], m["conversation"], m["message"]))
-    for rank, m in enumerate(sorted(reversed(latest_first), key=_keyphrase_order), 1):
+    said.sort(key=lambda m: (str(m["at"] or ""), m["namespace"], m["conversation"], m["message"]), reverse=True)
+    for rank, m in enumerate(sorted(said, key=_keyphrase_order), 1):  # ties: the latest first
         add(1, rank, (m["namespace"], m["conversation"], m["message"]), m, m["text"])
     rank = 0
     for f in facts:
