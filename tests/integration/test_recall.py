@@ -800,3 +800,31 @@ def test_an_ask_of_messages_that_are_evidence_of_nothing_asks_nothing_of_withdra
     answer = ask(db, "Did I live in Hamburg?", ONTO, namespace="omar")
     assert "message_withdrawals" in asked
     assert any(w["what"] == "Hamburg" for m in answer.messages for w in m["withdrawn"]), answer.messages
+
+
+def test_a_read_of_ones_own_gives_what_each_read_gives_and_refuses_a_write(db):
+    """docs/querying.md: facts, history, ask and named queries inside ``db.reading()`` answer as
+    they do outside it, and a write inside it is refused, naming the read-only transaction."""
+    from agefacts.errors import DatabaseError
+    from agefacts.inputs import read_conversations
+    from agefacts.reads import facts, history
+
+    from ..helpers import EXAMPLES
+
+    list(Loader(db, ONTO).load_many(read_conversations([EXAMPLES / f"omar-0{i}.json" for i in (1, 2, 3)])))
+
+    def reads() -> tuple:
+        return (
+            facts(db, "user", namespace="omar").rows,
+            history(db, "user", "lives_in", namespace="omar").rows,
+            [(m["conversation"], m["message"]) for m in ask(db, "Where did I live?", ONTO, namespace="omar").messages],
+            run_named(db, "entities", {"text": "Hamburg", "namespace": "omar"}).rows,
+        )
+
+    outside = reads()
+    assert all(outside)
+    with db.reading():
+        assert reads() == outside
+    with pytest.raises(DatabaseError, match="read-only"), db.reading():
+        db.cypher_raw("CREATE (:Scratch {k: 'x'})")
+    assert db.cypher_raw("MATCH (n:Message) RETURN count(n)")  # the connection serves on
