@@ -1127,6 +1127,7 @@ def ask(
     what it names lies in more than one namespace, give a ``namespace`` (or
     ``all_namespaces=True`` to look in every one). With an ``embedder``, the messages
     nearest the question in meaning are fused in too (:mod:`agefacts.embed`)."""
+    _check_question(question, namespace, k)  # before the database is asked anything
     with _one_read(db, embedder):
         g = gather(
             db,
@@ -1163,6 +1164,7 @@ async def ask_async(
     embedder: Embedder | None = None,
 ) -> Answer:
     """:func:`ask` on an asynchronous connection."""
+    _check_question(question, namespace, k)  # before the database is asked anything
     async with _one_read(db, embedder):
         g = await gather_async(
             db,
