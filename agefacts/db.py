@@ -1063,7 +1063,7 @@ class Database:
                     name, prepare, execute = self._prepared.statements(query, columns, self.conn)
                     if prepare is not None:
                         try:
-                            with self._tx():  # a savepoint in a transaction: a refusal aborts nothing
+                            with self._savepoint():  # in a read: a refusal aborts nothing
                                 self._run(prepare)
                         except psycopg.errors.DuplicatePreparedStatement:
                             pass  # this client prepared it before a reconnect, on the same session
@@ -1071,7 +1071,7 @@ class Database:
                     try:
                         # In a read, a savepoint: a statement another client of the embedded
                         # engine's one session deallocated is prepared again in the read.
-                        with self._tx() if self._in_read else contextlib.nullcontext():
+                        with self._savepoint():
                             return self._run(execute(params))
                     except psycopg.errors.InvalidSqlStatementName:
                         # Gone from the session (a reconnect, a transaction rolled back around
@@ -1181,6 +1181,11 @@ class Database:
             if self.shares_session or self.role is not None:
                 conn.execute(transaction_settings(self.role or self._login_role))
             yield conn
+
+    def _savepoint(self) -> contextlib.AbstractContextManager[Any]:
+        """A savepoint inside this connection's read; outside one each statement is its own
+        transaction already, or the caller's transaction is theirs to keep."""
+        return self._tx() if self._in_read else contextlib.nullcontext()
 
     @contextlib.contextmanager
     def reading(self) -> Iterator[None]:

@@ -1145,10 +1145,10 @@ def ask(
             why = run_named(db, "question_words", _why_params(question, namespace)).dicts()
             answer.reason = nothing_found(why[0], g.times, answer, namespace)
             return answer
-        if not (asked := _maybe_evidence(answer.messages, g.found)):
-            return mark_withdrawn(answer, [])
-        withdrawn = run_named(db, "message_withdrawals", _withdrawal_params(asked, known_at))
-        return mark_withdrawn(answer, withdrawn.dicts())
+        asked = _maybe_evidence(answer.messages, g.found)
+        params = _withdrawal_params(asked, known_at)
+        withdrawn = run_named(db, "message_withdrawals", params).dicts() if asked else []
+        return mark_withdrawn(answer, withdrawn)
 
 
 async def ask_async(
@@ -1182,7 +1182,7 @@ async def ask_async(
             why = (await run_named_async(db, "question_words", _why_params(question, namespace))).dicts()
             answer.reason = nothing_found(why[0], g.times, answer, namespace)
             return answer
-        if not (asked := _maybe_evidence(answer.messages, g.found)):
-            return mark_withdrawn(answer, [])
-        withdrawn = await run_named_async(db, "message_withdrawals", _withdrawal_params(asked, known_at))
-        return mark_withdrawn(answer, withdrawn.dicts())
+        asked = _maybe_evidence(answer.messages, g.found)
+        params = _withdrawal_params(asked, known_at)
+        withdrawn = (await run_named_async(db, "message_withdrawals", params)).dicts() if asked else []
+        return mark_withdrawn(answer, withdrawn)

@@ -692,6 +692,17 @@ def test_a_message_is_found_by_the_turn_that_answers_it(db, via):
     assert got[1]["words"] == ["group", "support"]
 
 
+def _omar(db: Database, via: str) -> None:
+    """The shipped conversations where Omar lived in Hamburg and then said he no longer does."""
+    from agefacts.inputs import read_conversations
+
+    from ..helpers import EXAMPLES
+
+    files = [EXAMPLES / f"omar-0{i}.json" for i in (1, 2, 3)]
+    outcomes = list(Loader(db, ONTO, via=via).load_many(read_conversations(files)))
+    assert all(o.status == "loaded" for o in outcomes), [o.reason for o in outcomes]
+
+
 @pytest.mark.parametrize("asynchronous", [False, True])
 def test_every_statement_of_an_ask_reads_one_moment_of_the_graph(db, dsn, graph_name, monkeypatch, asynchronous):
     """What an answer finds and what it says was taken back of it are read in one read-only
@@ -702,12 +713,8 @@ def test_every_statement_of_an_ask_reads_one_moment_of_the_graph(db, dsn, graph_
 
     from agefacts import retrieve
     from agefacts.asyncdb import AsyncDatabase
-    from agefacts.inputs import read_conversations
 
-    from ..helpers import EXAMPLES
-
-    outcomes = list(Loader(db, ONTO).load_many(read_conversations([EXAMPLES / f"omar-0{i}.json" for i in (1, 2, 3)])))
-    assert all(o.status == "loaded" for o in outcomes)
+    _omar(db, "bulk")
     watch = "SELECT now()::text, current_setting('transaction_isolation'), current_setting('transaction_read_only')"
     seen: list[tuple[str, tuple]] = []
     if asynchronous:
@@ -751,12 +758,9 @@ def test_an_ask_prepares_again_inside_its_read_what_the_session_lost(db, dsn, gr
     import asyncio
 
     from agefacts.asyncdb import AsyncDatabase
-    from agefacts.inputs import read_conversations
     from agefacts.retrieve import ask_async
 
-    from ..helpers import EXAMPLES
-
-    list(Loader(db, ONTO).load_many(read_conversations([EXAMPLES / f"omar-0{i}.json" for i in (1, 2, 3)])))
+    _omar(db, "bulk")
     question = "Where did I live?"
 
     def said(answer) -> list:
@@ -785,9 +789,6 @@ def test_an_ask_of_messages_that_are_evidence_of_nothing_asks_nothing_of_withdra
     find can have been taken back, and they do not ask (a query of every ask, a tenth of one).
     Where a message found is evidence, it is asked, and its withdrawal is said."""
     from agefacts import retrieve
-    from agefacts.inputs import read_conversations
-
-    from ..helpers import EXAMPLES
 
     asked: list[str] = []
     real = retrieve.run_named
@@ -796,7 +797,7 @@ def test_an_ask_of_messages_that_are_evidence_of_nothing_asks_nothing_of_withdra
     assert ask(db, "When did Gina get the internship?", ONTO, namespace="jg").messages
     assert "search_messages" in asked and "message_withdrawals" not in asked
     asked.clear()
-    list(Loader(db, ONTO, via=via).load_many(read_conversations([EXAMPLES / f"omar-0{i}.json" for i in (1, 2, 3)])))
+    _omar(db, via)
     answer = ask(db, "Did I live in Hamburg?", ONTO, namespace="omar")
     assert "message_withdrawals" in asked
     assert any(w["what"] == "Hamburg" for m in answer.messages for w in m["withdrawn"]), answer.messages
@@ -806,12 +807,9 @@ def test_a_read_of_ones_own_gives_what_each_read_gives_and_refuses_a_write(db):
     """docs/querying.md: facts, history, ask and named queries inside ``db.reading()`` answer as
     they do outside it, and a write inside it is refused, naming the read-only transaction."""
     from agefacts.errors import DatabaseError
-    from agefacts.inputs import read_conversations
     from agefacts.reads import facts, history
 
-    from ..helpers import EXAMPLES
-
-    list(Loader(db, ONTO).load_many(read_conversations([EXAMPLES / f"omar-0{i}.json" for i in (1, 2, 3)])))
+    _omar(db, "bulk")
 
     def reads() -> tuple:
         return (

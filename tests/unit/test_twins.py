@@ -29,6 +29,9 @@ APART: dict[tuple[str, str], str] = {
     ("asyncdb.py", "AsyncDatabase.close"): "no thread lock: the event loop runs one call at a time",
     ("asyncdb.py", "AsyncDatabase._cypher_prepared"): "no thread lock (see close)",
     ("asyncdb.py", "AsyncDatabase._run"): "a connection closed while idle is opened again by an asyncio lock",
+    ("asyncdb.py", "AsyncDatabase._savepoint"): (
+        "a task's read is known by a context variable, the sync connection's by a flag its lock's holder sets"
+    ),
     ("asyncdb.py", "AsyncDatabase.reading"): (
         "tasks share the connection: a task's read is known by a context variable and holds the "
         "connection's turn, where threads wait on the sync connection's lock"
