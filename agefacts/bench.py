@@ -61,6 +61,7 @@ __all__ = [
     "run_add_bench",
     "run_bench",
     "run_extract_bench",
+    "serving_process",
     "statistical_rate",
 ]
 
@@ -430,7 +431,7 @@ def run_bench(
 
     log(f"load: {statements} statements")
     db = fresh("load")
-    server = _server_process(db, engine_pid)
+    server = serving_process(db, engine_pid)
 
     def clocked(items: list[Conversation]) -> dict[str, Any]:
         """Load ``items`` into ``db``, timed, with its CPU on both sides and by stage."""
@@ -555,7 +556,7 @@ def run_bench(
     for c in extra:
         p = plan(c, result_of(c, ontology), ontology)
         added |= {v.k for v in p.vertices if v.k not in by_key} | {e.k for e in p.edges if e.k not in by_key}
-    server = _server_process(db, engine_pid)
+    server = serving_process(db, engine_pid)
     cpu = _cpu(server)
     secs = _copy(db, rows)
     paths["copy"] = {"statements": statements, "seconds": secs, "rows": len(rows), **_cpu_spent(cpu, _cpu(server))}
@@ -644,7 +645,7 @@ def prepared_digest(prepared: list[Any]) -> str:
     return h.hexdigest()
 
 
-def _server_process(db: Database, engine_pid: int | None) -> int | None:
+def serving_process(db: Database, engine_pid: int | None) -> int | None:
     """The process whose CPU is the server's work for ``db``: the embedded engine's, or the
     backend serving this connection when the server runs on this machine (its /proc entry
     readable); None when it cannot be read from here."""
@@ -656,8 +657,14 @@ def _server_process(db: Database, engine_pid: int | None) -> int | None:
     # CPU went unmeasured in one bench run in two on PostgreSQL 16).
     info = db.conn.info
     local = info.host.startswith("/") or info.host in ("localhost", "127.0.0.1", "::1")
-    if not local or "pglite" in version:
-        return None  # another machine's pid, or the embedded engine's, which is not a process
+    if not local:
+        return None  # another machine's pid
+    if "pglite" in version:
+        # The embedded engine serves every client from one process, which the backend pid it
+        # reports is not: it is the process listening on the DSN's port.
+        from .clock import listening_process
+
+        return listening_process(info.host, int(info.port)) if info.port else None
     try:
         # A pid of this machine that is not a PostgreSQL backend is not ours to read.
         if b"postgres" not in Path(f"/proc/{info.backend_pid}/cmdline").read_bytes():

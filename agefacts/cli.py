@@ -1051,7 +1051,19 @@ def _cmd_eval_recall(args: argparse.Namespace) -> int:
     _need_k(args.k)
     questions = read_questions(Path(args.questions))
     with _open_db(args) as db:
-        report = evaluate(db, questions, _read_ontology(args, db), k=args.k, embedder=_embedder(args))
+        # The process serving the database, when it can be read from here: the embedded
+        # engine, or a server's backend on this machine (never a placement's embedded guess).
+        from .bench import engine_pid_for, serving_process
+
+        engine = engine_pid_for(args.dsn) if _placement(args) is None else None
+        report = evaluate(
+            db,
+            questions,
+            _read_ontology(args, db),
+            k=args.k,
+            embedder=_embedder(args),
+            server=serving_process(db, engine),
+        )
     if args.format == "json":
         _print(json.dumps(report.to_json(), indent=2))
         return _EXIT_OK
@@ -1059,7 +1071,10 @@ def _cmd_eval_recall(args: argparse.Namespace) -> int:
     _print(output.render(columns, rows, args.format))
     if args.format == "table":
         lat = report.latency_ms
-        _print(f"{report.questions} questions; ask's latency p50 {lat['p50']} ms, p95 {lat['p95']} ms (k={report.k})")
+        cpu = "" if report.engine_cpu_ms is None else f"; the engine's CPU {report.engine_cpu_ms} ms per ask"
+        _print(
+            f"{report.questions} questions; ask's latency p50 {lat['p50']} ms, p95 {lat['p95']} ms{cpu} (k={report.k})"
+        )
     return _EXIT_OK
 
 

@@ -16,7 +16,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["STAGES", "StageClock", "process_cpu", "stage"]
+__all__ = ["STAGES", "StageClock", "listening_process", "process_cpu", "stage"]
 
 STAGES = (
     "hash",
@@ -62,6 +62,46 @@ def process_cpu(pid: int | None) -> float | None:
         return (int(fields[11]) + int(fields[12])) / _TICK
     except (OSError, IndexError, ValueError):
         return None
+
+
+def listening_process(host: str, port: int) -> int | None:
+    """The process of this machine listening where a DSN's ``host`` and ``port`` point: a TCP
+    port, or the socket ``.s.PGSQL.<port>`` in the folder ``host`` names (the embedded engine,
+    say). Read from /proc; None where there is no /proc, no such process, or it is not this
+    user's to read. Only read: nothing here ever signals it."""
+    inodes = set()
+    path = os.path.join(host, f".s.PGSQL.{port}")
+
+    def unix(f: list[str]) -> bool:
+        return len(f) > 7 and f[7] == path
+
+    def tcp(f: list[str]) -> bool:
+        # local address "0100007F:D431", state 0A (LISTEN)
+        return len(f) > 9 and f[3] == "0A" and int(f[1].rsplit(":", 1)[1], 16) == port
+
+    tables = (
+        [("/proc/net/unix", unix, 6)]
+        if host.startswith("/")
+        else [("/proc/net/tcp", tcp, 9), ("/proc/net/tcp6", tcp, 9)]
+    )
+    for table, listening, inode in tables:
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        inodes |= {f"socket:[{f[inode]}]" for f in map(str.split, lines) if listening(f)}
+    if not inodes:
+        return None
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            for fd in (entry / "fd").iterdir():
+                if os.readlink(fd) in inodes:
+                    return int(entry.name)
+        except OSError:  # not ours to read, or gone meanwhile
+            continue
+    return None
 
 
 _Mark = tuple[float, float | None]

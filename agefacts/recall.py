@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .clock import process_cpu
 from .db import Database
 from .embed import Embedder
 from .errors import UsageError
@@ -188,7 +189,9 @@ def score(found: Sequence[MessageRef], evidence: Iterable[MessageRef], k: int = 
 @dataclass
 class RecallReport:
     """Mean figures per category (and ``all``) for ask and the two BM25 baselines, with ask's
-    latency in milliseconds."""
+    latency in milliseconds and, where the process serving the database could be read from
+    here, the CPU it spent per ask (``engine_cpu_ms``: the mean, since the kernel counts CPU in
+    ticks of 10 ms, longer than most asks)."""
 
     questions: int
     ask: dict[str, dict[str, float]] = field(default_factory=dict)
@@ -197,6 +200,7 @@ class RecallReport:
     counts: dict[str, int] = field(default_factory=dict)
     latency_ms: dict[str, float] = field(default_factory=dict)
     k: int = 20
+    engine_cpu_ms: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -207,6 +211,7 @@ class RecallReport:
             "bm25": self.bm25,
             "bm25_stemmed": self.bm25_stemmed,
             "latency_ms": self.latency_ms,
+            "engine_cpu_ms": self.engine_cpu_ms,
         }
 
     def rows(self) -> tuple[list[str], list[list[Any]]]:
@@ -247,10 +252,12 @@ def evaluate(
     k: int = 20,
     ask: Callable[[Question, int], list[MessageRef]] | None = None,
     embedder: Embedder | None = None,
+    server: int | None = None,
 ) -> RecallReport:
     """Ask every question (``ask``: how; by default :func:`agefacts.retrieve.ask` on ``db``,
     with the ``embedder`` when one is given)
-    and score its messages and the baseline's, per category."""
+    and score its messages and the baseline's, per category. ``server``: the process serving
+    ``db`` (:func:`agefacts.bench.serving_process`), whose CPU each ask is measured by."""
     from .retrieve import ask as ask_db
 
     def default(q: Question, n: int) -> list[MessageRef]:
@@ -262,6 +269,7 @@ def evaluate(
     per: dict[str, dict[str, list[dict[str, float]]]] = defaultdict(lambda: {"ask": [], "bm25": [], "stemmed": []})
     asked = stems(db, [q.question for q in questions]) if questions else []
     took: list[float] = []
+    engine: list[float] = []
     for q, q_stems in zip(questions, asked, strict=True):
         if q.namespace not in by_ns:
             msgs = namespace_messages(db, q.namespace)
@@ -273,9 +281,13 @@ def evaluate(
             texts = [t for _, t in msgs]
             by_ns[q.namespace] = ([m for m, _ in msgs], BM25(texts), BM25(stems(db, texts)))
         refs, bm25, stemmed = by_ns[q.namespace]
+        before = process_cpu(server)
         start = time.perf_counter()
         found = ask(q, k)
         took.append((time.perf_counter() - start) * 1000)
+        after = process_cpu(server)
+        if before is not None and after is not None:
+            engine.append((after - before) * 1000)
         base = [refs[i] for i in bm25.top(q.question, k)]
         strong = [refs[i] for i in stemmed.top(q_stems, k)]
         for cat in dict.fromkeys(("all", q.category)):
@@ -289,4 +301,6 @@ def evaluate(
         report.bm25[cat] = _mean(per[cat]["bm25"])
         report.bm25_stemmed[cat] = _mean(per[cat]["stemmed"])
     report.latency_ms = {"p50": round(_percentile(took, 0.5), 2), "p95": round(_percentile(took, 0.95), 2)}
+    if engine and len(engine) == len(took):
+        report.engine_cpu_ms = round(sum(engine) / len(engine), 2)
     return report

@@ -4,6 +4,7 @@ them, fused with keyphrases and facts; and the measurement that says how much is
 from __future__ import annotations
 
 import json
+import re
 from decimal import Decimal
 
 import pytest
@@ -522,6 +523,29 @@ def test_scores_are_shares_of_the_evidence_found():
     found = [("c", 3), ("c", 1), ("c", 9)]
     s = score(found, [("c", 1), ("c", 2)])
     assert s["R@5"] == 0.5 and s["hit@10"] == 1.0 and s["MRR"] == 0.5
+
+
+def test_eval_recall_says_the_engines_cpu_per_ask_beside_its_latency(cli_env, tmp_path, capsys):
+    """The engine serving the graph (the embedded one, or a server's backend on this machine)
+    is measured around each ask: its CPU per ask is printed beside ask's latency."""
+    path = tmp_path / "jg.json"
+    path.write_text(_dialogue().model_dump_json())
+    assert main(["load", str(path)]) == 0
+    asked = ["When did Gina get the internship?", "Was there a flood?", "What did Jon open?", "Who danced?"]
+    questions = tmp_path / "q.jsonl"
+    # Enough asks that the engine's CPU, counted by the kernel in ticks of 10 ms, shows.
+    lines = [
+        {"question": asked[i % len(asked)], "namespace": "jg", "evidence": [{"conversation": "jg-1", "message": 1}]}
+        for i in range(80)
+    ]
+    questions.write_text("\n".join(json.dumps(q) for q in lines) + "\n")
+    capsys.readouterr()
+    assert main(["eval", "recall", str(questions), "--format", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["engine_cpu_ms"] > 0
+    assert main(["eval", "recall", str(questions)]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"ask's latency p50 [\d.]+ ms, p95 [\d.]+ ms; the engine's CPU [\d.]+ ms per ask", out)
 
 
 def test_eval_recall_prints_ask_beside_bm25_per_category(cli_env, tmp_path, capsys):

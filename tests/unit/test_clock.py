@@ -1,10 +1,11 @@
 """The bench's CPU by stage (agefacts.clock): each stage counts its own seconds, once."""
 
 import os
+import socket
 import threading
 import time
 
-from agefacts.clock import STAGES, StageClock, process_cpu, stage
+from agefacts.clock import STAGES, StageClock, listening_process, process_cpu, stage
 
 
 def _burn(seconds: float) -> None:
@@ -73,3 +74,22 @@ def test_without_a_clock_a_stage_is_nothing_and_an_unreadable_process_is_none():
     assert process_cpu(pid_max + 1) is None  # no such process
     mine = process_cpu(os.getpid())
     assert mine is not None and mine > 0
+
+
+def test_the_process_listening_where_a_dsn_points_is_found_by_its_socket_or_port(tmp_path):
+    """What `eval recall` and `bench` read the engine's CPU from: the process listening on the
+    DSN's port, or on its socket in the folder the DSN's host names (the embedded engine)."""
+    with socket.socket() as tcp, socket.socket(socket.AF_UNIX) as unix:
+        tcp.bind(("127.0.0.1", 0))
+        port = tcp.getsockname()[1]
+        # Bound and not yet listening is nobody's server.
+        assert listening_process("127.0.0.1", port) is None
+        tcp.listen()
+        assert listening_process("127.0.0.1", port) == os.getpid()
+        unix.bind(str(tmp_path / ".s.PGSQL.5999"))
+        unix.listen()
+        assert listening_process(str(tmp_path), 5999) == os.getpid()
+        # Another folder's socket, or the port's number where a socket is asked for, is not it.
+        assert listening_process(str(tmp_path / "other"), 5999) is None
+        assert listening_process(str(tmp_path), port) is None
+    assert listening_process("127.0.0.1", port) is None
