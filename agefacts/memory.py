@@ -1014,6 +1014,9 @@ class Memory:
     reads go to once it holds this memory's own writes (:mod:`agefacts.replica`). Use it as a
     context manager, or call :meth:`close`."""
 
+    # What a write says where this memory has no one database of its own.
+    _NOT_OPEN = _NO_ONE_DATABASE
+
     def __init__(
         self,
         dsn: str | None = None,
@@ -1030,9 +1033,12 @@ class Memory:
     ):
         self.llm = llm
         self.context_turns = context_turns
-        self.via = via
+        self._via = via
         self.tune_interpreter = tune_interpreter
         self.embedder = embedder
+        # One write at a time, as AsyncMemory's: a correction reads what it takes back and
+        # writes in one step, which another thread's write must not come between.
+        self._writing = threading.Lock()
         self._tails = _Tails()
         self._unwritten = _Unwritten()
         placed = _placement(dsn, placement)
@@ -1075,8 +1081,8 @@ class Memory:
         return self._reads.db() if self._reads is not None else self.db
 
     def _wrote(self, result: _R) -> _R:
-        if self._reads is not None:
-            self._reads.wrote()
+        if self._reads is not None and self._db is not None:
+            self._reads.wrote(wal_position(self._db))
         return result
 
     @property
@@ -1086,8 +1092,12 @@ class Memory:
             raise UsageError(_NO_ONE_DATABASE)
         return self._db
 
-    def _loader(self) -> Loader:
-        return Loader(self.db, self.ontology, via=self.via, tune_interpreter=self.tune_interpreter)
+    def _writer(self) -> tuple[Database, Loader]:
+        # A loader per write: a loader refuses one conversation met twice with other content,
+        # which is what successive adds to one conversation are.
+        if self._db is None:
+            raise UsageError(self._NOT_OPEN)
+        return self._db, Loader(self._db, self.ontology, via=self._via, tune_interpreter=self.tune_interpreter)
 
     def __enter__(self) -> Memory:
         return self
@@ -1133,13 +1143,13 @@ class Memory:
         paid = self._unwritten.of((ns, cid))
         asked = 0
         raced: int | None = None
-        start = _appendable(self._tails, self.ontology, messages, ns, cid, title) if self.via == "bulk" else None
+        start = _appendable(self._tails, self.ontology, messages, ns, cid, title) if self._via == "bulk" else None
         if start is not None:
             tail, conv = start
             before = _paid(conv, paid)
             conv, asked, errors = self._extract(before, paid)
             _remember_paid(self.db, before, conv, paid)
-            done = _appended(self._tails, self._loader(), tail, conv, asked, errors)
+            done = _appended(self._tails, self._writer()[1], tail, conv, asked, errors)
             if done is not None:
                 _forget_paid(self.db, conv, paid)
                 self._unwritten.written((ns, cid))
@@ -1154,7 +1164,7 @@ class Memory:
             _remember_paid(self.db, before, conv, paid)
             asked += n
             try:
-                added = _load(self._loader(), conv, asked, errors, based_on)
+                added = _load(self._writer()[1], conv, asked, errors, based_on)
             except ConversationMoved:
                 continue
             self._tails.keep((conv.namespace, conv.id), conv)
@@ -1314,10 +1324,16 @@ class Memory:
                 ),
                 write=True,
             )
-        conv = correction(
-            self.db, entity, predicate, said, namespace=namespace, by=by, instead=instead, reason=reason, at=at
-        )
-        return self._wrote(_load(self._loader(), conv, 0, [], None))
+        db, loader = self._writer()
+
+        def work() -> Added:
+            conv = correction(
+                db, entity, predicate, said, namespace=namespace, by=by, instead=instead, reason=reason, at=at
+            )
+            return _load(loader, conv, 0, [], None)
+
+        with self._writing:
+            return self._wrote(work())
 
     def forget(self, namespace: str, conversations: Iterable[str] | str | None = None) -> list[str]:
         """Remove what the namespace's conversations (those named, or all) wrote; returns
@@ -1326,10 +1342,11 @@ class Memory:
             return self._router.on(
                 _placed_namespace(namespace), lambda m: m.forget(namespace, conversations), write=True
             )
-        loader = self._loader()
-        ids = _ids(conversations)
-        self._tails.drop(namespace, ids)
-        return self._wrote(loader.forget(namespace, ids))
+        _, loader = self._writer()
+        wanted = _ids(conversations)
+        self._tails.drop(namespace, wanted)
+        with self._writing:
+            return self._wrote(loader.forget(namespace, wanted))
 
     def export(self, namespace: str, conversations: Iterable[str] | str | None = None) -> list[Conversation]:
         """The namespace's conversations as loaded, with their recordings: loading them into
@@ -1338,7 +1355,10 @@ class Memory:
             return self._router.on(
                 _placed_namespace(namespace), lambda m: m.export(namespace, conversations), write=False
             )
-        return ledger.export(self.db, namespace, _ids(conversations))
+        db, _ = self._writer()
+        wanted = _ids(conversations)
+        with self._writing:
+            return ledger.export(db, namespace, wanted)
 
     def conversations(self, namespace: str) -> list[Remembered]:
         """The namespace's conversations in memory: each one's id (what ``forget`` takes),
@@ -1364,6 +1384,8 @@ class AsyncMemory:
     client; the write (the load of a conversation, and forget) runs the loader on a
     connection of its own in a worker thread, one write at a time, since the load is one
     transaction of many statements that the loader already overlaps with its own work."""
+
+    _NOT_OPEN = "the memory is not open: use `async with AsyncMemory(...) as memory`"
 
     def __init__(
         self,
@@ -1479,7 +1501,7 @@ class AsyncMemory:
         # A loader per write: a loader refuses one conversation met twice with other content,
         # which is what successive adds to one conversation are.
         if self._db is None:
-            raise UsageError("the memory is not open: use `async with AsyncMemory(...) as memory`")
+            raise UsageError(self._NOT_OPEN)
         return self._db, Loader(self._db, self.ontology, via=self._via, tune_interpreter=self.tune_interpreter)
 
     def _keeper(self, conv: Conversation, paid: _Paid) -> Callable[[int, Turn], Awaitable[None]]:

@@ -48,8 +48,10 @@ class ReplicaReads:
         self._written: str | None = None
         self.served = {"replica": 0, "primary": 0}  # reads by where they went
 
-    def wrote(self) -> None:
-        self._written = wal_position(self.primary)
+    def wrote(self, position: str) -> None:
+        """The primary's WAL position after a write (:func:`wal_position`), which the next read
+        waits for the replica to have replayed."""
+        self._written = position
 
     def db(self) -> Database:
         written = self._written
@@ -95,6 +97,7 @@ class AsyncReplicaReads:
         self.served = {"replica": 0, "primary": 0}
 
     def wrote(self, position: str) -> None:
+        """See :meth:`ReplicaReads.wrote` (the position is read by the caller, in a thread)."""
         self._written = position
 
     async def db(self) -> AsyncDatabase:

@@ -39,17 +39,9 @@ APART: dict[tuple[str, str], str] = {
     ("memory.py", "AsyncMemory.__init__"): "its connections are opened on first use, on the event loop",
     ("memory.py", "AsyncMemory.close"): "the async memory holds a sync writer beside its async reader",
     ("memory.py", "AsyncMemory._reading"): "the async reader is opened on first use",
-    ("memory.py", "AsyncMemory._wrote"): "the WAL position is read on the sync writer, in a thread",
     ("memory.py", "AsyncMemory.add"): "writes go through the sync writer in a thread, one at a time",
-    ("memory.py", "AsyncMemory.correct"): "writes go through the sync writer in a thread, one at a time",
-    ("memory.py", "AsyncMemory.forget"): "writes go through the sync writer in a thread, one at a time",
-    ("memory.py", "AsyncMemory.export"): "reads the ledger through the sync writer in a thread",
     ("placed.py", "AsyncRouter.everywhere"): "servers are asked at once by asyncio.gather, not by a thread each",
     ("placed.py", "AsyncRouter.opened"): "the event loop's one thread needs no lock to read the members",
-    (
-        "replica.py",
-        "AsyncReplicaReads.wrote",
-    ): "the WAL position is read by the caller, in a thread (see AsyncMemory._wrote)",
     ("replica.py", "AsyncReplicaReads.db"): "an AsyncDatabase never creates a graph: it takes no create=False",
 }
 
