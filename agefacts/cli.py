@@ -426,7 +426,7 @@ def _cmd_ask(args: argparse.Namespace) -> int:
 
     # Over a placement: what each server's search counts, added up, then each server's part
     # gathered with the sums, merged and fused once, as one server holding all would.
-    scopes = _everywhere(args, lambda db: search_scope(db, args.question))
+    scopes = _everywhere(args, lambda db: search_scope(db, args.question, _read_ontology(args, db)))
     scope = add_scopes(s for s, _ in scopes) if scopes is not None else None
 
     def gathered(db: Database) -> Gathered:

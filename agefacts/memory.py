@@ -1268,7 +1268,7 @@ class Memory:
 
             # What each server's search counts, added up: each ranks as one holding all would.
             def counts(m: Memory) -> dict[str, Any]:
-                return search_scope(m._reading(), question)
+                return search_scope(m._reading(), question, m.ontology)
 
             scope = add_scopes(s for s, _ in self._router.everywhere(counts))
 
@@ -1661,7 +1661,7 @@ class AsyncMemory:
                 )
 
             async def counts(m: AsyncMemory) -> dict[str, Any]:
-                return await search_scope_async(await m._reading(), question)
+                return await search_scope_async(await m._reading(), question, m.ontology)
 
             scope = add_scopes(s for s, _ in await self._router.everywhere(counts))
 

@@ -84,6 +84,7 @@ __all__ = [
     "topic_texts",
     "valid_words",
     "withdrawal",
+    "wording",
 ]
 
 _TOKEN = re.compile(r"\w+", re.UNICODE)
@@ -374,6 +375,15 @@ def _same_word(token: str, word: str) -> bool:
 
 def _score(tokens: set[str], words: set[str]) -> int:
     return sum(1 for t in tokens if any(_same_word(t, w) for w in words))
+
+
+def wording(question: str, ontology: Ontology) -> list[str]:
+    """The words of the predicates the question names, sorted (``"Who is Ross married to?"``
+    names spouse_of: "husband", "married", "spouse", "wife"): the search looks for them too,
+    each weighed below a word of the question's own (``wording`` of
+    ``agefacts.search_messages``), so that a message that says "my wife" answers "married"."""
+    tokens = set(_tokens(question))
+    return sorted({w for words in _vocabulary(ontology).values() if _score(tokens, words) for w in words})
 
 
 def relevance(question: str, predicate: str, ontology: Ontology) -> int:
@@ -695,11 +705,18 @@ def search_depth(k: int) -> int:
 
 
 def _search_params(
-    question: str, namespace: str | None, k: int, scope: Mapping[str, Any] | None = None
+    question: str, namespace: str | None, k: int, scope: Mapping[str, Any] | None, words: Sequence[str]
 ) -> dict[str, Any]:
     scoped = None if scope is None else json.dumps(scope)
     topics = topic_texts(question) or None
-    return {"namespace": namespace, "question": question, "k": search_depth(k), "scope": scoped, "topics": topics}
+    return {
+        "namespace": namespace,
+        "question": question,
+        "k": search_depth(k),
+        "scope": scoped,
+        "topics": topics,
+        "wording": list(words) or None,
+    }
 
 
 def question_time(valid_at: TimeArg, times: Sequence[tuple[str, str]]) -> tuple[TimeArg, str | None]:
@@ -768,13 +785,14 @@ def _found_queries(
     k: int,
     facts: list[dict[str, Any]],
     times: list[tuple[str, str]],
-    scope: Mapping[str, Any] | None = None,
+    scope: Mapping[str, Any] | None,
+    words: Sequence[str],
 ) -> dict[str, tuple[str, dict[str, Any]]]:
     """The named queries that find a question's messages, by what they find: its words'
     matches (each with the question's keyphrases it says), the cited facts' evidence messages,
     and the messages sent inside the times it names (in one namespace: every namespace's would
     be a scan)."""
-    out = {"words": ("search_messages", _search_params(question, namespace, k, scope))}
+    out = {"words": ("search_messages", _search_params(question, namespace, k, scope, words))}
     spans = _selecting(times)
     if spans and namespace is not None:
         starts, ends = (list(x) for x in zip(*spans, strict=True))
@@ -798,8 +816,9 @@ def _found(
     embedder: Embedder | None = None,
     times: Sequence[tuple[str, str]] = (),
     scope: Mapping[str, Any] | None = None,
+    words: Sequence[str] = (),
 ) -> Found:
-    queries = _found_queries(question, namespace, k, facts, list(times), scope)
+    queries = _found_queries(question, namespace, k, facts, list(times), scope, words)
     rows = {what: run_named(db, *q).dicts() for what, q in queries.items()}
     meaning: list[dict[str, Any]] = []
     if embedder is not None:
@@ -817,8 +836,9 @@ async def _found_async(
     embedder: Embedder | None = None,
     times: Sequence[tuple[str, str]] = (),
     scope: Mapping[str, Any] | None = None,
+    words: Sequence[str] = (),
 ) -> Found:
-    queries = _found_queries(question, namespace, k, facts, list(times), scope)
+    queries = _found_queries(question, namespace, k, facts, list(times), scope, words)
     rows = {what: (await run_named_async(db, *q)).dicts() for what, q in queries.items()}
     meaning: list[dict[str, Any]] = []
     if embedder is not None:
@@ -1022,7 +1042,7 @@ def gather(
         # Linked entities are known by key: no second lookup of each one.
         rows = facts_of_each(db, [e.key for e in entities], valid_at, known_at) if entities else []
         facts = _cited_facts(question, ontology, entities, rows, k)
-        found = _found(db, question, namespace, k, facts, embedder, times, scope)
+        found = _found(db, question, namespace, k, facts, embedder, times, scope, wording(question, ontology))
         out = Gathered(entities, rows, found, times, named)
         if whole:
             out.why = run_named(db, "question_words", _why_params(question, namespace)).dicts()[0]
@@ -1055,7 +1075,9 @@ async def gather_async(
         check_scope(namespace, all_namespaces, (e.namespace for e in entities), "what the question names")
         rows = await facts_of_each_async(db, [e.key for e in entities], valid_at, known_at) if entities else []
         facts = _cited_facts(question, ontology, entities, rows, k)
-        found = await _found_async(db, question, namespace, k, facts, embedder, times, scope)
+        found = await _found_async(
+            db, question, namespace, k, facts, embedder, times, scope, wording(question, ontology)
+        )
         out = Gathered(entities, rows, found, times, named)
         if whole:
             out.why = (await run_named_async(db, "question_words", _why_params(question, namespace))).dicts()[0]
@@ -1065,19 +1087,26 @@ async def gather_async(
         return out
 
 
-def search_scope(db: Database, question: str, namespace: str | None = None) -> dict[str, Any]:
+def search_scope(db: Database, question: str, ontology: Ontology, namespace: str | None = None) -> dict[str, Any]:
     """What the search counts of the messages it searches for ``question`` (how many there
-    are, each speaker name's turns, each word's messages): a placement adds these up over its
-    servers (:func:`add_scopes`) and gathers with the sums, so each server ranks its matches as
-    one server holding every message would."""
-    got = run_named(db, "search_scope", {"namespace": namespace, "question": question})
+    are, each speaker name's turns, each word's messages, those of its :func:`wording` in the
+    ``ontology`` too): a placement adds these up over its servers (:func:`add_scopes`) and
+    gathers with the sums, so each server ranks its matches as one server holding every
+    message would."""
+    got = run_named(db, "search_scope", _scope_params(question, ontology, namespace))
     return dict(got.rows[0][0])
 
 
-async def search_scope_async(db: AsyncDatabase, question: str, namespace: str | None = None) -> dict[str, Any]:
+async def search_scope_async(
+    db: AsyncDatabase, question: str, ontology: Ontology, namespace: str | None = None
+) -> dict[str, Any]:
     """:func:`search_scope` on an asynchronous connection."""
-    got = await run_named_async(db, "search_scope", {"namespace": namespace, "question": question})
+    got = await run_named_async(db, "search_scope", _scope_params(question, ontology, namespace))
     return dict(got.rows[0][0])
+
+
+def _scope_params(question: str, ontology: Ontology, namespace: str | None) -> dict[str, Any]:
+    return {"namespace": namespace, "question": question, "wording": wording(question, ontology) or None}
 
 
 def add_scopes(scopes: Iterable[Mapping[str, Any]]) -> dict[str, Any]:

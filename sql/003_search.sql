@@ -168,6 +168,17 @@ $do$;
 
 -- A text as an agtype string, to compare with a property: a key (as the key indexes hold it:
 -- inlined, so the index serves), or a time.
+-- The words of the predicates a question names ("married" names spouse_of: "husband",
+-- "wife", "spouse"), as the index folds them, less the question's own (``asked``) and those
+-- that ask rather than name. The ontology gives them (agefacts.retrieve.wording); a search
+-- weighs each below a word of the question's own, and a placement counts them as it counts those.
+CREATE OR REPLACE FUNCTION agefacts.wording_words(wording text[], asked text[])
+RETURNS text[] LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
+    SELECT coalesce(array_agg(DISTINCT a.lexeme ORDER BY a.lexeme), '{}')
+    FROM unnest(to_tsvector('english'::regconfig, coalesce(array_to_string(wording, ' '), ''))) a
+    WHERE a.lexeme <> ALL (asked) AND a.lexeme <> ALL (agefacts.asking_words())
+$fn$;
+
 CREATE OR REPLACE FUNCTION agefacts.agtype_text(t text)
 RETURNS ag_catalog.agtype LANGUAGE sql STABLE PARALLEL SAFE AS $fn$
     SELECT (to_jsonb(t)::text)::ag_catalog.agtype
@@ -286,8 +297,11 @@ $fn$;
 -- support group sounds amazing, Caroline!"). Those turns are read when the search runs, never
 -- stored with the message, so a replacement or a forget leaves nothing to mend. Each message
 -- returned lists its keyphrases whose texts are among ``topics`` (the runs of the question's
--- words), from its own edges, and says whether it is evidence of a statement. A question with
--- no searchable word returns no row.
+-- words), from its own edges, and says whether it is evidence of a statement. The words of
+-- the predicates the question names (``wording``: "married" names spouse_of, whose words are
+-- "husband", "wife", "spouse") are searched too, each counted ``wording_weight`` times a word
+-- of the question's own (0.3: measured on LoCoMo, docs/recall.md), and listed in ``words``
+-- where a message says them. A question with no searchable word returns no row.
 -- Made anew each time this file runs: its columns have changed, and it took no context_weight
 -- before (left beside the new one, a call with four arguments would match both).
 DROP FUNCTION IF EXISTS agefacts.search_messages(text, text, text, integer, double precision, double precision);
@@ -305,13 +319,16 @@ CREATE OR REPLACE FUNCTION agefacts.search_messages(graph_name text, ns text, qu
                                                     context_weight double precision DEFAULT 0.3,
                                                     scored integer DEFAULT 200,
                                                     scope jsonb DEFAULT NULL,
-                                                    topics text[] DEFAULT NULL)
+                                                    topics text[] DEFAULT NULL,
+                                                    wording text[] DEFAULT NULL,
+                                                    wording_weight double precision DEFAULT 0.3)
 RETURNS TABLE (namespace text, conversation text, message bigint, speaker text, name text, at text,
                message_text text, score double precision, words text[], around text[], keyphrases jsonb,
                evidence boolean)
 LANGUAGE plpgsql STABLE AS $fn$
 DECLARE
     asked text[];
+    extra text[] := '{}';
     speakers text[];
     spoke double precision[];
     total double precision;
@@ -338,6 +355,7 @@ BEGIN
     IF cardinality(asked) = 0 OR NOT agefacts.relation_exists(graph_name, 'Message') THEN
         RETURN;
     END IF;
+    extra := agefacts.wording_words(wording, asked);
     -- How many messages there are, and who says how many: a name is known as a name before
     -- the search, so a speaker's other turns are never read for it.
     SELECT coalesce(array_agg(s.name), '{}'), coalesce(array_agg(s.n), '{}'), coalesce(sum(s.n), 0)
@@ -357,7 +375,7 @@ BEGIN
         INTO named, named_df
         FROM jsonb_each_text(scope->'named') n WHERE n.key = ANY (asked);
     END IF;
-    sought := ARRAY(SELECT w FROM unnest(asked) w WHERE w <> ALL (named) ORDER BY w);
+    sought := ARRAY(SELECT w FROM unnest(asked || extra) w WHERE w <> ALL (named) ORDER BY w);
     -- Each word quoted as tsquery quotes (a quote doubled), the words or-ed.
     query := (SELECT string_agg('''' || replace(w, '''', '''''') || '''', ' | ')
               FROM unnest(CASE WHEN cardinality(sought) > 0 THEN sought ELSE named END) w)::tsquery;
@@ -404,7 +422,8 @@ BEGIN
             best AS (
                 SELECT u.id FROM per p CROSS JOIN LATERAL unnest(p.ids) u(id)
                 GROUP BY u.id
-                ORDER BY sum(ln(1 + ($3 - cardinality(p.ids) + 0.5) / (cardinality(p.ids) + 0.5))) DESC, u.id COLLATE "C"
+                ORDER BY sum(CASE WHEN p.w = ANY ($6) THEN $7 ELSE 1 END
+                             * ln(1 + ($3 - cardinality(p.ids) + 0.5) / (cardinality(p.ids) + 0.5))) DESC, u.id COLLATE "C"
                 LIMIT $4
             )
             -- (an id back from text by agtype: the embedded engine reads a graphid's own text
@@ -413,7 +432,8 @@ BEGIN
                    (SELECT array_agg(cardinality(p.ids)::double precision ORDER BY p.w) FROM per p),
                    (SELECT array_agg(DISTINCT split_part(u.id, ' ', 2)::ag_catalog.agtype::ag_catalog.graphid)
                     FROM per p CROSS JOIN LATERAL unnest(p.ids) u(id))
-        $q$, graph_name, 'Message') INTO chosen, sought_df, saying USING sought, wordq, total, scored, ns;
+        $q$, graph_name, 'Message') INTO chosen, sought_df, saying USING sought, wordq, total, scored, ns, extra,
+                                                                         wording_weight;
         found_where := 'm.id = ANY ($10)';
     END IF;
     IF scope IS NOT NULL THEN
@@ -540,7 +560,7 @@ BEGIN
         ),
         scored AS (
             SELECT w.id,
-                   sum(CASE WHEN w.is_name THEN $6 ELSE 1 END
+                   sum(CASE WHEN w.is_name THEN $6 WHEN w.lexeme = ANY ($15::text[]) THEN $16 ELSE 1 END
                        * r.idf * w.tf * 2.2 / (w.tf + 1.2 * (1 - $7 + $7 * c.dl / mean.avgdl))) AS score,
                    coalesce(array_agg(w.lexeme ORDER BY w.lexeme) FILTER (WHERE NOT w.around), '{}') AS words,
                    coalesce(array_agg(w.lexeme ORDER BY w.lexeme) FILTER (WHERE w.around), '{}') AS around
@@ -562,7 +582,7 @@ BEGIN
         ORDER BY b.score DESC, 1, 2, 3
     $q$, graph_name, 'Message', found_where, said_keyphrases, is_evidence)
     USING query, sought, named, named_df, total, speaker_weight, b, k, context_weight, chosen, sought_df, ns, saying,
-          topics;
+          topics, extra, wording_weight;
 END
 $fn$;
 
@@ -571,7 +591,9 @@ $fn$;
 -- messages say each of the question's words. A placement adds these up over its servers and
 -- hands the sums to each server's search (``scope``), so that each ranks its messages as one
 -- server holding every message would, and their matches merge by score.
-CREATE OR REPLACE FUNCTION agefacts.search_scope(graph_name text, ns text, question text)
+-- (it took no wording before: left beside the new one, a call with three arguments would match both)
+DROP FUNCTION IF EXISTS agefacts.search_scope(text, text, text);
+CREATE OR REPLACE FUNCTION agefacts.search_scope(graph_name text, ns text, question text, wording text[] DEFAULT NULL)
 RETURNS jsonb LANGUAGE plpgsql STABLE AS $fn$
 DECLARE
     asked text[];
@@ -602,7 +624,7 @@ BEGIN
                      CASE WHEN $2::text IS NULL THEN ('''' || replace(x, '''', '''''') || '''')::tsquery
                           ELSE ('''' || replace(x, '''', '''''') || '''')::tsquery && ('ns' || md5($2::text))::tsquery END AS q
               FROM unnest($1::text[]) x) w
-    $q$, graph_name, 'Message') INTO df USING asked, ns;
+    $q$, graph_name, 'Message') INTO df USING asked || agefacts.wording_words(wording, asked), ns;
     RETURN jsonb_build_object('total', total, 'named', named, 'df', df);
 END
 $fn$;

@@ -276,8 +276,9 @@ def test_every_shipped_query_states_its_parameters_and_columns_and_returns_them(
             "k": 5,
             "scope": None,
             "topics": ["sourdough"],
+            "wording": ["bread", "loaf"],
         },
-        "search_scope": {"namespace": "baker", "question": "Who bakes sourdough?"},
+        "search_scope": {"namespace": "baker", "question": "Who bakes sourdough?", "wording": ["bread", "loaf"]},
         "time_messages": {
             "namespace": "ann",
             "question": "What did I say on 10 November 2026?",

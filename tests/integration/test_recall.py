@@ -525,6 +525,39 @@ def test_scores_are_shares_of_the_evidence_found():
     assert s["R@5"] == 0.5 and s["hit@10"] == 1.0 and s["MRR"] == 0.5
 
 
+@pytest.mark.parametrize("via", VIAS)
+def test_a_question_that_names_a_predicate_finds_the_words_the_ontology_gives_it(db, via):
+    """ "Who is Ross married to?" shares "Ross" with both messages, and the shorter ranked
+    first; "married" names spouse_of, whose words the ontology gives ("wife", "husband"), so
+    the message that says "wife" answers it. An ontology that gives spouse_of no such words
+    expands nothing, and a word of the question's own outweighs one of its wording."""
+    from agefacts.retrieve import wording
+
+    filler = {"speaker": "assistant", "text": "Nice weather today."}
+    turns = [
+        {"speaker": "user", "text": "Ross got married in a big white church."},
+        *[filler] * 3,
+        {"speaker": "user", "text": "Ross bought a couch."},
+        *[filler] * 3,
+        {"speaker": "user", "text": "Ross and his wife Emily came by yesterday."},
+    ]
+    _load(db, via, conversation("rw", turns, namespace="rw"))
+    assert {"husband", "spouse", "wife"} <= set(wording("Who is Ross married to?", ONTO))
+    # The question's own word first, then the message its wording finds, before the shorter.
+    found = _found(db, "Who is Ross married to?", ns="rw", k=10)
+    assert found[0] == 0 and found.index(8) < found.index(4)
+    wife = next(m for m in ask(db, "Who is Ross married to?", ONTO, namespace="rw", k=10).messages if m["message"] == 8)
+    assert "wife" in wife["words"]
+    plain = ONTO.model_copy(
+        update={
+            "predicates": [p.model_copy(update={"words": []}) if p.name == "spouse_of" else p for p in ONTO.predicates]
+        }
+    )
+    assert "wife" not in wording("Who is Ross married to?", plain)
+    unexpanded = [m["message"] for m in ask(db, "Who is Ross married to?", plain, namespace="rw", k=10).messages]
+    assert unexpanded[0] == 0 and unexpanded.index(4) < unexpanded.index(8)
+
+
 def test_eval_recall_says_the_engines_cpu_per_ask_beside_its_latency(cli_env, tmp_path, capsys):
     """The engine serving the graph (the embedded one, or a server's backend on this machine)
     is measured around each ask: its CPU per ask is printed beside ask's latency."""
