@@ -306,15 +306,14 @@ def test_the_bench_runs_every_path_and_its_digests_agree(dsn, graph_name, db):
     for timing in (d["facts_ms"], d["facts_by_name_ms"]):
         assert math.isfinite(timing["p50"]) and timing["p50"] <= timing["p95"]
     assert "facts by name p50/p95" in result.table()
-    # CPU on both sides: this process's, and the server's when its process can be read here
-    # (a server's backend on this machine; the embedded engine only when given its pid).
+    # CPU on both sides: this process's, and the server's, whose process is on this machine
+    # here: a server's backend, or the embedded engine, found by the socket its DSN names
+    # (reached by a DSN it went unmeasured).
     for name in ("load", "copy"):
         assert d["paths"][name]["client_cpu_s"] > 0
     server = [d["paths"][name]["server_cpu_s"] for name in ("load", "copy")]
-    if "embedded" in d["engine"]:
-        assert server == [None, None]
-    else:  # read in clock ticks: a copy this small may take less than one
-        assert server[0] > 0 and server[1] is not None and server[1] >= 0
+    # read in clock ticks: a copy this small may take less than one
+    assert server[0] > 0 and server[1] is not None and server[1] >= 0
     assert "CPU of load        client" in result.table()
     # Each second of the load by stage: every stage a first load meets, the server's beside
     # the client's where it is read, and what no stage counted left small.
@@ -326,11 +325,9 @@ def test_the_bench_runs_every_path_and_its_digests_agree(dsn, graph_name, db):
     # Preparing never asks the server; the stages that write do, where its process is read.
     assert all(stages[name]["server_s"] is None for name in ("hash", "compile", "reading of time"))
     written = [stages[name]["server_s"] for name in ("vertices", "edges", "versions read", "versions written")]
-    if server[0] is None:
-        assert written == [None] * 4
-    else:  # counted in clock ticks: each of these may take less than one at this size
-        assert all(s is not None and s >= 0 for s in written)
-        assert sum(t["server_s"] or 0 for t in stages.values()) > 0
+    # counted in clock ticks: each of these may take less than one at this size
+    assert all(s is not None and s >= 0 for s in written)
+    assert sum(t["server_s"] or 0 for t in stages.values()) > 0
     # Worker processes' seconds are counted by stage and are no part of this process's total.
     assert abs(stages["rest"]["client_s"]) < 0.5 * d["paths"]["load"]["client_cpu_s"]
     assert "CPU of load by stage" in result.table() and "CPU of replace by stage" in result.table()
