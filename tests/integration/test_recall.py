@@ -558,6 +558,58 @@ def test_a_question_that_names_a_predicate_finds_the_words_the_ontology_gives_it
     assert unexpanded[0] == 0 and unexpanded.index(4) < unexpanded.index(8)
 
 
+def test_any_words_an_ontology_gives_a_predicate_are_searched_as_words_and_nothing_else(db):
+    """An ontology is a person's file: its words for a predicate may hold quotes, backslashes,
+    the search's own operators ("&", "|", "!", ":*") or nothing a word is made of. Drawn words,
+    said in drawn messages: asking a question that names the predicate never fails, every
+    message it returns says a word of the question or of the predicate's, as the engine folds
+    them, and asking again answers alike."""
+    from hypothesis import given
+    from hypothesis import strategies as st
+
+    from agefacts.retrieve import wording
+
+    odd = st.sampled_from(["wife", "O'Brien", "back\\slash", "a&b", "x|y", "!not", "pre:*", "", "  ", "é", "ü&'"])
+    words = st.lists(st.one_of(odd, st.text(max_size=8)), min_size=1, max_size=5)
+    counter = iter(range(10**6))
+
+    @fuzz(20)
+    @given(
+        words,
+        st.lists(
+            st.lists(st.one_of(odd, st.sampled_from(["Ross", "couch", "married"])), max_size=4), min_size=1, max_size=5
+        ),
+    )
+    def check(given_words, said) -> None:
+        ns = f"w{next(counter)}"
+        onto = ONTO.model_copy(
+            update={
+                "predicates": [
+                    p.model_copy(update={"words": [*given_words, "married"]}) if p.name == "spouse_of" else p
+                    for p in ONTO.predicates
+                ]
+            }
+        )
+        turns = [{"speaker": "user", "text": " ".join(t) or "hello"} for t in said]
+        _load(db, "bulk", conversation("c", turns, namespace=ns))
+        question = "Who is Ross married to?"
+        got = ask(db, question, onto, namespace=ns, k=10)
+        again = ask(db, question, onto, namespace=ns, k=10)
+        assert [m["message"] for m in got.messages] == [m["message"] for m in again.messages]
+        lexemes = {
+            w
+            for (w,) in db.execute(
+                "SELECT lexeme FROM unnest(to_tsvector('english', %s))",
+                (" ".join([question, *wording(question, onto)]),),
+            )
+        }
+        for m in got.messages:
+            assert set(m["words"]) | set(m["around"]) <= lexemes, (m, lexemes)
+            assert m["words"] or m["around"], m
+
+    check()
+
+
 def test_eval_recall_says_the_engines_cpu_per_ask_beside_its_latency(cli_env, tmp_path, capsys):
     """The engine serving the graph (the embedded one, or a server's backend on this machine)
     is measured around each ask: its CPU per ask is printed beside ask's latency."""
