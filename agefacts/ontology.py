@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .errors import OntologyError
-from .models import Polarity, Tense, describe
+from .models import Polarity, Tense, check_text, describe
 from .names import CORE_EDGE_LABELS, CORE_VERTEX_LABELS, MAX_TYPE_LENGTH, USER, is_label, is_predicate
 
 __all__ = [
@@ -101,6 +101,13 @@ class Ontology(BaseModel):
     unresolvable_subjects: list[str] = Field(default_factory=list)
     user_type: str = "Person"
     system_prompt: str
+
+    @model_validator(mode="before")
+    @classmethod
+    def _storable_text(cls, data: Any) -> Any:
+        # The graph keeps the ontology it was loaded with, and a search is given its words: as
+        # every input, text PostgreSQL can hold.
+        return check_text(data, "the ontology")
 
     @field_validator("predicates", mode="before")
     @classmethod

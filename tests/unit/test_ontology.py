@@ -33,6 +33,11 @@ BASE = {"name": "t", "entity_types": ["Person", "Place"], "predicates": ["lives_
         ({"predicates": ["Lives In"]}, "lower-case"),
         ({"predicates": [{"name": "x", "subject": ["Robot"]}]}, "not in entity_types"),
         ({"user_type": "Robot"}, "user_type"),
+        # What the graph stores of an ontology, and what a search is given of its words, is text
+        # PostgreSQL must hold: a NUL or a lone surrogate anywhere is refused, where it is.
+        ({"predicates": [{"name": "lives_in", "words": ["home", "ho\x00me"]}]}, "NUL character"),
+        ({"system_prompt": "be \x00 brief"}, "NUL character"),
+        ({"predicates": [{"name": "lives_in", "description": "lives \ud800"}]}, "lone surrogate"),
     ],
 )
 def test_invalid_ontologies_are_refused_with_the_reason(change, message):
