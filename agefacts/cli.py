@@ -1052,10 +1052,11 @@ def _cmd_eval_recall(args: argparse.Namespace) -> int:
     questions = read_questions(Path(args.questions))
     with _open_db(args) as db:
         # The process serving the database, when it can be read from here: the embedded
-        # engine, or a server's backend on this machine (never a placement's embedded guess).
+        # engine, or a server's backend on this machine (a placement's server never the
+        # embedded engine's).
         from .bench import engine_pid_for, serving_process
 
-        engine = engine_pid_for(args.dsn) if _placement(args) is None else None
+        engine = engine_pid_for(args.dsn) if db.server is None else None
         report = evaluate(
             db,
             questions,

@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .errors import OntologyError
-from .models import Polarity, Tense, check_text, describe
+from .models import Input, Polarity, Tense, describe
 from .names import CORE_EDGE_LABELS, CORE_VERTEX_LABELS, MAX_TYPE_LENGTH, USER, is_label, is_predicate
 
 __all__ = [
@@ -90,8 +90,10 @@ class Admit(BaseModel):
     negation_ends_validity: bool = False
 
 
-class Ontology(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+class Ontology(Input):
+    """A person's file, read as every input is (:class:`agefacts.models.Input`): the graph keeps
+    the ontology it was loaded with and a search is given its words, so its text must be text
+    PostgreSQL can hold."""
 
     name: str
     version: str = "1"
@@ -101,13 +103,6 @@ class Ontology(BaseModel):
     unresolvable_subjects: list[str] = Field(default_factory=list)
     user_type: str = "Person"
     system_prompt: str
-
-    @model_validator(mode="before")
-    @classmethod
-    def _storable_text(cls, data: Any) -> Any:
-        # The graph keeps the ontology it was loaded with, and a search is given its words: as
-        # every input, text PostgreSQL can hold.
-        return check_text(data, "the ontology")
 
     @field_validator("predicates", mode="before")
     @classmethod

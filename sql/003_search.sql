@@ -166,8 +166,6 @@ BEGIN
 END
 $do$;
 
--- A text as an agtype string, to compare with a property: a key (as the key indexes hold it:
--- inlined, so the index serves), or a time.
 -- The words of the predicates a question names ("married" names spouse_of: "husband",
 -- "wife", "spouse"), as the index folds them, less the question's own (``asked``) and those
 -- that ask rather than name. The ontology gives them (agefacts.retrieve.wording); a search
@@ -179,6 +177,8 @@ RETURNS text[] LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
     WHERE a.lexeme <> ALL (asked) AND a.lexeme <> ALL (agefacts.asking_words())
 $fn$;
 
+-- A text as an agtype string, to compare with a property: a key (as the key indexes hold it:
+-- inlined, so the index serves), or a time.
 CREATE OR REPLACE FUNCTION agefacts.agtype_text(t text)
 RETURNS ag_catalog.agtype LANGUAGE sql STABLE PARALLEL SAFE AS $fn$
     SELECT (to_jsonb(t)::text)::ag_catalog.agtype
@@ -328,7 +328,7 @@ RETURNS TABLE (namespace text, conversation text, message bigint, speaker text, 
 LANGUAGE plpgsql STABLE AS $fn$
 DECLARE
     asked text[];
-    extra text[] := '{}';
+    extra text[];
     speakers text[];
     spoke double precision[];
     total double precision;
