@@ -58,19 +58,9 @@ if TYPE_CHECKING:
     from .keyphrases import StatisticalExtractor as StatisticalExtractor
     from .langchain import AgefactsRetriever as AgefactsRetriever
     from .load import Loader as Loader
-    from .load import Outcome as Outcome
-    from .load import Summary as Summary
     from .load import load_paths as load_paths
-    from .memory import Added as Added
     from .memory import AsyncMemory as AsyncMemory
-    from .memory import Citation as Citation
-    from .memory import HistoryEntry as HistoryEntry
-    from .memory import Known as Known
     from .memory import Memory as Memory
-    from .memory import MemoryFact as MemoryFact
-    from .memory import Recall as Recall
-    from .memory import Remembered as Remembered
-    from .memory import TopicMessage as TopicMessage
     from .models import Conversation as Conversation
     from .models import ConversationResult as ConversationResult
     from .named import run_named as run_named
@@ -82,8 +72,18 @@ if TYPE_CHECKING:
     from .reads import facts as facts
     from .reads import find_entities as find_entities
     from .reads import history as history
+    from .results import Added as Added
+    from .results import Citation as Citation
+    from .results import HistoryEntry as HistoryEntry
+    from .results import Known as Known
+    from .results import MemoryFact as MemoryFact
+    from .results import Recall as Recall
+    from .results import Remembered as Remembered
+    from .results import TopicMessage as TopicMessage
     from .retrieve import Answer as Answer
     from .retrieve import ask as ask
+    from .summary import Outcome as Outcome
+    from .summary import Summary as Summary
 
 
 def _surface() -> dict[str, str]:

@@ -25,9 +25,9 @@ from .compile import Plan, plan
 from .consolidate import Consolidation, turn_results
 from .keys import entity_key
 from .ledger import AFTER_TURNS, splice
-from .load import content_hash
 from .models import Conversation, Turn
 from .ontology import Ontology
+from .preparing import content_hash
 from .temporal import normalise_instant
 
 __all__ = ["Appended", "Tail", "append", "tail_of"]

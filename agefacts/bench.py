@@ -615,11 +615,11 @@ def prepare_all(
     """Prepare ``convs`` as a load does, with no database (hash, ground, gate, consolidate,
     compile, assemble the rows), in batches, by the loader's own preparing: a thread of this
     process for ``workers`` 1, else that many worker processes from the second batch on."""
-    from .load import _Preparing, batches
+    from .preparing import Preparing, batches
 
     out: list[Any] = []
     inflight: list[Callable[[], Any]] = []
-    with _Preparing(ontology, workers, tuned=True).running() as preparing:
+    with Preparing(ontology, workers, tuned=True).running() as preparing:
         for b, _ in batches(((c.id, c) for c in convs), batch_statements, batch_conversations):
             inflight.append(preparing.submit(False, b, {}, "bulk", {}))
             while len(inflight) > preparing.ahead:

@@ -19,10 +19,10 @@ if TYPE_CHECKING:
     from .db import Database, Table
     from .errors import InputError
     from .extract import ConversationOutcome, LLMClient
-    from .load import Summary
     from .models import Conversation
     from .ontology import Ontology
     from .placement import Placement
+    from .summary import Summary
 
 from ._version import __version__
 from .errors import AgeFactsError, UsageError
@@ -675,7 +675,7 @@ def _cmd_compile(args: argparse.Namespace) -> int:
 
 
 def _cmd_setup(args: argparse.Namespace) -> int:
-    from .load import setup
+    from .provision import setup
 
     with _open_db(args, create=True) as db:
         done, refused = setup(
@@ -737,8 +737,8 @@ def _cmd_forget(args: argparse.Namespace) -> int:
 
 
 def _cmd_correct(args: argparse.Namespace) -> int:
+    from .correction import correction
     from .load import Loader
-    from .memory import correction
 
     with _open_db(args) as db:
         conv = correction(

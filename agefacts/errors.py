@@ -159,7 +159,7 @@ class WorkerLost(AgeFactsError):
 
 class LoadInterrupted(KeyboardInterrupt):
     """A load stopped by an interrupt (Ctrl-C), with the summary of what it had done (a
-    :class:`agefacts.load.Summary`): every conversation in it is loaded entirely, and the one
+    :class:`agefacts.summary.Summary`): every conversation in it is loaded entirely, and the one
     being written was rolled back whole. A ``KeyboardInterrupt``, as what caused it."""
 
     def __init__(self, summary: Any):

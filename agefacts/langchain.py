@@ -25,7 +25,8 @@ except ImportError:  # pragma: no cover - the optional extra is not installed
         "agefacts.langchain needs langchain-core: pip install 'agefacts[langchain]' (or pip install langchain-core)"
     ) from None
 
-from .memory import AsyncMemory, Memory, MemoryFact, Recall, TopicMessage
+from .memory import AsyncMemory, Memory
+from .results import MemoryFact, Recall, TopicMessage
 from .retrieve import valid_words
 
 __all__ = ["AgefactsRetriever", "documents"]

@@ -10,26 +10,18 @@ others still load.
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import gc
-import hashlib
 import logging
 import random
 import sys
-import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
-from psycopg import sql
-
 from . import ledger
 from .clock import StageClock, stage
-from .compile import EXTRACTOR, FollowupRow, Plan, executable, plan, to_cypher
+from .compile import Plan, executable, plan, to_cypher
 from .consolidate import result_of
 from .db import Database
 from .derive import entity_recompute, statement_recompute
@@ -42,279 +34,22 @@ from .errors import (
     NamespaceMoved,
     QueryError,
     UsageError,
-    need_text,
 )
 from .inputs import input_size, read_conversations
 from .keys import conversation_key, edge_key, user_key
-from .models import CHECKED, Conversation
-from .names import CORE_VERTEX_LABELS
+from .models import Conversation
 from .ontology import Ontology
+from .preparing import Prepared, Preparing, Ready, Seen, batches, prepare_one
+from .summary import Outcome, Summary
 
 if TYPE_CHECKING:
-    from concurrent.futures import ThreadPoolExecutor
-
     from .bulk import Batch, BulkWriter
     from .retract import Stale
-    from .workers import Pool
 
-__all__ = [
-    "Loader",
-    "Outcome",
-    "Prepared",
-    "Seen",
-    "Summary",
-    "VIA",
-    "Written",
-    "batches",
-    "content_hash",
-    "load_paths",
-    "read_told",
-    "setup",
-    "terminal_progress",
-]
+__all__ = ["VIA", "Loader", "load_paths", "read_told", "terminal_progress"]
 
-
-@dataclass
-class Outcome:
-    source: str
-    conversation: str | None
-    namespace: str | None
-    status: str  # loaded | skipped | failed
-    reason: str | None = None
-    counts: dict[str, Any] = field(default_factory=dict)
-    # The keys written, by kind (entities, statements, evidence): a run's totals count each
-    # once, as the graph holds it, however many conversations wrote it.
-    written: dict[str, frozenset[str]] = field(default_factory=dict, repr=False)
-    # What did not become data: (turn, kind, reason, sentence), as the gate said it.
-    rejections: list[tuple[int, str, str, str]] = field(default_factory=list, repr=False)
-
-
-@dataclass
-class Summary:
-    outcomes: list[Outcome] = field(default_factory=list)
-
-    def count(self, status: str) -> int:
-        return sum(1 for o in self.outcomes if o.status == status)
-
-    @property
-    def failed(self) -> list[Outcome]:
-        return [o for o in self.outcomes if o.status == "failed"]
-
-    def totals(self) -> dict[str, int]:
-        """What the run wrote: entities, statements and evidence by distinct key (what the
-        graph holds of them), the rest summed; ``claims`` is how many claims were admitted,
-        ``repeated`` how many of them said a statement another claim of the run said too."""
-        loaded = [o for o in self.outcomes if o.status == "loaded"]
-        out = {}
-        for kind in ("entities", "statements", "evidence"):
-            out[kind] = len(frozenset().union(*(o.written.get(kind, frozenset()) for o in loaded)))
-        for kind in ("claims", "rejected", "followups", "keyphrases", "unextracted"):
-            out[kind] = sum(o.counts.get(kind, 0) for o in loaded)
-        out["repeated"] = max(0, out["claims"] - out["statements"])
-        return out
-
-    def rejected_reasons(self) -> dict[str, int]:
-        """How many claims (entities, follow-ups, keyphrases) the loaded conversations had
-        refused, by reason."""
-        out: Counter[str] = Counter()
-        for o in self.outcomes:
-            if o.status == "loaded":
-                out.update(o.counts.get("rejected_reasons", {}))
-        return dict(sorted(out.items()))
-
-    def rejections(self) -> list[dict[str, Any]]:
-        """Each refused claim of the loaded conversations, with where it was and why."""
-        return [
-            {"source": o.source, "namespace": o.namespace, "conversation": o.conversation, "turn": turn, "kind": kind}
-            | {"reason": reason, "detail": detail}
-            for o in self.outcomes
-            if o.status == "loaded"
-            for turn, kind, reason, detail in o.rejections
-        ]
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "loaded": self.count("loaded"),
-            "skipped": self.count("skipped"),
-            "failed": self.count("failed"),
-            **self.totals(),
-            "rejected_reasons": self.rejected_reasons(),
-            "rejections": self.rejections(),
-            "people": self.people(),
-            "failures": [{"source": o.source, "conversation": o.conversation, "reason": o.reason} for o in self.failed],
-        }
-
-    def people(self) -> list[str]:
-        """Who is who in what was loaded: a name met in several conversations, one person (with
-        a role in some and none in others: "my brother Ravi", then "Ravi"), and a role that
-        names several people, kept apart ("my sister Ana", "my sister Rita")."""
-        # By (namespace, key): the name, and the role each conversation named them with (None: none).
-        named: dict[tuple[str, str], tuple[str, dict[str, str | None]]] = {}
-        apart: dict[tuple[str, str], set[str]] = {}
-        for o in self.outcomes:
-            if o.status != "loaded":
-                continue
-            people = o.counts.get("people") or {}
-            for k, (name, rel) in people.get("named", {}).items():
-                named.setdefault((o.namespace or "", k), (name, {}))[1][o.conversation or ""] = rel
-            for rel, names in people.get("apart", {}).items():
-                apart.setdefault((o.namespace or "", rel), set()).update(names)
-        lines = []
-        for (ns, _), (name, by_conv) in sorted(named.items(), key=lambda x: (x[0][0], x[1][0])):
-            roles = set(by_conv.values())
-            if None in roles and len(roles) > 1:
-                role = ", ".join(sorted(r for r in roles if r))
-                lines.append(
-                    f"one person: {name!r} of namespace {ns!r}, named with a role ({role}) "
-                    f"and without one, in {len(by_conv)} conversations"
-                )
-        for (ns, rel), names in sorted(apart.items()):
-            lines.append(
-                f"several people with one role: {', '.join(repr(n) for n in sorted(names))} "
-                f"of namespace {ns!r} are each {rel}"
-            )
-        return lines
-
-    def text(self, show_rejections: bool = False) -> str:
-        """What the run did; each refused claim's sentence too with ``show_rejections`` (the
-        counts by reason are always there)."""
-        t = self.totals()
-        lines = [
-            f"conversations: {self.count('loaded')} loaded, {self.count('skipped')} skipped (unchanged), "
-            f"{self.count('failed')} failed",
-            f"written: {t['entities']} entities, {t['statements']} statements"
-            + (f" ({t['repeated']} claims said a statement again)" if t["repeated"] else "")
-            + f", {t['evidence']} evidence, {t['rejected']} rejected claims, {t['followups']} follow-ups"
-            + (f", {t['keyphrases']} keyphrases" if t["keyphrases"] else ""),
-        ]
-        if t["unextracted"]:
-            lines.append(
-                f"{t['unextracted']} user message(s) carry no extraction: they are stored and `agefacts ask` finds "
-                "them by their words, but no fact is read from them until one is recorded (`agefacts extract FILES "
-                "--out DIR --llm-url URL --model NAME`, then load DIR; or write statements by hand: docs/extract.md)"
-            )
-        lines.extend(self.people())
-        reasons = self.rejected_reasons()
-        if reasons:
-            lines.append(
-                "rejected by reason: "
-                + ", ".join(f"{r} {n}" for r, n in reasons.items())
-                + (
-                    ""
-                    if show_rejections
-                    else " (`agefacts load` of the same files with --force --show-rejections says each one, and why)"
-                )
-            )
-        if show_rejections:
-            for r in self.rejections():
-                lines.append(
-                    f"rejected {r['conversation']} turn {r['turn']} ({r['kind']}, {r['reason']}): {r['detail']}"
-                )
-        # A reason shared by many conversations (the connection was lost) is said once.
-        shared = Counter(o.reason for o in self.failed)
-        said: set[str | None] = set()
-        for o in self.failed:
-            if shared[o.reason] > 3:
-                if o.reason not in said:
-                    said.add(o.reason)
-                    lines.append(f"FAILED {shared[o.reason]} conversations, from {o.source} on: {o.reason}")
-                continue
-            who = f" (conversation {o.conversation!r})" if o.conversation else ""
-            reason = o.reason or ""
-            # Input errors name their place themselves (they are raised without the summary).
-            if reason.startswith(o.source + ":") or reason.startswith(o.source + " "):
-                reason = reason[len(o.source) :].lstrip(": ")
-            lines.append(f"FAILED {o.source}{who}: {reason}")
-        return "\n".join(lines)
-
-
-def content_hash(
-    conv: Conversation, ontology: Ontology, fingerprint: str | None = None, document: str | None = None
-) -> str:
-    """What decides "already loaded unchanged": the conversation (its JSON as pydantic
-    writes it, fields in declared order: ``document``, when already made), the ontology that
-    gates it, and the compiler's version. Pass the ontology's ``fingerprint()`` when hashing
-    many conversations."""
-    h = hashlib.sha256((document or conv.model_dump_json()).encode("utf-8"))
-    h.update(b"\0" + (fingerprint or ontology.fingerprint()).encode() + b"\0" + EXTRACTOR.encode())
-    return h.hexdigest()
-
-
-# -- writing --------------------------------------------------------------------------------------
 VIA = ("bulk", "cypher")
 _log = logging.getLogger("agefacts.load")
-
-
-@dataclass(frozen=True)
-class Written:
-    """What a prepared conversation's ledger row and outcome need of its plan: all that comes
-    back from a worker process, where the plan itself would cost more to send than to make."""
-
-    counts: dict[str, Any]
-    followups: list[FollowupRow]
-    outcome: Outcome
-
-    @classmethod
-    def of(cls, source: str, conv: Conversation, p: Plan) -> Written:
-        written = {
-            "entities": frozenset(v.k for v in p.vertices if v.label not in CORE_VERTEX_LABELS),
-            "statements": frozenset(p.statements),
-            "evidence": frozenset(e.k for e in p.edges if e.label == "EVIDENCED_BY"),
-        }
-        outcome = Outcome(
-            source,
-            conv.id,
-            conv.namespace,
-            "loaded",
-            counts=dict(p.counts),
-            written=written,
-            rejections=list(p.rejections),
-        )
-        return cls(p.counts, p.followups, outcome)
-
-
-@dataclass(frozen=True)
-class Prepared:
-    """A conversation ready to write: its content hash, the hash it was last loaded with
-    (``prior``, None when never), its plan (None when it was prepared in a worker process:
-    it is made again here only if the conversation must be written on its own), its JSON
-    (hashed, and kept in the ledger), and what its ledger row and outcome need."""
-
-    source: str
-    conv: Conversation
-    content_hash: str
-    prior: str | None
-    plan: Plan | None
-    document: str
-    written: Written
-
-    @classmethod
-    def of(cls, source: str, conv: Conversation, h: str, prior: str | None, p: Plan, document: str) -> Prepared:
-        return cls(source, conv, h, prior, p, document, Written.of(source, conv, p))
-
-    @property
-    def ident(self) -> tuple[str, str]:
-        return (self.conv.namespace, self.conv.id)
-
-    @property
-    def replaces(self) -> bool:
-        """The graph holds another version of this conversation, which this one replaces."""
-        return self.prior is not None and self.prior != self.content_hash
-
-    def outcome(self) -> Outcome:
-        return self.written.outcome
-
-    def loaded(self) -> ledger.Loaded:
-        w = self.written
-        return ledger.Loaded(self.conv, self.content_hash, w.counts, w.followups, self.source, self.document)
-
-
-@dataclass(frozen=True)
-class Seen:
-    """Where a conversation was first met in this run, and with what content."""
-
-    source: str
-    content_hash: str | None
 
 
 class _PriorMoved(Exception):
@@ -325,361 +60,7 @@ class _PriorMoved(Exception):
 _UNSET: Any = object()
 
 
-def _triage_one(
-    source: str, conv: Conversation, h: str, prior: dict[tuple[str, str], str], earlier: Seen | None, force: bool
-) -> Outcome | None:
-    """The outcome of a conversation that is not to be written (None: it is), by its hash."""
-    if earlier is not None:
-        # The same conversation twice in one run: the same content is nothing new, other
-        # content is refused, since which one should win is not ours to guess.
-        if earlier.content_hash == h:
-            return Outcome(source, conv.id, conv.namespace, "skipped", f"the same as {earlier.source}")
-        return Outcome(
-            source,
-            conv.id,
-            conv.namespace,
-            "failed",
-            f"conversation {conv.id!r} of namespace {conv.namespace!r} is also at {earlier.source}, "
-            "with other content; give each version its own id, or load one of them",
-        )
-    if prior.get((conv.namespace, conv.id)) == h and not force:
-        return Outcome(source, conv.id, conv.namespace, "skipped")
-    return None
-
-
-def _plan_one(
-    ontology: Ontology,
-    source: str,
-    conv: Conversation,
-    h: str,
-    prior: str | None,
-    document: str,
-    clock: StageClock | None = None,
-) -> Outcome | Prepared:
-    try:
-        with stage(clock, "ground and gate"):
-            result = result_of(conv, ontology)
-        with stage(clock, "compile"):
-            planned = plan(conv, result, ontology)
-        return Prepared.of(source, conv, h, prior, planned, document)
-    except AgeFactsError as exc:
-        return Outcome(source, conv.id, conv.namespace, "failed", str(exc))
-
-
-def _prepare_one(
-    ontology: Ontology, force: bool, source: str, conv: Conversation, prior: dict[tuple[str, str], str]
-) -> Outcome | Prepared:
-    document = conv.model_dump_json()
-    h = content_hash(conv, ontology, document=document)
-    done = _triage_one(source, conv, h, prior, None, force)
-    return done or _plan_one(ontology, source, conv, h, prior.get((conv.namespace, conv.id)), document)
-
-
 _T = TypeVar("_T")
-
-_Ready = tuple[list["Outcome | Prepared"], "Batch | None", dict[tuple[str, str], str]]
-"""What the worker hands back: each conversation prepared (or its outcome), the assembled rows
-of the bulk path, and every content hash."""
-
-
-def _triage(
-    ontology: Ontology,
-    force: bool,
-    batch: list[tuple[str, Conversation]],
-    prior: dict[tuple[str, str], str],
-    earlier: dict[tuple[str, str], Seen],
-    clock: StageClock | None = None,
-) -> tuple[list[Outcome | None], dict[tuple[str, str], str], dict[tuple[str, str], str]]:
-    """Each conversation's JSON (made once: hashed now, kept in the ledger) and content hash,
-    and the outcome of each that is not to be written (None for those that are)."""
-    with stage(clock, "hash"):
-        fingerprint = ontology.fingerprint()
-        documents = {(c.namespace, c.id): c.model_dump_json() for _, c in batch}
-        hashes = {ident: content_hash(c, ontology, fingerprint, documents[ident]) for ident, c in _idents(batch)}
-        out = [
-            _triage_one(source, conv, hashes[ident], prior, earlier.get(ident), force)
-            for (ident, conv), (source, _) in zip(_idents(batch), batch, strict=True)
-        ]
-    return out, documents, hashes
-
-
-def _idents(batch: list[tuple[str, Conversation]]) -> list[tuple[tuple[str, str], Conversation]]:
-    return [((c.namespace, c.id), c) for _, c in batch]
-
-
-def _prepare(
-    ontology: Ontology,
-    force: bool,
-    batch: list[tuple[str, Conversation]],
-    prior: dict[tuple[str, str], str],
-    via: str = "bulk",
-    earlier: dict[tuple[str, str], Seen] | None = None,
-    clock: StageClock | None = None,
-) -> _Ready:
-    """Pure work, no database: hash, skip what is unchanged, ground, gate and compile, and
-    for the bulk path put the rows together (:func:`agefacts.bulk.assemble`). Returns the
-    outcomes or prepared conversations, the assembled batch, and every content hash."""
-    done, documents, hashes = _triage(ontology, force, batch, prior, earlier or {}, clock)
-    out = [
-        d
-        if d is not None
-        else _plan_one(
-            ontology,
-            source,
-            conv,
-            hashes[(conv.namespace, conv.id)],
-            prior.get((conv.namespace, conv.id)),
-            documents[(conv.namespace, conv.id)],
-            clock,
-        )
-        for d, (source, conv) in zip(done, batch, strict=True)
-    ]
-    with stage(clock, "assemble"):
-        return out, _assembled(out, via), hashes
-
-
-def _assembled(out: Sequence[Outcome | Prepared], via: str) -> Batch | None:
-    """The rows of the bulk path's batch (:func:`agefacts.bulk.assemble`) of the conversations
-    prepared; None for the Cypher path, or when there are none."""
-    plans = [e.plan for e in out if isinstance(e, Prepared) and e.plan is not None]
-    if via != "bulk" or not plans:
-        return None
-    from .bulk import assemble
-
-    return assemble(plans)
-
-
-def batches(
-    items: Iterable[tuple[str, Conversation | InputError]], statements: int, conversations: int
-) -> Iterator[tuple[list[tuple[str, Conversation]], list[Outcome | None]]]:
-    """The batches a load writes, each one transaction: about ``statements`` statements or
-    ``conversations`` conversations, a conversation never split, and a conversation met again
-    starting a new batch (the first must land first). Each comes with a slot per item in
-    order: None for a conversation of the batch, the outcome of an item that is no
-    conversation."""
-    batch: list[tuple[str, Conversation]] = []
-    pending: list[Outcome | None] = []
-    seen: set[tuple[str, str]] = set()
-    size = 0
-    for source, item in items:
-        if isinstance(item, InputError):
-            pending.append(Outcome(source, None, None, "failed", str(item)))
-            continue
-        ident = (item.namespace, item.id)
-        if ident in seen:
-            yield batch, pending
-            batch, pending, seen, size = [], [], set(), 0
-        batch.append((source, item))
-        pending.append(None)
-        seen.add(ident)
-        size += sum(len(t.recorded.statements) for t in item.turns if t.recorded)
-        if len(batch) >= conversations or size >= statements:
-            yield batch, pending
-            batch, pending, seen, size = [], [], set(), 0
-    if pending:
-        yield batch, pending
-
-
-_tuning_lock = threading.Lock()
-_tuning_users = 0
-_tuning_saved: tuple[float, tuple[int, int, int]] | None = None
-
-
-@contextlib.contextmanager
-def _interpreter_tuned() -> Iterator[None]:
-    """The interpreter set for loading while any load runs, and restored when the last one
-    ends (counted, so that loads in several threads never restore each other's settings):
-
-    - the thread switch interval shortened: the loader's main thread spends its time waiting
-      on the database; each time an answer arrives it needs the interpreter lock back, and
-      with the default 5 ms interval a busy worker would hold it that long, hundreds of times
-      a batch (measured: 0.05 ms loads 30k statements 15% faster than 0.2 ms, and 20% faster
-      than 1 ms);
-    - the young generation's garbage collection threshold raised from 700 to 100,000
-      allocations: preparing a batch allocates millions of short-lived objects, and collecting
-      every 700 of them took a quarter of the preparing (100k statements: 22-24 s of CPU, 16 s
-      raised, the same as with no collection at all)."""
-    global _tuning_users, _tuning_saved
-    with _tuning_lock:
-        if _tuning_users == 0:
-            _tuning_saved = (sys.getswitchinterval(), gc.get_threshold())
-            sys.setswitchinterval(min(_tuning_saved[0], 0.00005))
-            young, *older = _tuning_saved[1]
-            gc.set_threshold(max(young, 100_000), *older)
-        _tuning_users += 1
-    try:
-        yield
-    finally:
-        with _tuning_lock:
-            _tuning_users -= 1
-            if _tuning_users == 0 and _tuning_saved is not None:
-                sys.setswitchinterval(_tuning_saved[0])
-                gc.set_threshold(*_tuning_saved[1])
-                _tuning_saved = None
-
-
-_Far = tuple[list["Outcome | Written"], "Batch | None", dict[str, float]]
-"""What a worker process hands back for the conversations it was given to plan: for each, its
-:class:`Written` (or why it failed), the assembled rows, and when asked the CPU seconds of
-each stage; not the plans, which cost more to send than to make, nor anything the process
-that reads has already."""
-
-
-def _prepare_far(todo: list[tuple[str, str, str, str | None]], via: str, timed: bool = False) -> _Far:
-    """Ground, gate, compile and assemble ``todo`` (each conversation as its source, its JSON,
-    its content hash and its prior hash) in a worker process (:mod:`agefacts.workers`), by the
-    worker's ontology. The conversation comes as the JSON that was hashed: made already, it
-    costs the sender nothing more, where pickling the model cost it 1.2 s of CPU per 100,000
-    statements and the worker as much to take it apart as to parse the JSON."""
-    from . import workers
-
-    onto = workers.ontology()
-    clock = StageClock() if timed else None
-    with stage(clock, "parse"):
-        # Made by the loading process from conversations it validated: the rules written in
-        # Python held there (a fifth of the parsing here), and the types are checked again.
-        convs = [Conversation.model_validate_json(document, context=CHECKED) for _, document, _, _ in todo]
-    out = [
-        _plan_one(onto, source, conv, h, old, "", clock) for (source, _, h, old), conv in zip(todo, convs, strict=True)
-    ]
-    with stage(clock, "assemble"):
-        assembled = _assembled(out, via)
-    if assembled is not None and not any(e.replaces for e in out if isinstance(e, Prepared)):
-        # What the writer compares with a replaced conversation's removed edges: none here.
-        assembled.edges_of = {}
-    spent = {} if clock is None else {n: t["client_s"] or 0.0 for n, t in clock.spent().items()}
-    return [e if isinstance(e, Outcome) else e.written for e in out], assembled, spent
-
-
-class _Preparing:
-    """Where batches are prepared while others are written: one thread, and from the second
-    batch on, when ``workers`` is more than one, that many worker processes
-    (:mod:`agefacts.workers`; a load of one batch does not wait for processes to start).
-    Batches are prepared alike wherever they are, so the graph does not depend on it.
-
-    With ``tuned``, the interpreter is tuned for loading (:func:`_interpreter_tuned`) while
-    it runs: the settings are the whole process's, so a library leaves them alone unless its
-    caller asks (the command line does)."""
-
-    def __init__(
-        self,
-        ontology: Ontology,
-        workers: int,
-        tuned: bool,
-        timeout: float | None = None,
-        clock: StageClock | None = None,
-    ):
-        from .workers import DEFAULT_TIMEOUT
-
-        self.ontology = ontology
-        # Preparing never talks to the server: its stages count this process's CPU alone.
-        self.clock = None if clock is None else clock.client_only()
-        self.workers = workers
-        self.tuned = tuned
-        self.timeout = DEFAULT_TIMEOUT if timeout is None else timeout
-        self._thread: ThreadPoolExecutor | None = None
-        self._processes: Pool | None = None
-        self._submitted = 0
-        self._broken = False  # a worker process died: the rest is prepared here
-
-    @property
-    def ahead(self) -> int:
-        """Batches prepared ahead of the one being written."""
-        return self.workers if self._processes is not None else 1
-
-    def submit(
-        self,
-        force: bool,
-        batch: list[tuple[str, Conversation]],
-        prior: dict[tuple[str, str], str],
-        via: str,
-        earlier: dict[tuple[str, str], Seen],
-    ) -> Callable[[], _Ready]:
-        """Start preparing ``batch``; the call returned waits for it and gives it."""
-        self._submitted += 1
-        if self.workers > 1 and self._submitted > 1 and not self._broken:
-            # Hashing is done here, so that what is unchanged never goes to a worker (a load
-            # of what is there already starts none); the JSON made for it stays here too.
-            done, documents, hashes = _triage(self.ontology, force, batch, prior, earlier, self.clock)
-            todo = [
-                (source, documents[ident], hashes[ident], prior.get(ident))
-                for d, (source, conv) in zip(done, batch, strict=True)
-                if d is None
-                for ident in [(conv.namespace, conv.id)]
-            ]
-            if not todo:
-                skipped: list[Outcome | Prepared] = [d for d in done if d is not None]
-                return lambda: (skipped, None, hashes)
-            from .errors import WorkerLost
-
-            try:
-                if self._processes is None:
-                    from . import workers
-
-                    self._processes = workers.start(self.workers, self.ontology, timeout=self.timeout)
-                far = self._processes.submit(_prepare_far, todo, via, self.clock is not None)
-            except WorkerLost as exc:
-                self._break(exc)
-                return self.submit(force, batch, prior, via, earlier)
-
-            def ready() -> _Ready:
-                try:
-                    planned, assembled, spent = far.result()
-                except WorkerLost as exc:
-                    # What it was given is prepared here instead.
-                    self._break(exc)
-                    return _prepare(self.ontology, force, batch, prior, via, earlier, self.clock)
-                if self.clock is not None:
-                    self.clock.add_all(spent)
-                back = iter(planned)
-                out: list[Outcome | Prepared] = []
-                for d, (source, conv) in zip(done, batch, strict=True):
-                    if d is not None:
-                        out.append(d)
-                        continue
-                    w = next(back)
-                    ident = (conv.namespace, conv.id)
-                    out.append(
-                        w
-                        if isinstance(w, Outcome)
-                        else Prepared(source, conv, hashes[ident], prior.get(ident), None, documents[ident], w)
-                    )
-                return out, assembled, hashes
-
-            return ready
-        if self._thread is None:
-            from concurrent.futures import ThreadPoolExecutor
-
-            self._thread = ThreadPoolExecutor(max_workers=1)
-        near = self._thread.submit(_prepare, self.ontology, force, batch, prior, via, earlier, self.clock)
-        return near.result
-
-    def _break(self, exc: BaseException) -> None:
-        """A worker process ended (killed by the system short of memory, or by someone) or
-        stopped answering: its processes are ended, and every batch from now on is prepared
-        in this process."""
-        if not self._broken:
-            _log.warning("a worker process that prepares batches ended (%s); preparing here instead", exc)
-        self._broken = True
-        if self._processes is not None:
-            # The others may be well, but batches now go in order through this process.
-            self._processes.close(wait=False)
-
-    @contextlib.contextmanager
-    def running(self) -> Iterator[_Preparing]:
-        finished = False
-        with _interpreter_tuned() if self.tuned else contextlib.nullcontext():
-            try:
-                yield self
-                finished = True
-            finally:
-                # Interrupted: the batches being prepared are not waited for (nothing of them
-                # is written).
-                if self._thread is not None:
-                    self._thread.shutdown(wait=finished, cancel_futures=not finished)
-                if self._processes is not None:
-                    # Bounded: a worker that does not end when asked is killed.
-                    self._processes.close(wait=finished)
 
 
 class Loader:
@@ -836,10 +217,10 @@ class Loader:
         with ``KeyboardInterrupt``."""
         self.db.check_keys()
         run_seen: set[tuple[str, str]] = set()
-        inflight: list[tuple[Callable[[], _Ready], list[Outcome | None]]] = []
+        inflight: list[tuple[Callable[[], Ready], list[Outcome | None]]] = []
         # The Cypher path writes from the plans themselves, which stay where they are made.
         workers = self.workers if self.via == "bulk" else 1
-        with _Preparing(
+        with Preparing(
             self.ontology, workers, self.tune_interpreter, self.worker_timeout, self.clock
         ).running() as preparing:
             for batch, pending in self._batches(items):
@@ -880,7 +261,7 @@ class Loader:
     ) -> Iterator[tuple[list[tuple[str, Conversation]], list[Outcome | None]]]:
         return batches(items, self.batch_statements, self.batch_conversations)
 
-    def _finish(self, ready: Callable[[], _Ready], pending: list[Outcome | None]) -> Iterator[Outcome]:
+    def _finish(self, ready: Callable[[], Ready], pending: list[Outcome | None]) -> Iterator[Outcome]:
         prepared, assembled, hashes = ready()
         for e in prepared:
             ident = e.ident if isinstance(e, Prepared) else (e.namespace or "", e.conversation or "")
@@ -1002,7 +383,7 @@ class Loader:
                         "writer after the version this one was built on was read"
                     ) from None
                 prior = self._prior_hashes([e.ident])
-                current = _prepare_one(self.ontology, self.force, e.source, e.conv, prior)
+                current = prepare_one(self.ontology, self.force, e.source, e.conv, prior)
                 continue
             except NamespaceMoved as exc:
                 if e.ident in self._based_on:
@@ -1141,71 +522,6 @@ class Loader:
         """Batches whose copied rows met a key that existed (a racing writer's) and were
         upserted instead, on this loader's connection."""
         return self._writer.copy_conflicts if self._writer is not None else 0
-
-
-def setup(
-    db: Database,
-    ontology: Ontology,
-    *,
-    app: Sequence[str] = (),
-    reader: Sequence[str] = (),
-    tenants: Sequence[tuple[str, str]] = (),
-) -> tuple[list[str], list[str]]:
-    """Set a graph up as its owner, for roles that may only load or read: agefacts' SQL
-    objects and the graph (made by connecting), every label the ontology can write with its
-    key index, then the grants each ``app`` role needs to load and each ``reader`` role needs
-    to read. Each ``tenants`` (role, namespace) is a role the database keeps to that one
-    namespace, by row-level security on every label and on agefacts' tables (it loads and
-    reads like an app role, its own namespace only: sql/004_tenants.sql). Returns the grants
-    run and those this role could not give."""
-    from .db import TENANT_READS_ONLY
-    from .names import CORE_EDGE_LABELS
-
-    if tenants:
-        _check_tenants(db, tenants)
-    db.ensure_labels(vertex=sorted(CORE_VERTEX_LABELS | set(ontology.entity_types)), edge=sorted(CORE_EDGE_LABELS))
-    done: list[str] = []
-    refused: list[str] = []
-    for role, write in [(r, True) for r in app] + [(r, False) for r in reader] + [(r, True) for r, _ in tenants]:
-        ok, no = db.grant(role, write=write)
-        done += ok
-        refused += no
-    if tenants:
-        for role, namespace in tenants:
-            db.execute(
-                "INSERT INTO agefacts.tenants (graph, role, namespace) VALUES (%s, %s, %s) "
-                "ON CONFLICT (graph, role) DO UPDATE SET namespace = EXCLUDED.namespace",
-                (db.graph, role, namespace),
-            )
-            done.append(f"tenant: role {role} sees and writes namespace {namespace!r} only")
-            # What configures every graph is read-only to a tenant: who is a tenant of what,
-            # the moves that route writes, the ontology everyone is answered by, the schema.
-            db.execute(
-                sql.SQL("REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON {} FROM {}").format(
-                    sql.SQL(", ").join(sql.Identifier("agefacts", t) for t in TENANT_READS_ONLY), sql.Identifier(role)
-                )
-            )
-        db.execute("SELECT agefacts.protect_graph(%s)", (db.graph,))
-    return done, refused
-
-
-def _check_tenants(db: Database, tenants: Sequence[tuple[str, str]]) -> None:
-    from .db import age_version_at_least
-
-    found = db.age_version
-    # AGE 1.6.0 applies the policies to what cypher() reads but writes past them (measured).
-    if not age_version_at_least(found, (1, 7, 0)):
-        raise UsageError(
-            f"tenants need Apache AGE 1.7.0 or newer, where cypher() writes obey row-level security; this "
-            f"server has {found or 'an unknown version'} (its reads obey it, its writes do not)"
-        )
-    for role, namespace in tenants:
-        need_text(role, "a tenant's role")
-        need_text(namespace, "a tenant's namespace")
-        if not db.execute("SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = %s", (role,)):
-            raise UsageError(f"tenant role {role!r} does not exist: CREATE ROLE {role} LOGIN first")
-        if db.execute("SELECT rolsuper OR rolbypassrls FROM pg_catalog.pg_roles WHERE rolname = %s", (role,))[0][0]:
-            raise UsageError(f"tenant role {role!r} is a superuser or bypasses row-level security: no policy holds it")
 
 
 def load_paths(

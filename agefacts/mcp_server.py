@@ -129,7 +129,7 @@ def compact_fact(f: Mapping[str, Any]) -> dict[str, Any]:
 def compact_recall(answer: Mapping[str, Any]) -> dict[str, Any]:
     """What ``recall`` answers a model: the prompt-ready ``context``, and each fact and
     message with what a model reads (no keys, offsets or internal scores), ``reason`` when
-    nothing was found. The whole :class:`~agefacts.memory.Recall` was about six times its
+    nothing was found. The whole :class:`~agefacts.results.Recall` was about six times its
     context's size."""
     facts = [compact_fact(f) for f in answer["facts"]]
     # A fact's own message is cited by the fact already (as in the context).

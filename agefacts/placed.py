@@ -24,12 +24,13 @@ from typing import Any, Generic, TypeVar
 from . import ledger
 from .db import Database
 from .errors import AgeFactsError, InputError, LoadInterrupted, NamespaceMoved, NotFound
-from .load import Loader, Outcome, Summary, read_told
+from .load import Loader, read_told
 from .models import Conversation
 from .ontology import Ontology, default_ontology
 from .placement import Placement, Server, read_placement
 from .reads import digest
 from .retrieve import Found, Gathered, search_depth
+from .summary import Outcome, Summary
 
 __all__ = [
     "AsyncRouter",

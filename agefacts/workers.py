@@ -365,7 +365,7 @@ def _init(onto: Ontology) -> None:
     _ontology = onto
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     # A worker only prepares, which allocates millions of short-lived objects: collecting
-    # every 700 of them took a quarter of the preparing (agefacts.load._interpreter_tuned).
+    # every 700 of them took a quarter of the preparing (agefacts.preparing.interpreter_tuned).
     young, *older = gc.get_threshold()
     gc.set_threshold(max(young, 100_000), *older)
 

@@ -154,7 +154,7 @@ def test_a_tenant_reads_no_other_namespaces_vectors(db, embeddings):
     import uuid
 
     from agefacts.db import age_version_at_least
-    from agefacts.load import setup
+    from agefacts.provision import setup
 
     if not age_version_at_least(db.age_version, (1, 7, 0)):
         return  # setup refuses tenants there (test_tenants holds it)

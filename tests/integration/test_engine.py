@@ -351,9 +351,10 @@ def test_a_disk_that_fills_during_a_load_ends_the_run_with_its_reason_and_nothin
     from pathlib import Path
 
     from agefacts.bench import generate
-    from agefacts.load import Loader, Summary
+    from agefacts.load import Loader
     from agefacts.models import Conversation
     from agefacts.reads import digest
+    from agefacts.summary import Summary
 
     from ..helpers import ONTO
 

@@ -12,8 +12,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agefacts.keys import user_key
-from agefacts.load import Loader, Summary
+from agefacts.load import Loader
 from agefacts.reads import facts
+from agefacts.summary import Summary
 
 from ..helpers import ONTO, VIAS, claim, conversation, place, user_turn
 from ..stories import MONTHS, families, home_at

@@ -325,7 +325,7 @@ def test_an_extraction_paid_for_and_not_written_is_not_paid_for_again(
     the model again (extract keeps a journal for this; a memory kept nothing)."""
     import asyncio
 
-    import agefacts.memory as memory_module
+    import agefacts.adding as adding_module
     from agefacts.errors import DatabaseError
     from agefacts.extract import LLMClient
     from agefacts.memory import AsyncMemory, Memory
@@ -334,7 +334,7 @@ def test_an_extraction_paid_for_and_not_written_is_not_paid_for_again(
     from ..llm_server import completion
 
     url, script = server({"I live in Porto.": [("json", 200, completion(json.dumps(LIVES)))]})
-    real_load = memory_module._load
+    real_load = adding_module.load_whole
     failed = []
 
     def load_failing_once(*a, **kw):
@@ -345,7 +345,7 @@ def test_an_extraction_paid_for_and_not_written_is_not_paid_for_again(
             )
         return real_load(*a, **kw)
 
-    monkeypatch.setattr(memory_module, "_load", load_failing_once)
+    monkeypatch.setattr(adding_module, "load_whole", load_failing_once)
     said = [{"role": "user", "content": "I live in Porto.", "at": "2026-03-01T10:00:00Z"}]
     llm = LLMClient(url, "m", backoff=0.01)
 
@@ -471,7 +471,7 @@ def test_generated_chats_with_a_faulty_model_and_failing_writes_pay_once_and_kee
     export."""
     import uuid
 
-    import agefacts.memory as memory_module
+    import agefacts.adding as adding_module
     from agefacts.errors import DatabaseError
     from agefacts.extract import LLMClient
     from agefacts.memory import Memory
@@ -483,7 +483,7 @@ def test_generated_chats_with_a_faulty_model_and_failing_writes_pay_once_and_kee
     steps = _replies(said)
     url, script = server(steps)
     ns = "g" + uuid.uuid4().hex[:8]
-    real_load, real_appended = memory_module._load, memory_module._appended
+    real_load, real_appended = adding_module.load_whole, adding_module.appended
     writes = {"n": 0}
 
     def failing(real):
@@ -495,8 +495,8 @@ def test_generated_chats_with_a_faulty_model_and_failing_writes_pay_once_and_kee
 
         return write
 
-    monkeypatch.setattr(memory_module, "_load", failing(real_load))
-    monkeypatch.setattr(memory_module, "_appended", failing(real_appended))
+    monkeypatch.setattr(adding_module, "load_whole", failing(real_load))
+    monkeypatch.setattr(adding_module, "appended", failing(real_appended))
     llm = LLMClient(url, "m", retries=1, backoff=0.01, timeout=0.5, give_up_after=0)
     with Memory(dsn, graph_name, llm=llm) as memory:
         for i, (who, text, _) in enumerate(said):

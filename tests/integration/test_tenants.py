@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 
 from agefacts.db import Database, age_version_at_least
 from agefacts.errors import DatabaseError, NotFound, UsageError
-from agefacts.load import Loader, load_paths, setup
+from agefacts.load import Loader, load_paths
+from agefacts.provision import setup
 from agefacts.reads import facts
 from agefacts.retrieve import ask
 

@@ -11,7 +11,8 @@ import pytest
 
 from agefacts.consolidate import result_of
 from agefacts.db import Database
-from agefacts.load import Loader, content_hash, load_paths
+from agefacts.load import Loader, load_paths
+from agefacts.preparing import content_hash
 from agefacts.reads import digest, facts, graph_content, history
 
 from ..helpers import NUMBERS, ONTO, VIAS, claim, conversation, likes, numbers_conversation, place, user_turn

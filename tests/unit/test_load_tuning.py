@@ -6,7 +6,7 @@ import gc
 import sys
 import threading
 
-from agefacts.load import _interpreter_tuned
+from agefacts.preparing import interpreter_tuned
 
 
 def test_loads_overlapping_in_threads_restore_the_settings_only_when_the_last_ends():
@@ -15,14 +15,14 @@ def test_loads_overlapping_in_threads_restore_the_settings_only_when_the_last_en
     seen: dict[str, tuple[float, tuple[int, int, int]]] = {}
 
     def first() -> None:
-        with _interpreter_tuned():
+        with interpreter_tuned():
             first_in.set()
             second_in.wait(10)
         first_out.set()
 
     def second() -> None:
         first_in.wait(10)
-        with _interpreter_tuned():
+        with interpreter_tuned():
             second_in.set()
             first_out.wait(10)
             # The first load ended; this one still runs tuned.
@@ -41,7 +41,7 @@ def test_loads_overlapping_in_threads_restore_the_settings_only_when_the_last_en
 def test_a_load_that_fails_gives_the_settings_back():
     before = (sys.getswitchinterval(), gc.get_threshold())
     try:
-        with _interpreter_tuned():
+        with interpreter_tuned():
             assert gc.get_threshold()[0] >= 100_000
             raise RuntimeError("the load failed")
     except RuntimeError:

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from agefacts.adding import extended
 from agefacts.errors import InputError, UsageError
-from agefacts.memory import extended
 
 from ..helpers import conversation, user_turn
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agefacts.load import Outcome, Summary
+from agefacts.summary import Outcome, Summary
 
 
 def test_a_reason_many_conversations_share_is_said_once():
