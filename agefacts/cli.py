@@ -13,7 +13,7 @@ import json
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias, TypeVar
 
 if TYPE_CHECKING:
     from .db import Database, Table
@@ -39,6 +39,17 @@ _EXIT_SOFTWARE = 70  # sysexits.h EX_SOFTWARE: an internal error
 
 
 # -- shared options ---------------------------------------------------------------------------
+class _Shared(NamedTuple):
+    """The options several commands take, each an argparse parent."""
+
+    db: argparse.ArgumentParser
+    as_of: argparse.ArgumentParser
+    ontology: argparse.ArgumentParser
+
+
+_Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+
+
 def _db_options() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(add_help=False)
     g = p.add_argument_group("database")
@@ -288,6 +299,31 @@ def _parse_params(items: Sequence[str] | None) -> dict[str, Any]:
 
 
 # -- db -----------------------------------------------------------------------------------------
+def _args_db(sub: _Commands, shared: _Shared) -> None:
+    """`agefacts db`'s arguments."""
+    p = sub.add_parser("db", help="start, stop and inspect the embedded engine")
+    dbsub = p.add_subparsers(dest="db_command", metavar="ACTION")
+    s = dbsub.add_parser("start", help="start the embedded engine in the background")
+    s.add_argument("--data", default=None, help="data folder, or 'memory' for a throwaway database")
+    s.add_argument(
+        "--port",
+        type=_port,
+        default=None,
+        help="the port that names its socket, or with --tcp its TCP port (default $AGEFACTS_PORT or 54329)",
+    )
+    s.add_argument(
+        "--tcp",
+        action="store_true",
+        help="serve on 127.0.0.1 instead of a Unix socket in a folder only you may enter "
+        "(any local user can then connect, as the engine's superuser)",
+    )
+    dbsub.add_parser("stop", help="stop the embedded engine")
+    s = dbsub.add_parser("status", help="is the embedded engine running? (exit 3 when not)")
+    _format_option(s)
+    dbsub.add_parser("url", help="print the embedded engine's DSN")
+    p.set_defaults(func=_cmd_db)
+
+
 def _cmd_db(args: argparse.Namespace) -> int:
     from .engine import Engine, socket_path
 
@@ -343,6 +379,18 @@ def _cmd_db(args: argparse.Namespace) -> int:
 
 
 # -- query ----------------------------------------------------------------------------------------
+def _args_query(sub: _Commands, shared: _Shared) -> None:
+    """`agefacts query`'s arguments."""
+    p = sub.add_parser("query", parents=[shared.db], help="run a Cypher query and print the rows")
+    p.add_argument("cypher", nargs="?", help="the Cypher query")
+    p.add_argument("--name", help="run a named query instead (see --list)")
+    p.add_argument("--list", action="store_true", help="list the named queries and their parameters")
+    p.add_argument("--param", action="append", metavar="NAME=VALUE", help="a query parameter ($NAME)")
+    p.add_argument("--columns", help="comma-separated result column names (default: read from RETURN)")
+    _format_option(p, ("table", "json", "jsonl", "csv"))
+    p.set_defaults(func=_cmd_query, access=_READS)
+
+
 def _cmd_query(args: argparse.Namespace) -> int:
     from . import named, output, query
 
@@ -367,6 +415,17 @@ def _cmd_query(args: argparse.Namespace) -> int:
 _FACT_COLUMNS = ("subject", "predicate", "value", "object", "valid_from", "valid_until")
 
 
+def _args_facts(sub: _Commands, shared: _Shared) -> None:
+    """`agefacts facts`'s arguments."""
+    p = sub.add_parser(
+        "facts", parents=[shared.db, shared.as_of], help="the facts about an entity, as of a valid and a known time"
+    )
+    p.add_argument("entity", help="an entity key, name or mention; 'user' is the namespace's owner")
+    _all_namespaces_option(p)
+    _format_option(p, ("table", "json", "jsonl", "csv"))
+    p.set_defaults(func=_cmd_facts, access=_READS_REPLICA)
+
+
 def _cmd_facts(args: argparse.Namespace) -> int:
     from . import output, reads
     from .timeline import fact_order
@@ -388,6 +447,22 @@ def _cmd_facts(args: argparse.Namespace) -> int:
     return _EXIT_OK
 
 
+def _args_history(sub: _Commands, shared: _Shared) -> None:
+    """`agefacts history`'s arguments."""
+    p = sub.add_parser("history", parents=[shared.db], help="an entity's values for one predicate over time")
+    p.add_argument("entity", help="an entity key, name or mention; 'user' is the namespace's owner")
+    p.add_argument("predicate", help="a predicate, such as lives_in")
+    p.add_argument("--namespace", help="whose memory")
+    p.add_argument(
+        "--ontology",
+        default=None,
+        help="ontology file (default: the one the graph was loaded with, else the shipped one)",
+    )
+    _all_namespaces_option(p)
+    _format_option(p, ("table", "json", "jsonl", "csv"))
+    p.set_defaults(func=_cmd_history, access=_READS_REPLICA)
+
+
 def _cmd_history(args: argparse.Namespace) -> int:
     from . import output, reads
     from .placed import history_order
@@ -407,6 +482,24 @@ def _cmd_history(args: argparse.Namespace) -> int:
     keep += ["subject", "kind", "value", "object", "valid_from", "valid_until", "recorded_at", "quote"]
     _print(output.render_some(table.columns, table.rows, args.format, keep))
     return _EXIT_OK
+
+
+def _args_ask(sub: _Commands, shared: _Shared) -> None:
+    """`agefacts ask`'s arguments."""
+    p = sub.add_parser(
+        "ask", parents=[shared.db, shared.as_of], help="facts about the entities a question names, with citations"
+    )
+    p.add_argument("question")
+    p.add_argument("-k", "--k", type=_positive_int, default=10, help="at most this many facts (default 10)")
+    p.add_argument(
+        "--ontology",
+        default=None,
+        help="ontology file that facts must fit (default: the one the graph was loaded with, else the shipped one)",
+    )
+    _all_namespaces_option(p)
+    _format_option(p, ("table", "json", "context"))
+    _embed_options(p)
+    p.set_defaults(func=_cmd_ask, access=_READS_REPLICA)
 
 
 def _cmd_ask(args: argparse.Namespace) -> int:
@@ -465,6 +558,14 @@ def _cmd_ask(args: argparse.Namespace) -> int:
     return _EXIT_OK
 
 
+def _args_show(sub: _Commands, shared: _Shared) -> None:
+    """`agefacts show`'s arguments."""
+    p = sub.add_parser("show", parents=[shared.db, shared.as_of], help="draw an entity and its facts as HTML or SVG")
+    p.add_argument("entity", help="an entity key, name or mention")
+    p.add_argument("--out", required=True, help="FILE.html (interactive page) or FILE.svg")
+    p.set_defaults(func=_cmd_show, access=_READS_REPLICA)
+
+
 def _cmd_show(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -495,6 +596,23 @@ def _cmd_show(args: argparse.Namespace) -> int:
     return _EXIT_OK
 
 
+def _args_bench(sub: _Commands, shared: _Shared) -> None:
+    """`agefacts bench`'s arguments."""
+    p = sub.add_parser("bench", parents=[shared.db, shared.ontology], help="time the loader against its references")
+    p.add_argument("--statements", type=_positive_int, default=10_000, help="statements to generate (default 10000)")
+    p.add_argument(
+        "--per-conversation", type=_positive_int, default=10, help="statements per conversation (default 10)"
+    )
+    p.add_argument(
+        "--reference-cap",
+        type=_positive_int,
+        default=10_000,
+        help="run the slow reference path on at most this many statements (default 10000)",
+    )
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=_cmd_bench)
+
+
 def _cmd_bench(args: argparse.Namespace) -> int:
     from .bench import engine_pid_for, run_bench
     from .db import resolve_dsn
@@ -511,6 +629,25 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     )
     _print(json.dumps(result.data, indent=2) if args.json else result.table())
     return _EXIT_OK
+
+
+def _args_bench_extract(sub: _Commands, shared: _Shared) -> None:
+    """`agefacts bench-extract`'s arguments."""
+    p = sub.add_parser(
+        "bench-extract",
+        parents=[shared.ontology],
+        help="time extraction against a local model endpoint, per concurrency",
+    )
+    p.add_argument("--conversations", type=int, default=16, help="conversations (default %(default)s)")
+    p.add_argument("--turns", type=int, default=5, help="user turns per conversation (default %(default)s)")
+    p.add_argument(
+        "--latency", type=float, default=0.2, help="seconds the endpoint takes per reply (default %(default)g)"
+    )
+    p.add_argument(
+        "--concurrency", type=int, action="append", default=None, help="a concurrency to try (repeat; default 1, 4, 8)"
+    )
+    p.add_argument("--json", action="store_true", help="print the results as JSON")
+    p.set_defaults(func=_cmd_bench_extract)
 
 
 def _cmd_bench_extract(args: argparse.Namespace) -> int:
@@ -531,6 +668,33 @@ def _cmd_bench_extract(args: argparse.Namespace) -> int:
     )
     _print(json.dumps(result.__dict__, indent=2) if args.json else result.table())
     return _EXIT_OK
+
+
+def _args_bench_add(sub: _Commands, shared: _Shared) -> None:
+    """`agefacts bench-add`'s arguments."""
+    p = sub.add_parser(
+        "bench-add",
+        parents=[shared.db, shared.ontology],
+        help="time Memory.add of one message as its conversation grows",
+    )
+    p.add_argument(
+        "--turns",
+        type=int,
+        action="append",
+        default=None,
+        help="a conversation length to try (repeat; default 10, 100, 1000)",
+    )
+    p.add_argument("--adds", type=int, default=30, help="single-message adds timed per length (default %(default)s)")
+    p.add_argument(
+        "--model",
+        dest="model_path",
+        action="store_true",
+        help="add the person's messages without their extraction, asked of a local stand-in for a model endpoint",
+    )
+    p.add_argument("--opening", choices=["user", "assistant"], default="user", help="who opens each conversation")
+    p.add_argument("--async", dest="use_async", action="store_true", help="through AsyncMemory")
+    p.add_argument("--json", action="store_true", help="print the results as JSON")
+    p.set_defaults(func=_cmd_bench_add)
 
 
 def _cmd_bench_add(args: argparse.Namespace) -> int:
@@ -554,6 +718,18 @@ def _cmd_bench_add(args: argparse.Namespace) -> int:
     return _EXIT_OK if result.digest_equal else _EXIT_FAILED
 
 
+def _args_move(sub: _Commands, shared: _Shared) -> None:
+    """`agefacts move`'s arguments."""
+    p = sub.add_parser(
+        "move",
+        parents=[shared.db],
+        help="move a namespace's memory to another server of a placement (safe to run again)",
+    )
+    p.add_argument("--namespace", required=True, help="whose memory to move")
+    p.add_argument("--to", required=True, help="the server (by its name in the placement) to move it to")
+    p.set_defaults(func=_cmd_move)
+
+
 def _cmd_move(args: argparse.Namespace) -> int:
     from .placed import move
 
@@ -568,6 +744,13 @@ def _cmd_move(args: argparse.Namespace) -> int:
         progress=lambda step: _step(f"move: {step}"),
     )
     return _EXIT_OK
+
+
+def _args_digest(sub: _Commands, shared: _Shared) -> None:
+    """`agefacts digest`'s arguments."""
+    p = sub.add_parser("digest", parents=[shared.db], help="print the hash of the graph's logical content")
+    p.add_argument("--namespace", default=None, help="of this namespace's content only")
+    p.set_defaults(func=_cmd_digest, access=_READS_REPLICA)
 
 
 def _cmd_digest(args: argparse.Namespace) -> int:
@@ -612,6 +795,13 @@ def _one_or_more_conversations(
     return good, bad
 
 
+def _args_schema(sub: _Commands, shared: _Shared) -> None:
+    """`agefacts schema`'s arguments."""
+    p = sub.add_parser("schema", parents=[shared.ontology], help="print a JSON Schema: conversation, result, or reply")
+    p.add_argument("what", choices=["conversation", "result", "reply"])
+    p.set_defaults(func=_cmd_schema)
+
+
 def _cmd_schema(args: argparse.Namespace) -> int:
     from .models import Conversation, ConversationResult
 
@@ -623,6 +813,17 @@ def _cmd_schema(args: argparse.Namespace) -> int:
         schema = _ontology(args).result_schema()
     _print(json.dumps(schema, indent=2, ensure_ascii=False))
     return _EXIT_OK
+
+
+def _args_ontology(sub: _Commands, shared: _Shared) -> None:
+    """`agefacts ontology`'s arguments."""
+    p = sub.add_parser(
+        "ontology",
+        parents=[shared.ontology],
+        help="list the entity types and predicates facts may use, and what each means",
+    )
+    _format_option(p, ("table", "json"))
+    p.set_defaults(func=_cmd_ontology)
 
 
 def _cmd_ontology(args: argparse.Namespace) -> int:
@@ -637,6 +838,20 @@ def _cmd_ontology(args: argparse.Namespace) -> int:
     columns = list(rows[0]) if rows else ["predicate"]
     _print(output.render(columns, [tuple(r[c] for c in columns) for r in rows], "table"))
     return _EXIT_OK
+
+
+def _args_compile(sub: _Commands, shared: _Shared) -> None:
+    """`agefacts compile`'s arguments."""
+    p = sub.add_parser("compile", parents=[shared.ontology], help="print the Cypher a conversation compiles to")
+    p.add_argument("conversation", nargs="+", help="conversation file(s) (JSON or JSONL)")
+    p.add_argument(
+        "--workers",
+        type=_positive_int,
+        default=1,
+        metavar="N",
+        help="compile in N worker processes (default 1: in this one); the output is the same",
+    )
+    p.set_defaults(func=_cmd_compile)
 
 
 def _cmd_compile(args: argparse.Namespace) -> int:
@@ -674,6 +889,26 @@ def _cmd_compile(args: argparse.Namespace) -> int:
     return _EXIT_FAILED if bad else _EXIT_OK
 
 
+def _args_setup(sub: _Commands, shared: _Shared) -> None:
+    """`agefacts setup`'s arguments."""
+    p = sub.add_parser(
+        "setup",
+        parents=[shared.db, shared.ontology],
+        help="set a graph up as its owner, and grant roles that load or read it",
+    )
+    p.add_argument("--app", action="append", default=None, help="a role that loads (repeat for more)")
+    p.add_argument("--reader", action="append", default=None, help="a role that only reads (repeat for more)")
+    p.add_argument(
+        "--tenant",
+        action="append",
+        default=None,
+        metavar="ROLE=NAMESPACE",
+        help="a role the database keeps to one namespace by row-level security: it loads and reads that "
+        "namespace only (repeat for more; AGE 1.7.0 or newer)",
+    )
+    p.set_defaults(func=_cmd_setup)
+
+
 def _cmd_setup(args: argparse.Namespace) -> int:
     from .provision import setup
 
@@ -703,6 +938,17 @@ def _tenants(given: Sequence[str]) -> list[tuple[str, str]]:
     return out
 
 
+def _args_migrate(sub: _Commands, shared: _Shared) -> None:
+    """`agefacts migrate`'s arguments."""
+    p = sub.add_parser(
+        "migrate",
+        parents=[shared.db],
+        help="bring a graph an earlier agefacts wrote to this one's keys (its kept conversations loaded again, "
+        "in one transaction)",
+    )
+    p.set_defaults(func=_cmd_migrate)
+
+
 def _cmd_migrate(args: argparse.Namespace) -> int:
     from .migrate import migrate
 
@@ -712,6 +958,17 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
         f"migrated {n} conversation(s) of graph {args.graph!r}" if n else f"graph {args.graph!r} needed no migration"
     )
     return _EXIT_OK
+
+
+def _args_derive(sub: _Commands, shared: _Shared) -> None:
+    """`agefacts derive`'s arguments."""
+    p = sub.add_parser(
+        "derive",
+        parents=[shared.db, shared.ontology],
+        help="recompute the fact versions from the statements (after compiled Cypher run by hand, or an upgrade)",
+    )
+    p.add_argument("--namespace", default=None, help="of this namespace only")
+    p.set_defaults(func=_cmd_derive)
 
 
 def _cmd_derive(args: argparse.Namespace) -> int:
@@ -724,6 +981,19 @@ def _cmd_derive(args: argparse.Namespace) -> int:
     return _EXIT_OK
 
 
+def _args_forget(sub: _Commands, shared: _Shared) -> None:
+    """`agefacts forget`'s arguments."""
+    p = sub.add_parser(
+        "forget",
+        parents=[shared.db, shared.ontology],
+        help="remove what a namespace's conversations wrote, and their log rows",
+    )
+    p.add_argument("--namespace", required=True, help="whose memory")
+    p.add_argument("--conversation", action="append", default=None, help="only this conversation id (repeat for more)")
+    p.add_argument("--via", choices=["bulk", "cypher"], default="bulk", help="how to recompute what remains")
+    p.set_defaults(func=_cmd_forget)
+
+
 def _cmd_forget(args: argparse.Namespace) -> int:
     from .load import Loader
 
@@ -734,6 +1004,25 @@ def _cmd_forget(args: argparse.Namespace) -> int:
         return _EXIT_OK
     _print(f"forgot {len(gone)} conversation(s) of namespace {args.namespace!r}: {', '.join(gone)}")
     return _EXIT_OK
+
+
+def _args_correct(sub: _Commands, shared: _Shared) -> None:
+    """`agefacts correct`'s arguments."""
+    p = sub.add_parser(
+        "correct",
+        parents=[shared.db, shared.ontology],
+        help="take one fact back (an authored correction, forgotten like a conversation)",
+    )
+    p.add_argument("entity", help="whose fact: a key, a name or a mention; 'user' is the namespace's owner")
+    p.add_argument("predicate", help="the fact's predicate, e.g. allergic_to")
+    p.add_argument("said", help="what was said that is wrong: the object's name or the value, as facts show it")
+    p.add_argument("--namespace", required=True, help="whose memory")
+    p.add_argument("--by", required=True, help="who corrects it (kept in the correction's text and title)")
+    p.add_argument("--instead", default=None, help="what is right instead (an entity's name or a value)")
+    p.add_argument("--reason", default=None, help="why, in a few words (kept with it)")
+    p.add_argument("--at", default=None, help="when it was corrected (ISO-8601; default now): its known time")
+    p.add_argument("--via", choices=["bulk", "cypher"], default="bulk", help="the load path")
+    p.set_defaults(func=_cmd_correct)
 
 
 def _cmd_correct(args: argparse.Namespace) -> int:
@@ -763,6 +1052,18 @@ def _cmd_correct(args: argparse.Namespace) -> int:
     return _EXIT_OK
 
 
+def _args_export(sub: _Commands, shared: _Shared) -> None:
+    """`agefacts export`'s arguments."""
+    p = sub.add_parser(
+        "export", parents=[shared.db], help="write a namespace's conversations as loaded, to load elsewhere"
+    )
+    p.add_argument("--namespace", required=True, help="whose memory")
+    p.add_argument("--conversation", action="append", default=None, help="only this conversation id (repeat for more)")
+    p.add_argument("--format", choices=["jsonl"], default="jsonl", help="one conversation per line")
+    p.add_argument("--out", default=None, help="write to this file (default: standard output)")
+    p.set_defaults(func=_cmd_export)
+
+
 def _cmd_export(args: argparse.Namespace) -> int:
     from . import ledger
 
@@ -777,6 +1078,30 @@ def _cmd_export(args: argparse.Namespace) -> int:
     write_atomically(args.out, lines)
     print(f"wrote {len(convs)} conversation(s) of namespace {args.namespace!r} to {args.out}", file=sys.stderr)
     return _EXIT_OK
+
+
+def _args_mcp(sub: _Commands, shared: _Shared) -> None:
+    """`agefacts mcp`'s arguments."""
+    p = sub.add_parser(
+        "mcp", parents=[shared.db, shared.ontology], help="serve the memory to an assistant over MCP (stdio)"
+    )
+    p.add_argument(
+        "--namespace", default=None, help="the one namespace this server keeps (default: each call names its own)"
+    )
+    _llm_options(
+        p,
+        os.environ.get("AGEFACTS_LLM_URL"),
+        "model endpoint that `remember` extracts facts with (default: $AGEFACTS_LLM_URL; without one, "
+        "remember keeps messages, which recall finds by their words, and facts wait for a model)",
+    )
+    _embed_options(p)
+    p.add_argument(
+        "--server-only",
+        action="store_true",
+        help="refuse the embedded engine: serve the server that --dsn, AGEFACTS_DSN or PG* names, or fail "
+        "(an MCP host passes few of its user's environment variables)",
+    )
+    p.set_defaults(func=_cmd_mcp)
 
 
 def _cmd_mcp(args: argparse.Namespace) -> int:
@@ -895,6 +1220,43 @@ def _port(text: str) -> int:
     return n
 
 
+def _args_load(sub: _Commands, shared: _Shared) -> None:
+    """`agefacts load`'s arguments."""
+    p = sub.add_parser("load", parents=[shared.db, shared.ontology], help="load conversations into the graph")
+    p.add_argument("paths", nargs="+", help="files, folders or JSONL files")
+    p.add_argument("--force", action="store_true", help="load conversations even when already loaded unchanged")
+    p.add_argument(
+        "--show-rejections",
+        action="store_true",
+        help="say each claim that did not become a fact, with its conversation, turn and why (the counts by "
+        "reason are always printed; --format json carries both)",
+    )
+    p.add_argument(
+        "--via",
+        choices=["bulk", "cypher"],
+        default="bulk",
+        help="bulk: set-wise SQL into the label tables (default); cypher: the compiled Cypher, line by line",
+    )
+    p.add_argument(
+        "--batch-statements",
+        type=_positive_int,
+        default=5000,
+        metavar="N",
+        help="statements written per transaction (default %(default)s, measured fastest); a conversation is "
+        "never split, and an interrupted load keeps every batch it finished",
+    )
+    p.add_argument(
+        "--workers",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="processes that prepare batches (ground, gate, compile) from the second batch on (default: one "
+        "per core this process may use, at most 4; 1: a thread of this process); the graph is the same",
+    )
+    _format_option(p)
+    p.set_defaults(func=_cmd_load)
+
+
 def _cmd_load(args: argparse.Namespace) -> int:
     from .errors import LoadInterrupted
     from .load import load_paths, terminal_progress
@@ -946,6 +1308,51 @@ def _cmd_load(args: argparse.Namespace) -> int:
     else:
         _print(summary.text(show_rejections=args.show_rejections))
     return _EXIT_FAILED if summary.failed else _EXIT_OK
+
+
+def _args_extract(sub: _Commands, shared: _Shared) -> None:
+    """`agefacts extract`'s arguments."""
+    p = sub.add_parser(
+        "extract",
+        parents=[shared.ontology],
+        help="record extractions from an OpenAI-compatible model, or keyphrases with no model (--extractor statistical)",
+    )
+    p.add_argument("conversations", nargs="+", help="conversation files (JSON or JSONL)")
+    p.add_argument("--out", required=True, help="folder for the recorded conversations")
+    p.add_argument(
+        "--extractor",
+        choices=["llm", "statistical"],
+        default="llm",
+        help="llm (default): entities, statements and follow-ups from the model endpoint; statistical: "
+        "keyphrases of each user turn by YAKE, offline and deterministic (pip install 'agefacts[statistical]')",
+    )
+    p.add_argument("--top", type=int, default=5, help="statistical: keyphrases per message at most (default 5)")
+    p.add_argument("--max-words", type=int, default=3, help="statistical: words per keyphrase at most (default 3)")
+    p.add_argument("--language", default="en", help="statistical: the messages' language, for stop words (default en)")
+    _llm_options(
+        p,
+        os.environ.get("AGEFACTS_LLM_URL", "http://127.0.0.1:8080/v1"),
+        "the endpoint's base URL (default: $AGEFACTS_LLM_URL, here %(default)s)",
+    )
+    p.add_argument(
+        "--concurrency",
+        type=_positive_int,
+        default=4,
+        help="requests in flight at once (default 4); a backoff holds none",
+    )
+    p.add_argument(
+        "--context-turns",
+        type=_count,
+        default=8,
+        help="earlier turns sent with each request (default %(default)s; the known entities are always sent)",
+    )
+    p.add_argument(
+        "--redo",
+        action="store_true",
+        help="ask again for turns already recorded (by default they are kept, and only turns without "
+        "a recording, or with an error, are sent)",
+    )
+    p.set_defaults(func=_cmd_extract)
 
 
 def _cmd_extract(args: argparse.Namespace) -> int:
@@ -1030,6 +1437,14 @@ def _cmd_extract(args: argparse.Namespace) -> int:
     return _EXIT_FAILED if failed else _EXIT_OK
 
 
+def _args_grade(sub: _Commands, shared: _Shared) -> None:
+    """`agefacts grade`'s arguments."""
+    p = sub.add_parser("grade", parents=[shared.ontology], help="compare recorded extractions with gold")
+    p.add_argument("fixtures", nargs="+", help="conversation files with gold")
+    _format_option(p, ("table", "json", "jsonl"))
+    p.set_defaults(func=_cmd_grade)
+
+
 def _cmd_grade(args: argparse.Namespace) -> int:
     from . import output
     from .grade import grade_table
@@ -1040,6 +1455,26 @@ def _cmd_grade(args: argparse.Namespace) -> int:
     columns, rows = grade_table([conv for _, conv in good], _ontology(args), flat=args.format == "table")
     _print(output.render(columns, rows, args.format))
     return _EXIT_FAILED if bad else _EXIT_OK
+
+
+def _args_eval_recall(sub: _Commands, shared: _Shared) -> None:
+    """`agefacts eval`'s arguments."""
+    p = sub.add_parser("eval", help="measure retrieval: recall of ask beside a BM25 baseline")
+    esub = p.add_subparsers(dest="what", metavar="WHAT", required=True)
+    p = esub.add_parser(
+        "recall",
+        parents=[shared.db, shared.ontology],
+        help="R@5/10/20 (as far as --k reaches, and R@k), hit@10 and MRR per category for ask and BM25 over the "
+        "same messages",
+        description="Ask every question of a JSON Lines file (question, namespace, evidence: "
+        "[{conversation, message}], optional category) and score the messages found against "
+        "its evidence, beside an in-process BM25 over the namespace's messages (docs/recall.md).",
+    )
+    p.add_argument("questions", help="questions file (JSON Lines)")
+    p.add_argument("--k", type=int, default=20, help="messages asked for per question (default 20)")
+    _format_option(p, ("table", "json", "csv"))
+    _embed_options(p)
+    p.set_defaults(func=_cmd_eval_recall, access=_READS)
 
 
 def _cmd_eval_recall(args: argparse.Namespace) -> int:
@@ -1102,6 +1537,14 @@ def _need_k(k: int) -> None:
         raise UsageError(f"--k is how many messages to ask for and score, at least 1, not {k}")
 
 
+def _args_demo(sub: _Commands, shared: _Shared) -> None:
+    """`agefacts demo`'s arguments."""
+    p = sub.add_parser(
+        "demo", parents=[shared.db, shared.ontology], help="load the shipped examples and show some facts"
+    )
+    p.set_defaults(func=_cmd_demo)
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from . import output
 
@@ -1159,340 +1602,43 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"agefacts {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    dbo = _db_options()
-    asof = argparse.ArgumentParser(add_help=False)
-    asof.add_argument("--namespace", help="whose memory")
-    asof.add_argument("--valid-at", help="what was true at this time (default: now)")
-    asof.add_argument("--known-at", help="as it was known at this instant (default: now)")
-    ont = argparse.ArgumentParser(add_help=False)
-    ont.add_argument("--ontology", default=None, help="ontology file (JSON; default: the shipped one)")
-
-    p = sub.add_parser("db", help="start, stop and inspect the embedded engine")
-    dbsub = p.add_subparsers(dest="db_command", metavar="ACTION")
-    s = dbsub.add_parser("start", help="start the embedded engine in the background")
-    s.add_argument("--data", default=None, help="data folder, or 'memory' for a throwaway database")
-    s.add_argument(
-        "--port",
-        type=_port,
-        default=None,
-        help="the port that names its socket, or with --tcp its TCP port (default $AGEFACTS_PORT or 54329)",
-    )
-    s.add_argument(
-        "--tcp",
-        action="store_true",
-        help="serve on 127.0.0.1 instead of a Unix socket in a folder only you may enter "
-        "(any local user can then connect, as the engine's superuser)",
-    )
-    dbsub.add_parser("stop", help="stop the embedded engine")
-    s = dbsub.add_parser("status", help="is the embedded engine running? (exit 3 when not)")
-    _format_option(s)
-    dbsub.add_parser("url", help="print the embedded engine's DSN")
-    p.set_defaults(func=_cmd_db)
-
-    p = sub.add_parser("query", parents=[dbo], help="run a Cypher query and print the rows")
-    p.add_argument("cypher", nargs="?", help="the Cypher query")
-    p.add_argument("--name", help="run a named query instead (see --list)")
-    p.add_argument("--list", action="store_true", help="list the named queries and their parameters")
-    p.add_argument("--param", action="append", metavar="NAME=VALUE", help="a query parameter ($NAME)")
-    p.add_argument("--columns", help="comma-separated result column names (default: read from RETURN)")
-    _format_option(p, ("table", "json", "jsonl", "csv"))
-    p.set_defaults(func=_cmd_query, access=_READS)
-
-    p = sub.add_parser("facts", parents=[dbo, asof], help="the facts about an entity, as of a valid and a known time")
-    p.add_argument("entity", help="an entity key, name or mention; 'user' is the namespace's owner")
-    _all_namespaces_option(p)
-    _format_option(p, ("table", "json", "jsonl", "csv"))
-    p.set_defaults(func=_cmd_facts, access=_READS_REPLICA)
-
-    p = sub.add_parser("history", parents=[dbo], help="an entity's values for one predicate over time")
-    p.add_argument("entity", help="an entity key, name or mention; 'user' is the namespace's owner")
-    p.add_argument("predicate", help="a predicate, such as lives_in")
-    p.add_argument("--namespace", help="whose memory")
-    p.add_argument(
-        "--ontology",
-        default=None,
-        help="ontology file (default: the one the graph was loaded with, else the shipped one)",
-    )
-    _all_namespaces_option(p)
-    _format_option(p, ("table", "json", "jsonl", "csv"))
-    p.set_defaults(func=_cmd_history, access=_READS_REPLICA)
-
-    p = sub.add_parser("ask", parents=[dbo, asof], help="facts about the entities a question names, with citations")
-    p.add_argument("question")
-    p.add_argument("-k", "--k", type=_positive_int, default=10, help="at most this many facts (default 10)")
-    p.add_argument(
-        "--ontology",
-        default=None,
-        help="ontology file that facts must fit (default: the one the graph was loaded with, else the shipped one)",
-    )
-    _all_namespaces_option(p)
-    _format_option(p, ("table", "json", "context"))
-    _embed_options(p)
-    p.set_defaults(func=_cmd_ask, access=_READS_REPLICA)
-
-    p = sub.add_parser("show", parents=[dbo, asof], help="draw an entity and its facts as HTML or SVG")
-    p.add_argument("entity", help="an entity key, name or mention")
-    p.add_argument("--out", required=True, help="FILE.html (interactive page) or FILE.svg")
-    p.set_defaults(func=_cmd_show, access=_READS_REPLICA)
-
-    p = sub.add_parser("bench", parents=[dbo, ont], help="time the loader against its references")
-    p.add_argument("--statements", type=_positive_int, default=10_000, help="statements to generate (default 10000)")
-    p.add_argument(
-        "--per-conversation", type=_positive_int, default=10, help="statements per conversation (default 10)"
-    )
-    p.add_argument(
-        "--reference-cap",
-        type=_positive_int,
-        default=10_000,
-        help="run the slow reference path on at most this many statements (default 10000)",
-    )
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.set_defaults(func=_cmd_bench)
-
-    p = sub.add_parser(
-        "bench-extract", parents=[ont], help="time extraction against a local model endpoint, per concurrency"
-    )
-    p.add_argument("--conversations", type=int, default=16, help="conversations (default %(default)s)")
-    p.add_argument("--turns", type=int, default=5, help="user turns per conversation (default %(default)s)")
-    p.add_argument(
-        "--latency", type=float, default=0.2, help="seconds the endpoint takes per reply (default %(default)g)"
-    )
-    p.add_argument(
-        "--concurrency", type=int, action="append", default=None, help="a concurrency to try (repeat; default 1, 4, 8)"
-    )
-    p.add_argument("--json", action="store_true", help="print the results as JSON")
-    p.set_defaults(func=_cmd_bench_extract)
-
-    p = sub.add_parser("bench-add", parents=[dbo, ont], help="time Memory.add of one message as its conversation grows")
-    p.add_argument(
-        "--turns",
-        type=int,
-        action="append",
-        default=None,
-        help="a conversation length to try (repeat; default 10, 100, 1000)",
-    )
-    p.add_argument("--adds", type=int, default=30, help="single-message adds timed per length (default %(default)s)")
-    p.add_argument(
-        "--model",
-        dest="model_path",
-        action="store_true",
-        help="add the person's messages without their extraction, asked of a local stand-in for a model endpoint",
-    )
-    p.add_argument("--opening", choices=["user", "assistant"], default="user", help="who opens each conversation")
-    p.add_argument("--async", dest="use_async", action="store_true", help="through AsyncMemory")
-    p.add_argument("--json", action="store_true", help="print the results as JSON")
-    p.set_defaults(func=_cmd_bench_add)
-
-    p = sub.add_parser("digest", parents=[dbo], help="print the hash of the graph's logical content")
-    p.add_argument("--namespace", default=None, help="of this namespace's content only")
-    p.set_defaults(func=_cmd_digest, access=_READS_REPLICA)
-
-    p = sub.add_parser(
-        "move", parents=[dbo], help="move a namespace's memory to another server of a placement (safe to run again)"
-    )
-    p.add_argument("--namespace", required=True, help="whose memory to move")
-    p.add_argument("--to", required=True, help="the server (by its name in the placement) to move it to")
-    p.set_defaults(func=_cmd_move)
-    p = sub.add_parser(
-        "ontology", parents=[ont], help="list the entity types and predicates facts may use, and what each means"
-    )
-    _format_option(p, ("table", "json"))
-    p.set_defaults(func=_cmd_ontology)
-
-    p = sub.add_parser("schema", parents=[ont], help="print a JSON Schema: conversation, result, or reply")
-    p.add_argument("what", choices=["conversation", "result", "reply"])
-    p.set_defaults(func=_cmd_schema)
-
-    p = sub.add_parser("compile", parents=[ont], help="print the Cypher a conversation compiles to")
-    p.add_argument("conversation", nargs="+", help="conversation file(s) (JSON or JSONL)")
-    p.add_argument(
-        "--workers",
-        type=_positive_int,
-        default=1,
-        metavar="N",
-        help="compile in N worker processes (default 1: in this one); the output is the same",
-    )
-    p.set_defaults(func=_cmd_compile)
-
-    p = sub.add_parser("load", parents=[dbo, ont], help="load conversations into the graph")
-    p.add_argument("paths", nargs="+", help="files, folders or JSONL files")
-    p.add_argument("--force", action="store_true", help="load conversations even when already loaded unchanged")
-    p.add_argument(
-        "--show-rejections",
-        action="store_true",
-        help="say each claim that did not become a fact, with its conversation, turn and why (the counts by "
-        "reason are always printed; --format json carries both)",
-    )
-    p.add_argument(
-        "--via",
-        choices=["bulk", "cypher"],
-        default="bulk",
-        help="bulk: set-wise SQL into the label tables (default); cypher: the compiled Cypher, line by line",
-    )
-    p.add_argument(
-        "--batch-statements",
-        type=_positive_int,
-        default=5000,
-        metavar="N",
-        help="statements written per transaction (default %(default)s, measured fastest); a conversation is "
-        "never split, and an interrupted load keeps every batch it finished",
-    )
-    p.add_argument(
-        "--workers",
-        type=_positive_int,
-        default=None,
-        metavar="N",
-        help="processes that prepare batches (ground, gate, compile) from the second batch on (default: one "
-        "per core this process may use, at most 4; 1: a thread of this process); the graph is the same",
-    )
-    _format_option(p)
-    p.set_defaults(func=_cmd_load)
-
-    p = sub.add_parser(
-        "setup", parents=[dbo, ont], help="set a graph up as its owner, and grant roles that load or read it"
-    )
-    p.add_argument("--app", action="append", default=None, help="a role that loads (repeat for more)")
-    p.add_argument("--reader", action="append", default=None, help="a role that only reads (repeat for more)")
-    p.add_argument(
-        "--tenant",
-        action="append",
-        default=None,
-        metavar="ROLE=NAMESPACE",
-        help="a role the database keeps to one namespace by row-level security: it loads and reads that "
-        "namespace only (repeat for more; AGE 1.7.0 or newer)",
-    )
-    p.set_defaults(func=_cmd_setup)
-
-    p = sub.add_parser(
-        "derive",
-        parents=[dbo, ont],
-        help="recompute the fact versions from the statements (after compiled Cypher run by hand, or an upgrade)",
-    )
-    p.add_argument("--namespace", default=None, help="of this namespace only")
-    p.set_defaults(func=_cmd_derive)
-
-    p = sub.add_parser(
-        "migrate",
-        parents=[dbo],
-        help="bring a graph an earlier agefacts wrote to this one's keys (its kept conversations loaded again, "
-        "in one transaction)",
-    )
-    p.set_defaults(func=_cmd_migrate)
-
-    p = sub.add_parser(
-        "forget", parents=[dbo, ont], help="remove what a namespace's conversations wrote, and their log rows"
-    )
-    p.add_argument("--namespace", required=True, help="whose memory")
-    p.add_argument("--conversation", action="append", default=None, help="only this conversation id (repeat for more)")
-    p.add_argument("--via", choices=["bulk", "cypher"], default="bulk", help="how to recompute what remains")
-    p.set_defaults(func=_cmd_forget)
-
-    p = sub.add_parser(
-        "correct", parents=[dbo, ont], help="take one fact back (an authored correction, forgotten like a conversation)"
-    )
-    p.add_argument("entity", help="whose fact: a key, a name or a mention; 'user' is the namespace's owner")
-    p.add_argument("predicate", help="the fact's predicate, e.g. allergic_to")
-    p.add_argument("said", help="what was said that is wrong: the object's name or the value, as facts show it")
-    p.add_argument("--namespace", required=True, help="whose memory")
-    p.add_argument("--by", required=True, help="who corrects it (kept in the correction's text and title)")
-    p.add_argument("--instead", default=None, help="what is right instead (an entity's name or a value)")
-    p.add_argument("--reason", default=None, help="why, in a few words (kept with it)")
-    p.add_argument("--at", default=None, help="when it was corrected (ISO-8601; default now): its known time")
-    p.add_argument("--via", choices=["bulk", "cypher"], default="bulk", help="the load path")
-    p.set_defaults(func=_cmd_correct)
-
-    p = sub.add_parser("mcp", parents=[dbo, ont], help="serve the memory to an assistant over MCP (stdio)")
-    p.add_argument(
-        "--namespace", default=None, help="the one namespace this server keeps (default: each call names its own)"
-    )
-    _llm_options(
-        p,
-        os.environ.get("AGEFACTS_LLM_URL"),
-        "model endpoint that `remember` extracts facts with (default: $AGEFACTS_LLM_URL; without one, "
-        "remember keeps messages, which recall finds by their words, and facts wait for a model)",
-    )
-    _embed_options(p)
-    p.add_argument(
-        "--server-only",
-        action="store_true",
-        help="refuse the embedded engine: serve the server that --dsn, AGEFACTS_DSN or PG* names, or fail "
-        "(an MCP host passes few of its user's environment variables)",
-    )
-    p.set_defaults(func=_cmd_mcp)
-
-    p = sub.add_parser("export", parents=[dbo], help="write a namespace's conversations as loaded, to load elsewhere")
-    p.add_argument("--namespace", required=True, help="whose memory")
-    p.add_argument("--conversation", action="append", default=None, help="only this conversation id (repeat for more)")
-    p.add_argument("--format", choices=["jsonl"], default="jsonl", help="one conversation per line")
-    p.add_argument("--out", default=None, help="write to this file (default: standard output)")
-    p.set_defaults(func=_cmd_export)
-
-    p = sub.add_parser(
-        "extract",
-        parents=[ont],
-        help="record extractions from an OpenAI-compatible model, or keyphrases with no model (--extractor statistical)",
-    )
-    p.add_argument("conversations", nargs="+", help="conversation files (JSON or JSONL)")
-    p.add_argument("--out", required=True, help="folder for the recorded conversations")
-    p.add_argument(
-        "--extractor",
-        choices=["llm", "statistical"],
-        default="llm",
-        help="llm (default): entities, statements and follow-ups from the model endpoint; statistical: "
-        "keyphrases of each user turn by YAKE, offline and deterministic (pip install 'agefacts[statistical]')",
-    )
-    p.add_argument("--top", type=int, default=5, help="statistical: keyphrases per message at most (default 5)")
-    p.add_argument("--max-words", type=int, default=3, help="statistical: words per keyphrase at most (default 3)")
-    p.add_argument("--language", default="en", help="statistical: the messages' language, for stop words (default en)")
-    _llm_options(
-        p,
-        os.environ.get("AGEFACTS_LLM_URL", "http://127.0.0.1:8080/v1"),
-        "the endpoint's base URL (default: $AGEFACTS_LLM_URL, here %(default)s)",
-    )
-    p.add_argument(
-        "--concurrency",
-        type=_positive_int,
-        default=4,
-        help="requests in flight at once (default 4); a backoff holds none",
-    )
-    p.add_argument(
-        "--context-turns",
-        type=_count,
-        default=8,
-        help="earlier turns sent with each request (default %(default)s; the known entities are always sent)",
-    )
-    p.add_argument(
-        "--redo",
-        action="store_true",
-        help="ask again for turns already recorded (by default they are kept, and only turns without "
-        "a recording, or with an error, are sent)",
-    )
-    p.set_defaults(func=_cmd_extract)
-
-    p = sub.add_parser("grade", parents=[ont], help="compare recorded extractions with gold")
-    p.add_argument("fixtures", nargs="+", help="conversation files with gold")
-    _format_option(p, ("table", "json", "jsonl"))
-    p.set_defaults(func=_cmd_grade)
-
-    p = sub.add_parser("eval", help="measure retrieval: recall of ask beside a BM25 baseline")
-    esub = p.add_subparsers(dest="what", metavar="WHAT", required=True)
-    p = esub.add_parser(
-        "recall",
-        parents=[dbo, ont],
-        help="R@5/10/20 (as far as --k reaches, and R@k), hit@10 and MRR per category for ask and BM25 over the "
-        "same messages",
-        description="Ask every question of a JSON Lines file (question, namespace, evidence: "
-        "[{conversation, message}], optional category) and score the messages found against "
-        "its evidence, beside an in-process BM25 over the namespace's messages (docs/recall.md).",
-    )
-    p.add_argument("questions", help="questions file (JSON Lines)")
-    p.add_argument("--k", type=int, default=20, help="messages asked for per question (default 20)")
-    _format_option(p, ("table", "json", "csv"))
-    _embed_options(p)
-    p.set_defaults(func=_cmd_eval_recall, access=_READS)
-
-    p = sub.add_parser("demo", parents=[dbo, ont], help="load the shipped examples and show some facts")
-    p.set_defaults(func=_cmd_demo)
+    as_of = argparse.ArgumentParser(add_help=False)
+    as_of.add_argument("--namespace", help="whose memory")
+    as_of.add_argument("--valid-at", help="what was true at this time (default: now)")
+    as_of.add_argument("--known-at", help="as it was known at this instant (default: now)")
+    ontology = argparse.ArgumentParser(add_help=False)
+    ontology.add_argument("--ontology", default=None, help="ontology file (JSON; default: the shipped one)")
+    shared = _Shared(_db_options(), as_of, ontology)
+    # In the order `agefacts --help` lists them; each command's arguments are beside its handler.
+    for command in (
+        _args_db,
+        _args_query,
+        _args_facts,
+        _args_history,
+        _args_ask,
+        _args_show,
+        _args_bench,
+        _args_bench_extract,
+        _args_bench_add,
+        _args_digest,
+        _args_move,
+        _args_ontology,
+        _args_schema,
+        _args_compile,
+        _args_load,
+        _args_setup,
+        _args_derive,
+        _args_migrate,
+        _args_forget,
+        _args_correct,
+        _args_mcp,
+        _args_export,
+        _args_extract,
+        _args_grade,
+        _args_eval_recall,
+        _args_demo,
+    ):
+        command(sub, shared)
     return parser
 
 

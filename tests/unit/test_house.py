@@ -284,3 +284,48 @@ def test_a_module_missing_from_the_page_or_an_import_up_its_layers_is_caught():
     assert layer_violations({**sources, "newroom": ""}, layers) == ["newroom is in no layer"]
     planted = {**sources, "keys": sources["keys"] + "\nfrom .memory import Memory\n"}
     assert layer_violations(planted, layers) == ["keys imports memory, a layer above its own"]
+
+
+# -- the command line: each command's arguments beside what runs it ---------------------------------
+def apart_from_handlers(source: str) -> list[str]:
+    """Each function that adds a command's arguments (``_args_*``) whose next function is not
+    the handler it names (``set_defaults(func=...)``), and each handler no such function
+    stands before."""
+    body = [n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef)]
+    problems = []
+    beside: set[str] = set()
+    for node, after in zip(body, body[1:], strict=False):
+        if not node.name.startswith("_args_"):
+            continue
+        handlers = {
+            kw.value.id
+            for call in ast.walk(node)
+            if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "set_defaults"
+            for kw in call.keywords
+            if kw.arg == "func" and isinstance(kw.value, ast.Name)
+        }
+        if handlers != {after.name}:
+            problems.append(f"{node.name} runs {sorted(handlers)} but stands before {after.name}")
+        beside |= handlers
+    problems += [
+        f"{n.name} has no arguments beside it" for n in body if n.name.startswith("_cmd_") and n.name not in beside
+    ]
+    return problems
+
+
+def test_each_commands_arguments_stand_beside_its_handler():
+    source = (PACKAGE / "cli.py").read_text()
+    assert apart_from_handlers(source) == []
+    # Every command the parser knows is added by one of them, one each.
+    import argparse
+
+    from agefacts.cli import build_parser
+
+    commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices
+    assert len(commands) == source.count("\ndef _args_") > 20
+
+
+def test_arguments_moved_away_from_their_handler_are_caught():
+    source = (PACKAGE / "cli.py").read_text()
+    moved = source.replace("\ndef _cmd_digest(", "\ndef _elsewhere():\n    pass\n\n\ndef _cmd_digest(", 1)
+    assert apart_from_handlers(moved) == ["_args_digest runs ['_cmd_digest'] but stands before _elsewhere"]
