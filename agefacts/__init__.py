@@ -50,7 +50,6 @@ if TYPE_CHECKING:
     from .db import resolve_dsn as resolve_dsn
     from .embed import Embedder as Embedder
     from .engine import Engine as Engine
-    from .extract import LLMClient as LLMClient
     from .extract import extract_all as extract_all
     from .extract import extract_conversation as extract_conversation
     from .inputs import parse_conversation as parse_conversation
@@ -61,6 +60,7 @@ if TYPE_CHECKING:
     from .load import load_paths as load_paths
     from .memory import AsyncMemory as AsyncMemory
     from .memory import Memory as Memory
+    from .model_client import LLMClient as LLMClient
     from .models import Conversation as Conversation
     from .models import ConversationResult as ConversationResult
     from .named import run_named as run_named

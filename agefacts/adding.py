@@ -20,8 +20,9 @@ from . import ledger
 from .append import Tail, append, tail_of
 from .db import Database
 from .errors import AgeFactsError, ConversationMoved, InputError, TimeError, UsageError
-from .extract import LLMClient, extract_conversation, pending_turns
+from .extract import extract_conversation, pending_turns
 from .load import Loader
+from .model_client import LLMClient
 from .models import Conversation, Turn, describe
 from .ontology import Ontology
 from .results import Added

@@ -798,7 +798,8 @@ def run_extract_bench(
 
     import httpx
 
-    from .extract import LLMClient, extract_all
+    from .extract import extract_all
+    from .model_client import LLMClient
 
     convs = _chatty(conversations, turns)
     rows: list[dict[str, float]] = []
@@ -926,9 +927,9 @@ def run_add_bench(
     the assistant's greeting. ``asynchronous``: through :class:`agefacts.AsyncMemory`."""
     import asyncio
 
-    from .extract import LLMClient
     from .fake_model import FakeModel, completion
     from .memory import AsyncMemory, Memory
+    from .model_client import LLMClient
 
     graph = "agefacts_bench_add"
     rows: list[dict[str, float]] = []

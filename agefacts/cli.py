@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias, TypeVar
 if TYPE_CHECKING:
     from .db import Database, Table
     from .errors import InputError
-    from .extract import ConversationOutcome, LLMClient
+    from .extract import ConversationOutcome
+    from .model_client import LLMClient
     from .models import Conversation
     from .ontology import Ontology
     from .placement import Placement
@@ -120,7 +121,7 @@ _READS_REPLICA = "reads, a replica too"
 
 
 def _llm_client(args: argparse.Namespace, concurrency: int | None = None) -> LLMClient:
-    from .extract import LLMClient, api_key_from_env
+    from .model_client import LLMClient, api_key_from_env
 
     return LLMClient(
         args.llm_url,
@@ -1073,7 +1074,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
     if args.out is None:
         sys.stdout.write(lines)
         return _EXIT_OK
-    from .extract import write_atomically
+    from .recordings import write_atomically
 
     write_atomically(args.out, lines)
     print(f"wrote {len(convs)} conversation(s) of namespace {args.namespace!r} to {args.out}", file=sys.stderr)

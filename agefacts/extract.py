@@ -16,28 +16,19 @@ no span: grounding makes those.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
-import email.utils
-import functools
-import hashlib
 import json
-import os
-import random
 import re
-import ssl
-import tempfile
-import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-import httpx
 from pydantic import ValidationError
 
-from .errors import AgeFactsError, EndpointDown, ExtractionError
+from .errors import EndpointDown, ExtractionError
+from .model_client import LLMClient
 from .models import (
     Claim,
     Conversation,
@@ -51,16 +42,14 @@ from .models import (
     llm_provenance,
 )
 from .ontology import Ontology
+from .recordings import Journal, resumed, write_recording
 
 __all__ = [
     "ConversationOutcome",
     "DEFAULT_CONTEXT_TURNS",
-    "DEFAULT_KEY_ENV",
     "Extractor",
-    "LLMClient",
     "LLMExtractor",
     "Progress",
-    "api_key_from_env",
     "build_messages",
     "extract_all",
     "extract_conversation",
@@ -68,273 +57,12 @@ __all__ = [
     "extract_with",
     "parse_reply",
     "pending_turns",
-    "recording_name",
-    "resumed",
     "unasked_turns",
-    "write_atomically",
-    "write_recording",
 ]
 
-DEFAULT_KEY_ENV = "AGEFACTS_LLM_API_KEY"
 # Earlier turns sent with each request: the recent ones, whose pronouns and "he"s the message
 # may lean on; older people and things reach the model as known handles, which are always sent.
 DEFAULT_CONTEXT_TURNS = 8
-_RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
-
-
-@dataclass
-class _Open:
-    """What an LLMClient holds open in one event loop, and how many tasks there use it."""
-
-    client: httpx.AsyncClient
-    slots: asyncio.Semaphore | None
-    entered: int = 0
-
-
-@functools.cache
-def _tls() -> ssl.SSLContext:
-    """The certificates a request to an https endpoint is verified with, read once a process:
-    each HTTP client read them again (26 ms, a third of a memory's add of one message)."""
-    return httpx.create_ssl_context()
-
-
-class LLMClient:
-    """A small client for ``/v1/chat/completions``: JSON in, the reply's text and model id
-    out, with bounded retries (429, 5xx, timeouts, dropped connections) and exponential
-    backoff that honours ``Retry-After``. The API key is sent as a bearer token and never
-    appears in an error or a log line. ``concurrency`` bounds the requests in flight at once;
-    a request waiting out a backoff does not hold one of those places."""
-
-    def __init__(
-        self,
-        url: str,
-        model: str,
-        *,
-        api_key: str | None = None,
-        timeout: float = 120.0,
-        retries: int = 4,
-        backoff: float = 1.0,
-        max_backoff: float = 30.0,
-        temperature: float | None = 0.0,
-        max_tokens: int | None = None,
-        transport: httpx.AsyncBaseTransport | None = None,
-        sleep: Callable[[float], Any] = asyncio.sleep,
-        concurrency: int | None = None,
-        give_up_after: int = 3,
-        cool_down: float = 60.0,
-    ):
-        self.url = _completions_url(url)
-        self.model = model
-        self._api_key = api_key
-        self.timeout = timeout
-        self.retries = retries
-        self.backoff = backoff
-        self.max_backoff = max_backoff
-        self.temperature = temperature
-        self.max_tokens = max_tokens
-        self._transport = transport
-        self._sleep = sleep
-        # One HTTP client (and one set of request slots) per event loop that has entered this
-        # client: an AsyncMemory's tasks share one loop; a Memory shared by threads runs each
-        # add in a loop of its own, and an HTTP client belongs to the loop it was made in.
-        self._open: dict[asyncio.AbstractEventLoop, _Open] = {}
-        self._opening = threading.Lock()
-        self.concurrency = concurrency
-        # Cleared when the server refuses a json_schema response_format (some OpenAI-compatible
-        # servers do); the prompt still asks for the JSON object alone.
-        self.structured = True
-        # After ``give_up_after`` requests in a row failed with every attempt, the endpoint is
-        # not asked for ``cool_down`` seconds (each request would wait out all its retries);
-        # ``down`` says why until a request succeeds again.
-        self.give_up_after = give_up_after
-        self.cool_down = cool_down
-        self.down: str | None = None
-        self._failed_in_row = 0
-        self._down_until = 0.0
-
-    async def __aenter__(self) -> LLMClient:
-        # Entered by several tasks at once (an AsyncMemory's adds), it opens one HTTP client
-        # per event loop and closes it when the last of that loop's tasks leaves.
-        loop = asyncio.get_running_loop()
-        with self._opening:
-            held = self._open.get(loop)
-            if held is None:
-                headers = {"Content-Type": "application/json"}
-                if self._api_key:
-                    headers["Authorization"] = f"Bearer {self._api_key}"
-                client = httpx.AsyncClient(
-                    headers=headers, timeout=self.timeout, transport=self._transport, verify=_tls()
-                )
-                slots = asyncio.Semaphore(self.concurrency) if self.concurrency else None
-                held = self._open[loop] = _Open(client, slots)
-            held.entered += 1
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        loop = asyncio.get_running_loop()
-        with self._opening:
-            held = self._open[loop]
-            held.entered -= 1
-            if held.entered:
-                return
-            del self._open[loop]
-        await held.client.aclose()
-
-    def _held(self) -> _Open:
-        try:
-            return self._open[asyncio.get_running_loop()]
-        except KeyError:
-            raise RuntimeError("use LLMClient as an async context manager") from None
-
-    async def probe(self) -> None:
-        """Ask the endpoint once, before any paid request, whether it is there and takes the
-        key (``GET .../models``): nothing listening, or 401/403, stops the run with a sentence,
-        rather than after hours of retries. Any other answer (404 and 501 included: not every
-        server lists its models) lets the run go on."""
-        client = self._held().client
-        models = self.url.rsplit("/chat/completions", 1)[0] + "/models"
-        try:
-            resp = await client.get(models, timeout=min(self.timeout, 10.0))
-        except httpx.ConnectError:
-            raise ExtractionError(
-                f"nothing answers at {self.url} (connection refused); start the model server, or give "
-                "--llm-url (or AGEFACTS_LLM_URL) the address of one"
-            ) from None
-        except httpx.TransportError:
-            return  # slow or odd, but there: the requests themselves will retry
-        if resp.status_code in (401, 403):
-            raise ExtractionError(
-                f"the model endpoint {self.url} refused the key (HTTP {resp.status_code}); set "
-                f"{DEFAULT_KEY_ENV} (or --api-key-env) to a key it takes"
-            )
-
-    def _check_down(self) -> None:
-        if self.down is not None and time.monotonic() < self._down_until:
-            raise EndpointDown(self.down)
-
-    async def complete(self, messages: list[dict[str, str]], schema: dict[str, Any] | None = None) -> tuple[str, str]:
-        """The text of the first choice and the model id the server reports."""
-        held = self._held()
-        self._check_down()
-        body: dict[str, Any] = {"model": self.model, "messages": messages}
-        if self.temperature is not None:
-            body["temperature"] = self.temperature
-        if self.max_tokens is not None:
-            body["max_tokens"] = self.max_tokens
-        last = ""
-        attempt = 0
-        while attempt <= self.retries:
-            if schema is not None and self.structured:
-                body["response_format"] = {
-                    "type": "json_schema",
-                    "json_schema": {"name": "extraction", "schema": schema, "strict": False},
-                }
-            else:
-                body.pop("response_format", None)
-            wait = min(self.max_backoff, self.backoff * (2**attempt)) * (0.5 + random.random() / 2)
-            try:
-                async with held.slots or contextlib.nullcontext():
-                    # Looked at again once a place is free: another request may have found
-                    # the endpoint down while this one waited.
-                    self._check_down()
-                    resp = await held.client.post(self.url, json=body)
-            except httpx.TimeoutException:
-                last = f"no answer within {self.timeout:g}s"
-            except httpx.TransportError as exc:
-                last = f"connection failed ({type(exc).__name__})"
-            else:
-                failure = _error_in_200(resp) if resp.status_code == 200 else None
-                if resp.status_code == 200 and failure is None:
-                    self._failed_in_row, self.down = 0, None
-                    return _reply_text(resp)
-                last = failure or f"HTTP {resp.status_code}: {resp.text[:300]}"
-                if "response_format" in body and _refuses_response_format(resp):
-                    self.structured = False
-                    continue  # at once, and not counted as an attempt: the server answered
-                if resp.status_code not in _RETRY_STATUS and failure is None:
-                    raise ExtractionError(f"the model endpoint {self.url} refused the request: {last}")
-                wait = max(wait, _retry_after(resp) or 0)
-            if attempt < self.retries:
-                await self._sleep(min(wait, self.max_backoff))
-            attempt += 1
-        self._failed_in_row += 1
-        if self.give_up_after and self._failed_in_row >= self.give_up_after:
-            self.down = (
-                f"the model endpoint {self.url} failed {self._failed_in_row} requests in a row, each after "
-                f"{self.retries + 1} attempts (last: {last}); not asked again for {self.cool_down:g}s"
-            )
-            self._down_until = time.monotonic() + self.cool_down
-            raise EndpointDown(self.down)
-        raise ExtractionError(f"the model endpoint {self.url} failed after {self.retries + 1} attempts: {last}")
-
-
-def _completions_url(url: str) -> str:
-    u = url.rstrip("/")
-    if u.endswith("/chat/completions"):
-        return u
-    if u.endswith("/v1"):
-        return u + "/chat/completions"
-    return u + "/v1/chat/completions"
-
-
-def _retry_after(resp: httpx.Response) -> float | None:
-    raw = resp.headers.get("retry-after")
-    if not raw:
-        return None
-    try:
-        return max(0.0, float(raw))
-    except ValueError:
-        when = email.utils.parsedate_to_datetime(raw)
-        return max(0.0, when.timestamp() - time.time()) if when else None
-
-
-def _error_in_200(resp: httpx.Response) -> str | None:
-    """The error of a 200 answer that holds one and no choices (gateways pass upstream
-    failures on so), to be retried as a 5xx is."""
-    try:
-        data = resp.json()
-    except ValueError:
-        return None
-    if not isinstance(data, dict) or "choices" in data or not data.get("error"):
-        return None
-    err = data["error"]
-    said = err.get("message") if isinstance(err, dict) else err
-    return f"HTTP 200 with an error: {str(said)[:300]}"
-
-
-def _refuses_response_format(resp: httpx.Response) -> bool:
-    # A client error that names the option, as servers without structured output word it.
-    if resp.status_code not in (400, 422, 501):
-        return False
-    text = resp.text.lower()
-    return "response_format" in text or "json_schema" in text or "response format" in text
-
-
-def _reply_text(resp: httpx.Response) -> tuple[str, str]:
-    try:
-        data = resp.json()
-        finish = data["choices"][0].get("finish_reason")
-        choice = data["choices"][0]["message"]
-        content = choice.get("content")
-        if content is None and isinstance(choice.get("parsed"), dict):
-            content = json.dumps(choice["parsed"])
-        if isinstance(content, list):  # content parts, as some servers send them
-            content = "".join(p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
-        if not isinstance(content, str):
-            raise KeyError("content")
-        model = str(data.get("model") or "")
-    except (ValueError, KeyError, IndexError, TypeError, AttributeError):
-        raise ExtractionError(
-            f"the model endpoint answered with something that is not a chat completion: {resp.text[:300]!r}"
-        ) from None
-    if finish == "length":
-        # Whatever the cut text parses to (it may open with an example extraction), it is not
-        # the whole answer: recorded as stating nothing, it would lose what was said.
-        raise ExtractionError(
-            "the model's reply was cut off at its length limit (finish_reason 'length'): give the model a larger "
-            "max_tokens (LLMClient(max_tokens=...)) or a larger context; the turn is asked again on the next run"
-        )
-    return content, model
 
 
 # -- the prompt ----------------------------------------------------------------------------------
@@ -736,7 +464,7 @@ async def extract_with(
             if getattr(extractor, "stopped", None):
                 # Not asked, not written: the next run asks it.
                 return ConversationOutcome(conv, [], asked=False)
-            journal = _Journal(folder, conv) if folder is not None else None
+            journal = Journal(folder, conv) if folder is not None else None
             try:
                 outcome = await extractor.conversation(
                     conv, redo=redo, on_turn=turned, checkpoint=journal.write if journal else None
@@ -753,130 +481,6 @@ async def extract_with(
         return outcome
 
     return list(await asyncio.gather(*(one(c) for c in conversations)))
-
-
-def recording_name(conv: Conversation) -> str:
-    """The file name of a conversation's recording: readable (its namespace and id, every
-    character a file name should not hold replaced by ``_``, cut to a length every file system
-    takes) and unique per (namespace, id) by construction (a hash of the two ends it), so
-    ``trip/2023`` and ``trip_2023``, or one id in two namespaces, never share a file."""
-
-    def safe(text: str, n: int) -> str:
-        # At most n bytes of UTF-8: file systems limit a name's bytes (255), not its letters.
-        kept = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in text)
-        return kept.encode("utf-8")[:n].decode("utf-8", "ignore")
-
-    h = hashlib.sha256(f"{conv.namespace}\0{conv.id}".encode()).hexdigest()[:10]
-    return f"{safe(conv.namespace, 60)}--{safe(conv.id, 100)}-{h}.json"
-
-
-def write_recording(conv: Conversation, folder: Path) -> Path:
-    """Write a conversation with its recordings into ``folder``, atomically (a temporary file
-    renamed over the name), so an interrupted run never leaves half a file."""
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / recording_name(conv)
-    text = json.dumps(conv.model_dump(mode="json", exclude_none=True), ensure_ascii=False, indent=2) + "\n"
-    write_atomically(path, text)
-    return path
-
-
-def write_atomically(path: str | Path, text: str) -> None:
-    """Write a file whole or not at all: a temporary file beside it, renamed over the name."""
-    path = Path(path)
-    try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".", suffix=path.suffix + ".part")
-    except OSError as exc:
-        raise AgeFactsError(f"cannot write {path}: {exc.strerror}") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        if isinstance(exc, OSError):
-            raise AgeFactsError(f"cannot write {path}: {exc.strerror}") from None
-        raise
-
-
-class _Journal:
-    """Each turn recorded for one conversation, appended to ``<recording>.journal`` beside the
-    recording as soon as it is answered, so that a run killed inside a long conversation (a
-    dialogue of hundreds of turns is written whole only when it is done) loses at most the
-    requests in flight. :func:`resumed` reads it; it is removed once the recording is
-    written. A line cut off by the kill is passed over."""
-
-    def __init__(self, folder: Path, conv: Conversation):
-        self.path = folder / (recording_name(conv) + ".journal")
-        self._file: Any = None
-
-    def write(self, i: int, turn: Turn) -> None:
-        if self._file is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - closed by close()
-        line = {"turn": i, **turn.model_dump(mode="json", exclude_none=True)}
-        self._file.write(json.dumps(line, ensure_ascii=False) + "\n")
-        self._file.flush()  # to the operating system: a killed process loses nothing written
-
-    def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
-
-    def remove(self) -> None:
-        with contextlib.suppress(OSError):
-            self.path.unlink()
-
-    def turns(self) -> dict[int, Turn]:
-        """What the journal holds, by turn position (a later line for a turn wins)."""
-        out: dict[int, Turn] = {}
-        try:
-            lines = self.path.read_text(encoding="utf-8").splitlines()
-        except OSError:
-            return out
-        for line in lines:
-            try:
-                data = json.loads(line)
-                i = int(data.pop("turn"))
-                out[i] = Turn.model_validate(data)
-            except (ValueError, TypeError, KeyError, ValidationError):
-                continue  # the last line of a killed run may be cut off
-        return out
-
-
-def resumed(conv: Conversation, folder: Path) -> Conversation:
-    """``conv`` with the recordings an earlier run left in ``folder`` for its turns (its
-    recording, then its journal): a turn takes an earlier recording when that recording is of
-    the same turn (same position, speaker, text and time) and has no error, so an interrupted
-    run, or a conversation that grew, is extended rather than paid for again; a turn whose
-    earlier recording failed keeps that error until it is asked again."""
-    path = folder / recording_name(conv)
-    earlier: dict[int, Turn] = {}
-    model = None
-    try:
-        whole = Conversation.model_validate_json(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        pass
-    else:
-        if (whole.namespace, whole.id) == (conv.namespace, conv.id):
-            earlier = dict(enumerate(whole.turns))
-            model = whole.model
-    earlier.update(_Journal(folder, conv).turns())
-    turns = list(conv.turns)
-    for i, turn in enumerate(turns):
-        old = earlier.get(i)
-        if old is None:
-            continue
-        same = (old.speaker, old.text, old.at) == (turn.speaker, turn.text, turn.at)
-        if same and turn.recorded is None and old.recorded is not None and old.error is None:
-            turns[i] = turns[i].model_copy(update={"recorded": old.recorded, "error": None})
-        elif same and turn.recorded is None and turn.error is None and old.error is not None:
-            # Its earlier failure, kept until it is asked again: a run that stops before it
-            # wrote it with neither a recording nor an error, and a load counted it as nothing.
-            turns[i] = turns[i].model_copy(update={"error": old.error})
-        if same and turn.keyphrases is None and old.keyphrases is not None:
-            turns[i] = turns[i].model_copy(update={"keyphrases": old.keyphrases})
-    return conv.model_copy(update={"turns": turns, "model": conv.model or model})
 
 
 async def extract_to(
@@ -902,8 +506,3 @@ async def extract_to(
         context_turns=context_turns,
         progress=progress,
     )
-
-
-def api_key_from_env(var: str | None = None) -> str | None:
-    name = var or DEFAULT_KEY_ENV
-    return os.environ.get(name) or (os.environ.get("OPENAI_API_KEY") if var is None else None)

@@ -25,8 +25,8 @@ from pydantic import Field, ValidationError
 
 from .embed import Embedder
 from .errors import AgeFactsError, NotFound, UsageError
-from .extract import LLMClient
 from .memory import AsyncMemory
+from .model_client import LLMClient
 from .ontology import Ontology
 from .placement import Placement
 

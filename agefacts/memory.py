@@ -27,8 +27,9 @@ from .correction import correction
 from .db import DEFAULT_GRAPH, Database, resolve_dsn
 from .embed import Embedder
 from .errors import ConversationMoved, UsageError, need_text
-from .extract import DEFAULT_CONTEXT_TURNS, LLMClient, pending_turns
+from .extract import DEFAULT_CONTEXT_TURNS, pending_turns
 from .load import Loader
+from .model_client import LLMClient
 from .models import Conversation, Turn
 from .named import run_named, run_named_async
 from .ontology import Ontology, default_ontology

@@ -23,8 +23,8 @@ def main(argv: list[str]) -> None:
     import asyncio
 
     from agefacts import ledger
-    from agefacts.extract import LLMClient
     from agefacts.memory import AsyncMemory, Memory
+    from agefacts.model_client import LLMClient
 
     seen = {"n": 0}
 

@@ -266,8 +266,8 @@ def test_a_conversation_the_assistant_opens_appends_with_the_models_name(dsn, gr
     every add a whole load, the model's facts stored as authored."""
     import logging
 
-    from agefacts.extract import LLMClient
     from agefacts.memory import Memory
+    from agefacts.model_client import LLMClient
 
     from ..helpers import LIVES
     from ..llm_server import completion
@@ -303,8 +303,8 @@ def test_a_conversation_the_assistant_opens_appends_with_the_models_name(dsn, gr
 def test_a_failing_turn_is_asked_once_an_add_not_twice(dsn, graph_name, server):
     """With the model failing a message, every add asked it twice: the append asked, was
     refused (a turn waits for its extraction), and the whole load asked again."""
-    from agefacts.extract import LLMClient
     from agefacts.memory import Memory
+    from agefacts.model_client import LLMClient
 
     url, script = server({"I live in Porto.": [("json", 500, {"error": "down"})]})
     chat = [("user", "I live in Porto."), ("assistant", "Noted."), ("assistant", "Still there?"), ("user", "Hello?")]
@@ -327,8 +327,8 @@ def test_an_extraction_paid_for_and_not_written_is_not_paid_for_again(
 
     import agefacts.adding as adding_module
     from agefacts.errors import DatabaseError
-    from agefacts.extract import LLMClient
     from agefacts.memory import AsyncMemory, Memory
+    from agefacts.model_client import LLMClient
 
     from ..helpers import LIVES
     from ..llm_server import completion
@@ -377,8 +377,9 @@ def test_a_turn_asked_again_may_name_a_handle_a_later_turn_declared(db, server, 
     turn that declared it first is loaded yet or not."""
     import asyncio
 
-    from agefacts.extract import LLMClient, extract_conversation
+    from agefacts.extract import extract_conversation
     from agefacts.load import Loader
+    from agefacts.model_client import LLMClient
     from agefacts.reads import facts
 
     from ..helpers import ONTO, conversation, place, user_turn
@@ -473,8 +474,8 @@ def test_generated_chats_with_a_faulty_model_and_failing_writes_pay_once_and_kee
 
     import agefacts.adding as adding_module
     from agefacts.errors import DatabaseError
-    from agefacts.extract import LLMClient
     from agefacts.memory import Memory
+    from agefacts.model_client import LLMClient
     from agefacts.reads import digest
 
     from ..helpers import ONTO
@@ -538,8 +539,8 @@ def test_a_conversation_recorded_by_hand_then_by_the_model_keeps_both_and_append
     import logging
 
     from agefacts.db import Database
-    from agefacts.extract import LLMClient
     from agefacts.memory import Memory
+    from agefacts.model_client import LLMClient
 
     from ..helpers import LIKES, LIVES
     from ..llm_server import completion
@@ -566,8 +567,8 @@ def test_an_add_asked_of_a_model_never_writes_its_conversation_out_as_text(dsn, 
     """asyncio.run looks the Ctrl-C handler up once the model has answered, and Python 3.11
     then formats the finished task as text, its result too: the whole conversation. An add to
     a conversation of 1,000 turns spent 67 ms of its 127 ms doing so, more the longer the chat."""
-    from agefacts.extract import LLMClient
     from agefacts.memory import Memory
+    from agefacts.model_client import LLMClient
     from agefacts.models import Conversation, Turn
 
     from ..helpers import LIVES

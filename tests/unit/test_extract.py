@@ -10,7 +10,8 @@ import pytest
 
 from agefacts.cli import main
 from agefacts.errors import ExtractionError
-from agefacts.extract import LLMClient, extract_all, parse_reply
+from agefacts.extract import extract_all, parse_reply
+from agefacts.model_client import LLMClient
 from agefacts.models import Conversation
 from agefacts.ontology import default_ontology
 
@@ -160,7 +161,7 @@ def test_extract_command_records_replayable_conversations(server, tmp_path, monk
 
 
 def test_recordings_of_different_conversations_never_share_a_file(server, tmp_path, capsys):
-    from agefacts.extract import recording_name
+    from agefacts.recordings import recording_name
 
     url, _ = server({"I live in Lyon.": [("json", 200, completion(json.dumps(REPLY_LYON)))]})
     ids = ["trip/2023", "trip_2023", "trip:2023", "é" * 200]
@@ -185,7 +186,7 @@ def test_the_summary_counts_turns_and_a_run_whose_turns_all_failed_says_so(serve
 
 
 def test_a_rerun_asks_only_for_turns_not_yet_recorded_and_keeps_the_others_byte_for_byte(server, tmp_path, capsys):
-    from agefacts.extract import recording_name
+    from agefacts.recordings import recording_name
 
     lyon = [("json", 200, completion(json.dumps(REPLY_LYON)))]
     url, script = server({"I live in Lyon.": lyon, "flaky": [("json", 401, {"error": "no"}), *lyon]})
@@ -343,7 +344,8 @@ def _whole(line: str) -> bool:
 
 
 def test_progress_counts_the_turns_to_send_those_sent_and_those_that_failed(server, tmp_path):
-    from agefacts.extract import extract_to, write_recording
+    from agefacts.extract import extract_to
+    from agefacts.recordings import write_recording
 
     lyon = [("json", 200, completion(json.dumps(REPLY_LYON)))]
     url, script = server({"I live in Lyon.": lyon, "refused": [("json", 400, {"error": "no"})]})
@@ -511,8 +513,8 @@ def test_a_recording_holding_any_invalid_item_reads_back(tmp_path):
     """What a model got wrong is kept as invalid items, whatever it was, null included: the
     recording is written without nulls, so a null item came back missing and the file
     `extract` wrote could not be loaded ("invalid.2.item: Field required")."""
-    from agefacts.extract import write_recording
     from agefacts.inputs import read_conversations
+    from agefacts.recordings import write_recording
 
     reply = json.dumps(
         {"entities": "nope", "statements": [{"subject": 5, "object": None}, None], "followups": [None, 7, {"gap": 1}]}
@@ -648,8 +650,8 @@ def test_a_run_killed_inside_a_long_conversation_loses_only_the_request_in_fligh
     import sys
     import time
 
-    from agefacts.extract import recording_name
     from agefacts.fake_model import FakeModel
+    from agefacts.recordings import recording_name
 
     nothing = json.dumps({"entities": [], "statements": [], "followups": []})
     turns = []

@@ -28,6 +28,7 @@ RANKS: list[set[str]] = [
     {"db"},
     {"asyncdb"},
     {"replica"},
+    {"model_client", "recordings"},
     {"extract", "embed"},
     {"ground"},
     {"keyphrases"},
