@@ -159,7 +159,7 @@ def test_an_interrupted_load_says_what_it_loaded_and_a_rerun_loads_the_rest(cli_
     import sys
     import time
 
-    from agefacts.bench import generate
+    from agefacts.corpus import generate
     from agefacts.db import Database
 
     # 6,000 statements in batches of 1,000 (100 conversations): interrupted once the first is

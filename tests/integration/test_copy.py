@@ -11,10 +11,10 @@ import threading
 import psycopg
 from psycopg import sql
 
-from agefacts.bench import edit, generate
 from agefacts.bulk import BulkWriter
 from agefacts.compile import plan
 from agefacts.consolidate import result_of
+from agefacts.corpus import edit, generate
 from agefacts.db import Database, copy_value
 from agefacts.load import Loader
 from agefacts.models import Conversation

@@ -297,7 +297,7 @@ def test_a_load_leaves_the_planner_statistics_on_every_engine(db):
     autovacuum would, but up to a minute later, and a query right after a load was planned
     without statistics: facts at 20k statements on PostgreSQL 16 + AGE 1.6.0 took 165 ms at the
     median right after the load, 9.5 ms once the tables were analyzed."""
-    from agefacts.bench import generate
+    from agefacts.corpus import generate
     from agefacts.load import Loader
     from agefacts.models import Conversation
 
@@ -475,7 +475,7 @@ def test_statistics_are_refreshed_by_a_role_that_may_analyze_but_not_alter(db, m
     Before 17 no such role exists, and a role that may do neither leaves the data as it is."""
     import uuid
 
-    from agefacts.bench import generate
+    from agefacts.corpus import generate
     from agefacts.load import Loader
     from agefacts.models import Conversation
 

@@ -350,7 +350,7 @@ def test_a_disk_that_fills_during_a_load_ends_the_run_with_its_reason_and_nothin
     keeps what it committed, and names the full disk for the rest."""
     from pathlib import Path
 
-    from agefacts.bench import generate
+    from agefacts.corpus import generate
     from agefacts.load import Loader
     from agefacts.models import Conversation
     from agefacts.reads import digest

@@ -397,7 +397,7 @@ def test_versions_read_in_parts_are_those_read_at_once_and_a_refusal_in_a_late_p
     import threading
 
     from agefacts import bulk
-    from agefacts.bench import generate
+    from agefacts.corpus import generate
     from agefacts.models import Conversation
 
     (conv,) = [Conversation.model_validate(c) for c in generate(60, per_conversation=60)]
@@ -487,7 +487,7 @@ def test_replacing_conversations_of_a_long_history_gives_a_fresh_loads_graph(dsn
     the final conversations gives."""
     import uuid
 
-    from agefacts.bench import generate
+    from agefacts.corpus import generate
     from agefacts.models import Conversation
 
     raw = generate(36, per_conversation=6)  # six conversations of one person
@@ -518,7 +518,7 @@ def test_a_replacement_reads_again_only_the_chains_it_changes(db, monkeypatch):
     predicates of what changed, not of everything the conversation said again alike, and the
     graph is a fresh load's."""
     from agefacts import timeline
-    from agefacts.bench import edit, generate
+    from agefacts.corpus import edit, generate
     from agefacts.models import Conversation
 
     raw = generate(200, per_conversation=10)  # twenty conversations of one person

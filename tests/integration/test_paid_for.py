@@ -221,7 +221,7 @@ def test_a_load_leaves_the_hosts_interpreter_alone_unless_asked(db, opted_in):
     import gc
     import sys
 
-    from agefacts.bench import generate
+    from agefacts.corpus import generate
     from agefacts.load import Loader
     from agefacts.models import Conversation
 

@@ -13,9 +13,9 @@ import textwrap
 import pytest
 from hypothesis import given
 
-from agefacts.bench import edit, generate
 from agefacts.cli import main
 from agefacts.compile import compile_conversation
+from agefacts.corpus import edit, generate
 from agefacts.load import Loader
 from agefacts.models import Conversation
 from agefacts.reads import digest

@@ -49,6 +49,7 @@ RANKS: list[set[str]] = [
     {"adding"},
     {"memory"},
     {"mcp_server", "langchain"},
+    {"corpus"},
     {"grade", "bench", "recall"},
     {"cli"},
     {"__main__"},

@@ -109,7 +109,7 @@ def test_a_conversation_this_process_checked_reads_back_the_same_and_still_by_it
     import pytest
     from pydantic import ValidationError
 
-    from agefacts.bench import generate
+    from agefacts.corpus import generate
     from agefacts.models import CHECKED, Conversation
 
     shipped = [c for _, c in read_conversations([str(resources.files("agefacts.examples"))])]

@@ -17,8 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from agefacts.bench import generate
 from agefacts.compile import cooccurrence
+from agefacts.corpus import generate
 from agefacts.gate import gate_keyphrases
 from agefacts.keyphrases import StatisticalExtractor
 from agefacts.keys import keyphrase_key, keyphrase_text
