@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 from .db import Database, Table
 from .errors import NotFound, QueryError, UsageError, keys_stale_error, need_text
-from .named import named_queries, run_named, run_named_async
+from .named import named_queries, run_named
 from .names import role_named
+from .plans import STALE_GRAPH, Named, Plan, run_plan, run_plan_async
 from .timeline import FACT_COLUMNS, fact_order
 
 if TYPE_CHECKING:
@@ -82,16 +83,20 @@ def as_of(valid_at: TimeArg, known_at: TimeArg) -> tuple[str, str]:
 def find_entities(db: Database, text: str, namespace: str | None = None) -> list[dict[str, Any]]:
     """Entities matched by key, name or mention (case-insensitive, composed as the key's
     names are: "Zu\u0308rich" finds "Zürich"); ``user`` is the owner."""
+    return run_plan(db, _find_entities(text, namespace))
+
+
+def _find_entities(text: str, namespace: str | None) -> Plan[list[dict[str, Any]]]:
     text = unicodedata.normalize("NFC", text)
     if text.startswith("ent:"):
         # A key is looked up in the key indexes rather than by scanning every entity.
-        by_key = run_named(db, "entity_by_key", {"text": text, "namespace": namespace}).dicts()
+        by_key: list[dict[str, Any]] = (yield Named("entity_by_key", {"text": text, "namespace": namespace})).dicts()
         if by_key:
             return by_key
-    found = run_named(db, "entities", {"text": text, "namespace": namespace}).dicts()
+    found: list[dict[str, Any]] = (yield Named("entities", {"text": text, "namespace": namespace})).dicts()
     if found or (rel := role_named(text)) is None:
         return found
-    return _by_role(run_named(db, "entity_names", {"namespace": namespace}).dicts(), rel)
+    return _by_role((yield Named("entity_names", {"namespace": namespace})).dicts(), rel)
 
 
 def check_scope(namespace: str | None, all_namespaces: bool, found: Iterable[str], what: str) -> None:
@@ -114,15 +119,7 @@ def check_scope(namespace: str | None, all_namespaces: bool, found: Iterable[str
 
 async def find_entities_async(db: AsyncDatabase, text: str, namespace: str | None = None) -> list[dict[str, Any]]:
     """:func:`find_entities` on an asynchronous connection."""
-    text = unicodedata.normalize("NFC", text)
-    if text.startswith("ent:"):
-        by_key = (await run_named_async(db, "entity_by_key", {"text": text, "namespace": namespace})).dicts()
-        if by_key:
-            return by_key
-    found = (await run_named_async(db, "entities", {"text": text, "namespace": namespace})).dicts()
-    if found or (rel := role_named(text)) is None:
-        return found
-    return _by_role((await run_named_async(db, "entity_names", {"namespace": namespace})).dicts(), rel)
+    return await run_plan_async(db, _find_entities(text, namespace))
 
 
 def _by_role(rows: list[dict[str, Any]], rel: str) -> list[dict[str, Any]]:
@@ -135,17 +132,10 @@ def _by_role(rows: list[dict[str, Any]], rel: str) -> list[dict[str, Any]]:
     ]
 
 
-def _entity_keys(db: Database, entity: str, namespace: str | None, all_namespaces: bool) -> list[str]:
-    found = find_entities(db, entity, namespace)
-    if not found and db.keys_stale():
-        raise keys_stale_error(db.graph)
-    return _keys_found(found, entity, namespace, all_namespaces)
-
-
-async def _entity_keys_async(db: AsyncDatabase, entity: str, namespace: str | None, all_namespaces: bool) -> list[str]:
-    found = await find_entities_async(db, entity, namespace)
-    if not found and await db.keys_stale():
-        raise keys_stale_error(db.graph)
+def _entity_keys(entity: str, namespace: str | None, all_namespaces: bool) -> Plan[list[str]]:
+    found = yield from _find_entities(entity, namespace)
+    if not found and (stale := (yield STALE_GRAPH)) is not None:
+        raise keys_stale_error(stale)
     return _keys_found(found, entity, namespace, all_namespaces)
 
 
@@ -176,18 +166,24 @@ def facts(
     reads it (its statements counted together), with its earliest quote.
     When the entity is found in more than one namespace, give a ``namespace`` or
     ``all_namespaces=True``."""
+    return run_plan(db, _facts(entity, namespace, all_namespaces, valid_at, known_at))
+
+
+def _facts(
+    entity: str, namespace: str | None, all_namespaces: bool, valid_at: TimeArg, known_at: TimeArg
+) -> Plan[Table]:
     _check_entity(entity, namespace)
     if entity.startswith("ent:"):
         # A key names one entity, in one namespace: when it has facts, they are the answer,
         # and looking the entity up first would only cost a round trip (a quarter of the
         # time); when it has none, the look-up says whether it exists at all.
-        table = facts_of_keys(db, [entity], valid_at, known_at)
+        table = yield from _facts_of_keys([entity], valid_at, known_at)
         if _answers_key(table, entity, namespace):
             return table
-        keys = _entity_keys(db, entity, namespace, all_namespaces)
-        return table if keys == [entity] else facts_of_keys(db, keys, valid_at, known_at)
-    keys = _entity_keys(db, entity, namespace, all_namespaces)
-    return facts_of_keys(db, keys, valid_at, known_at)
+        keys = yield from _entity_keys(entity, namespace, all_namespaces)
+        return table if keys == [entity] else (yield from _facts_of_keys(keys, valid_at, known_at))
+    keys = yield from _entity_keys(entity, namespace, all_namespaces)
+    return (yield from _facts_of_keys(keys, valid_at, known_at))
 
 
 def _check_entity(entity: object, namespace: object) -> None:
@@ -205,8 +201,12 @@ def _answers_key(table: Table, key: str, namespace: str | None) -> bool:
 
 def facts_of_keys(db: Database, keys: Sequence[str], valid_at: TimeArg = None, known_at: TimeArg = None) -> Table:
     """The facts about entities already found (by key), as :func:`facts` gives them."""
+    return run_plan(db, _facts_of_keys(keys, valid_at, known_at))
+
+
+def _facts_of_keys(keys: Sequence[str], valid_at: TimeArg, known_at: TimeArg) -> Plan[Table]:
     valid, known = as_of(valid_at, known_at)
-    return _facts_table(_versions_of(db, keys, valid, known), known)
+    return _facts_table((yield from _versions_of(keys, valid, known)), known)
 
 
 def facts_of_each(
@@ -214,13 +214,15 @@ def facts_of_each(
 ) -> list[list[dict[str, Any]]]:
     """The facts about each entity key, one list per key in order (``ask``'s linked
     entities), read in one query however many there are."""
+    return run_plan(db, _facts_of_each(keys, valid_at, known_at))
+
+
+def _facts_of_each(keys: Sequence[str], valid_at: TimeArg, known_at: TimeArg) -> Plan[list[list[dict[str, Any]]]]:
     valid, known = as_of(valid_at, known_at)
-    return [_facts_table([one], known).dicts() for one in _versions_of(db, keys, valid, known)]
+    return [_facts_table([one], known).dicts() for one in (yield from _versions_of(keys, valid, known))]
 
 
-def _versions_of(
-    db: Database, keys: Sequence[str], valid: str, known: str
-) -> list[tuple[str | None, list[dict[str, Any]]]]:
+def _versions_of(keys: Sequence[str], valid: str, known: str) -> Plan[list[tuple[str | None, list[dict[str, Any]]]]]:
     # One key: its own query (planned and prepared once for every call with one key).
     # More: one query for all of them, where one per key cost a round trip and a plan each
     # (facts of "user" over 1,251 namespaces: 14 s against 0.8 s in one).
@@ -229,23 +231,9 @@ def _versions_of(
         return []
     if len(keys) == 1:
         params = {"entity": keys[0], "valid_at": valid, "known_at": known}
-        return [(keys[0], run_named(db, "facts_about", params).dicts())]
+        return [(keys[0], (yield Named("facts_about", params)).dicts())]
     each: dict[str, Any] = {"entities": keys, "valid_at": valid, "known_at": known}
-    rows = _by_entity(keys, run_named(db, "facts_about_each", each).dicts())
-    return [(k, rows[k]) for k in keys]
-
-
-async def _versions_of_async(
-    db: AsyncDatabase, keys: Sequence[str], valid: str, known: str
-) -> list[tuple[str | None, list[dict[str, Any]]]]:
-    keys = list(dict.fromkeys(keys))
-    if not keys:
-        return []
-    if len(keys) == 1:
-        params = {"entity": keys[0], "valid_at": valid, "known_at": known}
-        return [(keys[0], (await run_named_async(db, "facts_about", params)).dicts())]
-    each: dict[str, Any] = {"entities": keys, "valid_at": valid, "known_at": known}
-    rows = _by_entity(keys, (await run_named_async(db, "facts_about_each", each)).dicts())
+    rows = _by_entity(keys, (yield Named("facts_about_each", each)).dicts())
     return [(k, rows[k]) for k in keys]
 
 
@@ -260,8 +248,7 @@ async def facts_of_each_async(
     db: AsyncDatabase, keys: Sequence[str], valid_at: TimeArg = None, known_at: TimeArg = None
 ) -> list[list[dict[str, Any]]]:
     """:func:`facts_of_each` on an asynchronous connection."""
-    valid, known = as_of(valid_at, known_at)
-    return [_facts_table([one], known).dicts() for one in await _versions_of_async(db, keys, valid, known)]
+    return await run_plan_async(db, _facts_of_each(keys, valid_at, known_at))
 
 
 async def facts_async(
@@ -274,23 +261,14 @@ async def facts_async(
     known_at: TimeArg = None,
 ) -> Table:
     """:func:`facts` on an asynchronous connection."""
-    _check_entity(entity, namespace)
-    if entity.startswith("ent:"):
-        table = await facts_of_keys_async(db, [entity], valid_at, known_at)
-        if _answers_key(table, entity, namespace):
-            return table
-        keys = await _entity_keys_async(db, entity, namespace, all_namespaces)
-        return table if keys == [entity] else await facts_of_keys_async(db, keys, valid_at, known_at)
-    keys = await _entity_keys_async(db, entity, namespace, all_namespaces)
-    return await facts_of_keys_async(db, keys, valid_at, known_at)
+    return await run_plan_async(db, _facts(entity, namespace, all_namespaces, valid_at, known_at))
 
 
 async def facts_of_keys_async(
     db: AsyncDatabase, keys: Sequence[str], valid_at: TimeArg = None, known_at: TimeArg = None
 ) -> Table:
     """:func:`facts_of_keys` on an asynchronous connection."""
-    valid, known = as_of(valid_at, known_at)
-    return _facts_table(await _versions_of_async(db, keys, valid, known), known)
+    return await run_plan_async(db, _facts_of_keys(keys, valid_at, known_at))
 
 
 def _facts_table(read: Sequence[tuple[str | None, list[dict[str, Any]]]], known: str) -> Table:
@@ -330,10 +308,18 @@ def history(
 ) -> Table:
     """One entity's values for one predicate over time; with ``ontology``, a predicate it
     does not know is an error that names the nearest ones it does."""
+    return run_plan(db, _history(entity, predicate, namespace, all_namespaces, ontology))
+
+
+def _history(
+    entity: str, predicate: str, namespace: str | None, all_namespaces: bool, ontology: Ontology | None
+) -> Plan[Table]:
     _check_entity(entity, namespace)
     _check_history(predicate, ontology)
-    keys = _entity_keys(db, entity, namespace, all_namespaces)
-    tables = [run_named(db, "history", {"entity": k, "predicate": predicate}) for k in keys]
+    keys = yield from _entity_keys(entity, namespace, all_namespaces)
+    tables = []
+    for k in keys:
+        tables.append((yield Named("history", {"entity": k, "predicate": predicate})))
     return Table(tables[0].columns, [r for t in tables for r in t.rows])
 
 
@@ -347,11 +333,7 @@ async def history_async(
     ontology: Ontology | None = None,
 ) -> Table:
     """:func:`history` on an asynchronous connection."""
-    _check_entity(entity, namespace)
-    _check_history(predicate, ontology)
-    keys = await _entity_keys_async(db, entity, namespace, all_namespaces)
-    tables = [await run_named_async(db, "history", {"entity": k, "predicate": predicate}) for k in keys]
-    return Table(tables[0].columns, [r for t in tables for r in t.rows])
+    return await run_plan_async(db, _history(entity, predicate, namespace, all_namespaces, ontology))
 
 
 def _check_history(predicate: str, ontology: Ontology | None) -> None:

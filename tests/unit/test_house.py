@@ -43,6 +43,7 @@ RANKS: list[set[str]] = [
     {"load"},
     {"query", "append", "migrate", "provision"},
     {"named"},
+    {"plans"},
     {"reads"},
     {"retrieve", "picture", "output", "correction"},
     {"placed", "results"},

@@ -1,0 +1,77 @@
+"""A read written once, for both kinds of connection: a plan.
+
+A plan is a generator that yields what it needs of the database (a :class:`Named` query, or
+:data:`STALE_GRAPH`) and is sent the answer; what it returns is the read's result. Everything
+between two round trips (checking the arguments, choosing the next query, putting rows
+together) is the plan's own code, so it is written once: :func:`run_plan` answers a plan on a
+:class:`~agefacts.db.Database`, :func:`run_plan_async` on an
+:class:`~agefacts.asyncdb.AsyncDatabase`, and the two runners are the only twins
+(``tests/unit/test_twins.py`` holds them to one text). Plans compose with ``yield from``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from .db import Database
+from .named import run_named, run_named_async
+
+if TYPE_CHECKING:
+    from .asyncdb import AsyncDatabase
+
+__all__ = ["STALE_GRAPH", "Named", "Need", "Plan", "StaleGraph", "run_plan", "run_plan_async"]
+
+
+@dataclass(frozen=True)
+class Named:
+    """Run the named query ``name`` with ``params``; the answer is its
+    :class:`~agefacts.db.Table`."""
+
+    name: str
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class StaleGraph:
+    """The answer is the graph's name when it holds keys of the form an earlier agefacts wrote
+    (:meth:`~agefacts.db.Database.keys_stale`), else None: what a read that found nothing
+    says, since the keys it looked for are not the graph's."""
+
+
+STALE_GRAPH = StaleGraph()
+
+Need = Named | StaleGraph
+_T = TypeVar("_T")
+Plan = Generator[Need, Any, _T]
+
+
+def run_plan(db: Database, plan: Plan[_T]) -> _T:
+    """Answer each need of ``plan`` on ``db``, in order, and return what the plan returns."""
+    answer: Any = None
+    while True:
+        try:
+            need = plan.send(answer)
+        except StopIteration as done:
+            result: _T = done.value
+            return result
+        if isinstance(need, Named):
+            answer = run_named(db, need.name, need.params)
+        else:
+            answer = db.graph if db.keys_stale() else None
+
+
+async def run_plan_async(db: AsyncDatabase, plan: Plan[_T]) -> _T:
+    """:func:`run_plan` on an asynchronous connection."""
+    answer: Any = None
+    while True:
+        try:
+            need = plan.send(answer)
+        except StopIteration as done:
+            result: _T = done.value
+            return result
+        if isinstance(need, Named):
+            answer = await run_named_async(db, need.name, need.params)
+        else:
+            answer = db.graph if await db.keys_stale() else None
