@@ -1,7 +1,8 @@
 """A read written once, for both kinds of connection: a plan.
 
-A plan is a generator that yields what it needs of the database (a :class:`Named` query, or
-:data:`STALE_GRAPH`) and is sent the answer; what it returns is the read's result. Everything
+A plan is a generator that yields what it needs of the database (a :class:`Named` query,
+:data:`STALE_GRAPH`, or the messages :class:`Nearest` a question in meaning) and is sent the
+answer; what it returns is the read's result. Everything
 between two round trips (checking the arguments, choosing the next query, putting rows
 together) is the plan's own code, so it is written once: :func:`run_plan` answers a plan on a
 :class:`~agefacts.db.Database`, :func:`run_plan_async` on an
@@ -16,12 +17,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .db import Database
+from .embed import Embedder, nearest_messages, nearest_messages_async
+from .errors import UsageError
 from .named import run_named, run_named_async
 
 if TYPE_CHECKING:
     from .asyncdb import AsyncDatabase
 
-__all__ = ["STALE_GRAPH", "Named", "Need", "Plan", "StaleGraph", "run_plan", "run_plan_async"]
+__all__ = ["STALE_GRAPH", "Named", "Nearest", "Need", "Plan", "StaleGraph", "run_plan", "run_plan_async"]
 
 
 @dataclass(frozen=True)
@@ -42,13 +45,25 @@ class StaleGraph:
 
 STALE_GRAPH = StaleGraph()
 
-Need = Named | StaleGraph
+
+@dataclass(frozen=True)
+class Nearest:
+    """The keys of the ``n`` messages of ``namespace`` nearest ``question`` in meaning, by the
+    runner's embedder (:func:`agefacts.embed.nearest_messages`)."""
+
+    namespace: str | None
+    question: str
+    n: int
+
+
+Need = Named | StaleGraph | Nearest
 _T = TypeVar("_T")
 Plan = Generator[Need, Any, _T]
 
 
-def run_plan(db: Database, plan: Plan[_T]) -> _T:
-    """Answer each need of ``plan`` on ``db``, in order, and return what the plan returns."""
+def run_plan(db: Database, plan: Plan[_T], embedder: Embedder | None = None) -> _T:
+    """Answer each need of ``plan`` on ``db`` (and ``embedder``), in order, and return what
+    the plan returns."""
     answer: Any = None
     while True:
         try:
@@ -58,11 +73,13 @@ def run_plan(db: Database, plan: Plan[_T]) -> _T:
             return result
         if isinstance(need, Named):
             answer = run_named(db, need.name, need.params)
+        elif isinstance(need, Nearest):
+            answer = nearest_messages(db, _embedder(embedder), need.namespace, need.question, need.n)
         else:
             answer = db.graph if db.keys_stale() else None
 
 
-async def run_plan_async(db: AsyncDatabase, plan: Plan[_T]) -> _T:
+async def run_plan_async(db: AsyncDatabase, plan: Plan[_T], embedder: Embedder | None = None) -> _T:
     """:func:`run_plan` on an asynchronous connection."""
     answer: Any = None
     while True:
@@ -73,5 +90,13 @@ async def run_plan_async(db: AsyncDatabase, plan: Plan[_T]) -> _T:
             return result
         if isinstance(need, Named):
             answer = await run_named_async(db, need.name, need.params)
+        elif isinstance(need, Nearest):
+            answer = await nearest_messages_async(db, _embedder(embedder), need.namespace, need.question, need.n)
         else:
             answer = db.graph if await db.keys_stale() else None
+
+
+def _embedder(embedder: Embedder | None) -> Embedder:
+    if embedder is None:
+        raise UsageError("this read searches by meaning: give it an embedder (embedder=Embedder(url, model))")
+    return embedder

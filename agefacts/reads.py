@@ -34,6 +34,7 @@ __all__ = [
     "facts_async",
     "facts_of_each",
     "facts_of_each_async",
+    "facts_of_each_plan",
     "facts_of_keys",
     "facts_of_keys_async",
     "find_entities",
@@ -214,10 +215,11 @@ def facts_of_each(
 ) -> list[list[dict[str, Any]]]:
     """The facts about each entity key, one list per key in order (``ask``'s linked
     entities), read in one query however many there are."""
-    return run_plan(db, _facts_of_each(keys, valid_at, known_at))
+    return run_plan(db, facts_of_each_plan(keys, valid_at, known_at))
 
 
-def _facts_of_each(keys: Sequence[str], valid_at: TimeArg, known_at: TimeArg) -> Plan[list[list[dict[str, Any]]]]:
+def facts_of_each_plan(keys: Sequence[str], valid_at: TimeArg, known_at: TimeArg) -> Plan[list[list[dict[str, Any]]]]:
+    """:func:`facts_of_each` as a plan, for a read that needs the facts of what it linked."""
     valid, known = as_of(valid_at, known_at)
     return [_facts_table([one], known).dicts() for one in (yield from _versions_of(keys, valid, known))]
 
@@ -248,7 +250,7 @@ async def facts_of_each_async(
     db: AsyncDatabase, keys: Sequence[str], valid_at: TimeArg = None, known_at: TimeArg = None
 ) -> list[list[dict[str, Any]]]:
     """:func:`facts_of_each` on an asynchronous connection."""
-    return await run_plan_async(db, _facts_of_each(keys, valid_at, known_at))
+    return await run_plan_async(db, facts_of_each_plan(keys, valid_at, known_at))
 
 
 async def facts_async(

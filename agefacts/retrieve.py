@@ -37,14 +37,14 @@ from typing import Any
 
 from .asyncdb import AsyncDatabase
 from .db import Database
-from .embed import Embedder, nearest_messages, nearest_messages_async
+from .embed import Embedder
 from .errors import UsageError, need_text
 from .keys import keyphrase_text, message_key
 from .limits import QUESTION_CHARS
-from .named import run_named, run_named_async
 from .names import ROLE_WORDS
 from .ontology import Ontology
-from .reads import TimeArg, as_of, check_scope, facts_of_each, facts_of_each_async
+from .plans import Named, Nearest, Plan, run_plan, run_plan_async
+from .reads import TimeArg, as_of, check_scope, facts_of_each_plan
 from .temporal import to_python
 
 __all__ = [
@@ -348,12 +348,16 @@ def link_rows(question: str, rows: list[dict[str, Any]], namespace: str | None) 
 
 def link(db: Database, question: str, namespace: str | None = None) -> list[Linked]:
     """The entities the question names (see :func:`link_rows`)."""
-    return link_rows(question, run_named(db, "entity_names", {"namespace": namespace}).dicts(), namespace)
+    return run_plan(db, _link(question, namespace))
 
 
 async def link_async(db: AsyncDatabase, question: str, namespace: str | None = None) -> list[Linked]:
     """:func:`link` on an asynchronous connection."""
-    return link_rows(question, (await run_named_async(db, "entity_names", {"namespace": namespace})).dicts(), namespace)
+    return await run_plan_async(db, _link(question, namespace))
+
+
+def _link(question: str, namespace: str | None) -> Plan[list[Linked]]:
+    return link_rows(question, (yield Named("entity_names", {"namespace": namespace})).dicts(), namespace)
 
 
 def _vocabulary(ontology: Ontology) -> dict[str, set[str]]:
@@ -808,42 +812,23 @@ def _found_of(rows: dict[str, list[dict[str, Any]]], meaning: list[dict[str, Any
 
 
 def _found(
-    db: Database,
     question: str,
     namespace: str | None,
     k: int,
     facts: list[dict[str, Any]],
-    embedder: Embedder | None = None,
-    times: Sequence[tuple[str, str]] = (),
-    scope: Mapping[str, Any] | None = None,
-    words: Sequence[str] = (),
-) -> Found:
+    by_meaning: bool,
+    times: Sequence[tuple[str, str]],
+    scope: Mapping[str, Any] | None,
+    words: Sequence[str],
+) -> Plan[Found]:
     queries = _found_queries(question, namespace, k, facts, list(times), scope, words)
-    rows = {what: run_named(db, *q).dicts() for what, q in queries.items()}
+    rows: dict[str, list[dict[str, Any]]] = {}
+    for what, (name, params) in queries.items():
+        rows[what] = (yield Named(name, params)).dicts()
     meaning: list[dict[str, Any]] = []
-    if embedder is not None:
-        keys = nearest_messages(db, embedder, namespace, question, max(2 * k, 20))
-        meaning = _in_order(keys, run_named(db, "messages", {"keys": keys}).dicts()) if keys else []
-    return _found_of(rows, meaning)
-
-
-async def _found_async(
-    db: AsyncDatabase,
-    question: str,
-    namespace: str | None,
-    k: int,
-    facts: list[dict[str, Any]],
-    embedder: Embedder | None = None,
-    times: Sequence[tuple[str, str]] = (),
-    scope: Mapping[str, Any] | None = None,
-    words: Sequence[str] = (),
-) -> Found:
-    queries = _found_queries(question, namespace, k, facts, list(times), scope, words)
-    rows = {what: (await run_named_async(db, *q)).dicts() for what, q in queries.items()}
-    meaning: list[dict[str, Any]] = []
-    if embedder is not None:
-        keys = await nearest_messages_async(db, embedder, namespace, question, max(2 * k, 20))
-        meaning = _in_order(keys, (await run_named_async(db, "messages", {"keys": keys})).dicts()) if keys else []
+    if by_meaning:
+        keys = yield Nearest(namespace, question, max(2 * k, 20))
+        meaning = _in_order(keys, (yield Named("messages", {"keys": keys})).dicts()) if keys else []
     return _found_of(rows, meaning)
 
 
@@ -1035,21 +1020,8 @@ def gather(
     search counts, added up over a placement's servers (:func:`search_scope`)."""
     _check_question(question, namespace, k)
     with _one_read(db, embedder):
-        times = named_times(question, _asked_at(known_at))
-        valid_at, named = question_time(valid_at, times)
-        entities = link(db, question, namespace)
-        check_scope(namespace, all_namespaces, (e.namespace for e in entities), "what the question names")
-        # Linked entities are known by key: no second lookup of each one.
-        rows = facts_of_each(db, [e.key for e in entities], valid_at, known_at) if entities else []
-        facts = _cited_facts(question, ontology, entities, rows, k)
-        found = _found(db, question, namespace, k, facts, embedder, times, scope, wording(question, ontology))
-        out = Gathered(entities, rows, found, times, named)
-        if whole:
-            out.why = run_named(db, "question_words", _why_params(question, namespace)).dicts()[0]
-            if rows_found := _maybe_evidence(_found_rows(found), found):  # none: a server may hold no message
-                params = _withdrawal_params(rows_found, known_at)
-                out.withdrawals = run_named(db, "message_withdrawals", params).dicts()
-        return out
+        plan = _gather(question, ontology, namespace, all_namespaces, k, valid_at, known_at, embedder, whole, scope)
+        return run_plan(db, plan, embedder)
 
 
 async def gather_async(
@@ -1069,22 +1041,38 @@ async def gather_async(
     """:func:`gather` on an asynchronous connection."""
     _check_question(question, namespace, k)
     async with _one_read(db, embedder):
-        times = named_times(question, _asked_at(known_at))
-        valid_at, named = question_time(valid_at, times)
-        entities = await link_async(db, question, namespace)
-        check_scope(namespace, all_namespaces, (e.namespace for e in entities), "what the question names")
-        rows = await facts_of_each_async(db, [e.key for e in entities], valid_at, known_at) if entities else []
-        facts = _cited_facts(question, ontology, entities, rows, k)
-        found = await _found_async(
-            db, question, namespace, k, facts, embedder, times, scope, wording(question, ontology)
-        )
-        out = Gathered(entities, rows, found, times, named)
-        if whole:
-            out.why = (await run_named_async(db, "question_words", _why_params(question, namespace))).dicts()[0]
-            if rows_found := _maybe_evidence(_found_rows(found), found):
-                params = _withdrawal_params(rows_found, known_at)
-                out.withdrawals = (await run_named_async(db, "message_withdrawals", params)).dicts()
-        return out
+        plan = _gather(question, ontology, namespace, all_namespaces, k, valid_at, known_at, embedder, whole, scope)
+        return await run_plan_async(db, plan, embedder)
+
+
+def _gather(
+    question: str,
+    ontology: Ontology,
+    namespace: str | None,
+    all_namespaces: bool,
+    k: int,
+    valid_at: TimeArg,
+    known_at: TimeArg,
+    embedder: Embedder | None,
+    whole: bool,
+    scope: Mapping[str, Any] | None,
+) -> Plan[Gathered]:
+    times = named_times(question, _asked_at(known_at))
+    valid_at, named = question_time(valid_at, times)
+    entities = yield from _link(question, namespace)
+    check_scope(namespace, all_namespaces, (e.namespace for e in entities), "what the question names")
+    # Linked entities are known by key: no second lookup of each one.
+    rows = (yield from facts_of_each_plan([e.key for e in entities], valid_at, known_at)) if entities else []
+    facts = _cited_facts(question, ontology, entities, rows, k)
+    wanted = wording(question, ontology)
+    found = yield from _found(question, namespace, k, facts, embedder is not None, times, scope, wanted)
+    out = Gathered(entities, rows, found, times, named)
+    if whole:
+        out.why = (yield Named("question_words", _why_params(question, namespace))).dicts()[0]
+        if rows_found := _maybe_evidence(_found_rows(found), found):  # none: a server may hold no message
+            params = _withdrawal_params(rows_found, known_at)
+            out.withdrawals = (yield Named("message_withdrawals", params)).dicts()
+    return out
 
 
 def search_scope(db: Database, question: str, ontology: Ontology, namespace: str | None = None) -> dict[str, Any]:
@@ -1093,20 +1081,19 @@ def search_scope(db: Database, question: str, ontology: Ontology, namespace: str
     ``ontology`` too): a placement adds these up over its servers (:func:`add_scopes`) and
     gathers with the sums, so each server ranks its matches as one server holding every
     message would."""
-    got = run_named(db, "search_scope", _scope_params(question, ontology, namespace))
-    return dict(got.rows[0][0])
+    return run_plan(db, _search_scope(question, ontology, namespace))
 
 
 async def search_scope_async(
     db: AsyncDatabase, question: str, ontology: Ontology, namespace: str | None = None
 ) -> dict[str, Any]:
     """:func:`search_scope` on an asynchronous connection."""
-    got = await run_named_async(db, "search_scope", _scope_params(question, ontology, namespace))
-    return dict(got.rows[0][0])
+    return await run_plan_async(db, _search_scope(question, ontology, namespace))
 
 
-def _scope_params(question: str, ontology: Ontology, namespace: str | None) -> dict[str, Any]:
-    return {"namespace": namespace, "question": question, "wording": wording(question, ontology) or None}
+def _search_scope(question: str, ontology: Ontology, namespace: str | None) -> Plan[dict[str, Any]]:
+    params = {"namespace": namespace, "question": question, "wording": wording(question, ontology) or None}
+    return dict((yield Named("search_scope", params)).rows[0][0])
 
 
 def add_scopes(scopes: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
@@ -1158,26 +1145,8 @@ def ask(
     nearest the question in meaning are fused in too (:mod:`agefacts.embed`)."""
     _check_question(question, namespace, k)  # before the database is asked anything
     with _one_read(db, embedder):
-        g = gather(
-            db,
-            question,
-            ontology,
-            namespace=namespace,
-            all_namespaces=all_namespaces,
-            k=k,
-            valid_at=valid_at,
-            known_at=known_at,
-            embedder=embedder,
-        )
-        answer = _fused(question, ontology, g, k)
-        if not answer.messages:
-            why = run_named(db, "question_words", _why_params(question, namespace)).dicts()
-            answer.reason = nothing_found(why[0], g.times, answer, namespace)
-            return answer
-        asked = _maybe_evidence(answer.messages, g.found)
-        params = _withdrawal_params(asked, known_at)
-        withdrawn = run_named(db, "message_withdrawals", params).dicts() if asked else []
-        return mark_withdrawn(answer, withdrawn)
+        plan = _ask(question, ontology, namespace, all_namespaces, k, valid_at, known_at, embedder)
+        return run_plan(db, plan, embedder)
 
 
 async def ask_async(
@@ -1195,23 +1164,27 @@ async def ask_async(
     """:func:`ask` on an asynchronous connection."""
     _check_question(question, namespace, k)  # before the database is asked anything
     async with _one_read(db, embedder):
-        g = await gather_async(
-            db,
-            question,
-            ontology,
-            namespace=namespace,
-            all_namespaces=all_namespaces,
-            k=k,
-            valid_at=valid_at,
-            known_at=known_at,
-            embedder=embedder,
-        )
-        answer = _fused(question, ontology, g, k)
-        if not answer.messages:
-            why = (await run_named_async(db, "question_words", _why_params(question, namespace))).dicts()
-            answer.reason = nothing_found(why[0], g.times, answer, namespace)
-            return answer
-        asked = _maybe_evidence(answer.messages, g.found)
-        params = _withdrawal_params(asked, known_at)
-        withdrawn = (await run_named_async(db, "message_withdrawals", params)).dicts() if asked else []
-        return mark_withdrawn(answer, withdrawn)
+        plan = _ask(question, ontology, namespace, all_namespaces, k, valid_at, known_at, embedder)
+        return await run_plan_async(db, plan, embedder)
+
+
+def _ask(
+    question: str,
+    ontology: Ontology,
+    namespace: str | None,
+    all_namespaces: bool,
+    k: int,
+    valid_at: TimeArg,
+    known_at: TimeArg,
+    embedder: Embedder | None,
+) -> Plan[Answer]:
+    g = yield from _gather(question, ontology, namespace, all_namespaces, k, valid_at, known_at, embedder, False, None)
+    answer = _fused(question, ontology, g, k)
+    if not answer.messages:
+        why = (yield Named("question_words", _why_params(question, namespace))).dicts()
+        answer.reason = nothing_found(why[0], g.times, answer, namespace)
+        return answer
+    asked = _maybe_evidence(answer.messages, g.found)
+    params = _withdrawal_params(asked, known_at)
+    withdrawn = (yield Named("message_withdrawals", params)).dicts() if asked else []
+    return mark_withdrawn(answer, withdrawn)

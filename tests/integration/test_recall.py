@@ -827,20 +827,20 @@ def test_every_statement_of_an_ask_reads_one_moment_of_the_graph(db, dsn, graph_
     in (its start time), its isolation and whether it may write."""
     import asyncio
 
-    from agefacts import retrieve
+    from agefacts import plans, retrieve
     from agefacts.asyncdb import AsyncDatabase
 
     _omar(db, "bulk")
     watch = "SELECT now()::text, current_setting('transaction_isolation'), current_setting('transaction_read_only')"
     seen: list[tuple[str, tuple]] = []
     if asynchronous:
-        real_async = retrieve.run_named_async
+        real_async = plans.run_named_async
 
         async def spy_async(d, name, params=None):
             seen.append((name, await (await d._conn.execute(watch)).fetchone()))
             return await real_async(d, name, params)
 
-        monkeypatch.setattr(retrieve, "run_named_async", spy_async)
+        monkeypatch.setattr(plans, "run_named_async", spy_async)
 
         async def go():
             async with AsyncDatabase(dsn, graph_name) as adb:
@@ -848,13 +848,13 @@ def test_every_statement_of_an_ask_reads_one_moment_of_the_graph(db, dsn, graph_
 
         answer = asyncio.run(go())
     else:
-        real = retrieve.run_named
+        real = plans.run_named
 
         def spy(d, name, params=None):
             seen.append((name, d.conn.execute(watch).fetchone()))
             return real(d, name, params)
 
-        monkeypatch.setattr(retrieve, "run_named", spy)
+        monkeypatch.setattr(plans, "run_named", spy)
         answer = ask(db, "Where did Omar live?", ONTO, namespace="omar")
     assert answer.messages
     names = [name for name, _ in seen]
@@ -904,11 +904,11 @@ def test_an_ask_of_messages_that_are_evidence_of_nothing_asks_nothing_of_withdra
     """A memory kept without a model has messages and no statements: nothing of what its asks
     find can have been taken back, and they do not ask (a query of every ask, a tenth of one).
     Where a message found is evidence, it is asked, and its withdrawal is said."""
-    from agefacts import retrieve
+    from agefacts import plans
 
     asked: list[str] = []
-    real = retrieve.run_named
-    monkeypatch.setattr(retrieve, "run_named", lambda d, name, params=None: asked.append(name) or real(d, name, params))
+    real = plans.run_named
+    monkeypatch.setattr(plans, "run_named", lambda d, name, params=None: asked.append(name) or real(d, name, params))
     _load(db, via, _dialogue())
     assert ask(db, "When did Gina get the internship?", ONTO, namespace="jg").messages
     assert "search_messages" in asked and "message_withdrawals" not in asked

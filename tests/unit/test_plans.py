@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from agefacts.db import Table
 from agefacts.errors import NotFound, QueryError, UsageError
 from agefacts.named import named_queries
-from agefacts.plans import STALE_GRAPH, Named, Plan
+from agefacts.plans import STALE_GRAPH, Named, Nearest, Plan
 from agefacts.reads import _facts, _find_entities, _history
 
 ENTITY_COLUMNS = named_queries()["entities"].columns
@@ -23,15 +23,18 @@ FACT_ROW_COLUMNS = named_queries()["facts_about"].columns
 class FakeStore:
     """Answers a plan's needs from rows given by query name, and keeps what was asked."""
 
-    def __init__(self, rows: dict[str, list[dict[str, Any]]], stale: str | None = None):
+    def __init__(self, rows: dict[str, list[dict[str, Any]]], stale: str | None = None, nearest: list[str] = ()):
         self.rows = rows
         self.stale = stale
+        self.nearest = list(nearest)
         self.asked: list[Any] = []
 
     def answer(self, need: Any) -> Any:
         self.asked.append(need)
         if need is STALE_GRAPH:
             return self.stale
+        if isinstance(need, Nearest):
+            return self.nearest
         assert isinstance(need, Named), need
         columns = named_queries()[need.name].columns
         return Table(columns, [tuple(r.get(c) for c in columns) for r in self.rows.get(need.name, [])])
@@ -46,7 +49,9 @@ class FakeStore:
             answer = self.answer(need)
 
     def names(self) -> list[str]:
-        return [n.name if isinstance(n, Named) else "stale?" for n in self.asked]
+        return [
+            n.name if isinstance(n, Named) else "nearest" if isinstance(n, Nearest) else "stale?" for n in self.asked
+        ]
 
 
 def entity(key: str, namespace: str, name: str) -> dict[str, Any]:
@@ -123,3 +128,76 @@ def test_a_facts_evidence_counts_what_was_said_by_the_known_time(said_at, known_
     (row,) = store.run(_facts("ent:tom", None, False, None, known_at)).dicts()
     assert row["evidence"] == sum(1 for t in said_at if t <= known_at)
     assert store.asked[0].params["known_at"] == known_at
+
+
+# -- ask -------------------------------------------------------------------------------------------
+def said(message: int, text: str, *, evidence: bool) -> dict[str, Any]:
+    return {
+        "namespace": "ann",
+        "conversation": "c1",
+        "message": message,
+        "speaker": "user",
+        "at": "2024-05-01T10:00:00Z",
+        "message_text": text,
+        "score": 1.0,
+        "words": ["fado"],
+        "evidence": evidence,
+    }
+
+
+def asking(question: str, **kw: Any) -> Plan[Any]:
+    from agefacts.ontology import default_ontology
+    from agefacts.retrieve import _ask
+
+    args = {"namespace": "ann", "all_namespaces": False, "k": 10, "valid_at": None, "known_at": None}
+    args |= {"embedder": None} | kw
+    return _ask(question, default_ontology(), **args)
+
+
+def test_an_ask_whose_messages_are_no_statements_evidence_asks_nothing_taken_back():
+    store = FakeStore({"search_messages": [said(0, "I love fado.", evidence=False)]})
+    answer = store.run(asking("Who loves fado?"))
+    assert store.names() == ["entity_names", "search_messages"]
+    assert [m["message"] for m in answer.messages] == [0]
+
+
+def test_an_ask_whose_messages_may_be_evidence_asks_what_of_them_was_taken_back():
+    store = FakeStore({"search_messages": [said(0, "I love fado.", evidence=True)]})
+    store.run(asking("Who loves fado?"))
+    assert store.names() == ["entity_names", "search_messages", "message_withdrawals"]
+    assert store.asked[-1].params["keys"], "the withdrawals of the message found are asked for"
+
+
+def test_an_ask_that_finds_nothing_asks_why_and_says_it():
+    store = FakeStore({"question_words": [{"searched": ["fado"], "names": [], "messages": 3}]})
+    answer = store.run(asking("Who loves fado?"))
+    assert store.names() == ["entity_names", "search_messages", "question_words"]
+    assert answer.messages == [] and answer.reason
+
+
+def test_an_ask_by_meaning_asks_for_the_nearest_messages_and_then_their_text():
+    message = {k: v for k, v in said(4, "", evidence=True).items() if k in named_queries()["messages"].columns}
+    rows = {
+        "messages": [message | {"text": "Fado nights at the Alfama."}],
+        "question_words": [{"searched": ["fado"], "names": [], "messages": 3}],
+    }
+    store = FakeStore(rows, nearest=["msg:4"])
+    store.run(asking("Who loves fado?", embedder=object()))
+    assert store.names()[:4] == ["entity_names", "search_messages", "nearest", "messages"]
+    nearest, then = store.asked[2], store.asked[3]
+    assert (nearest.namespace, nearest.question, nearest.n) == ("ann", "Who loves fado?", 20)
+    assert then.params == {"keys": ["msg:4"]}
+
+
+def test_a_plan_that_searches_by_meaning_needs_an_embedder():
+    from agefacts.plans import run_plan
+
+    class NoDatabase:
+        def __getattr__(self, name: str) -> Any:
+            raise AssertionError(f"the database was asked {name}")
+
+    def plan() -> Plan[Any]:
+        return (yield Nearest("ann", "fado", 5))
+
+    with pytest.raises(UsageError, match="give it an embedder"):
+        run_plan(NoDatabase(), plan())  # type: ignore[arg-type]
