@@ -1020,7 +1020,9 @@ def gather(
     search counts, added up over a placement's servers (:func:`search_scope`)."""
     _check_question(question, namespace, k)
     with _one_read(db, embedder):
-        plan = _gather(question, ontology, namespace, all_namespaces, k, valid_at, known_at, embedder, whole, scope)
+        plan = _gather(
+            question, ontology, namespace, all_namespaces, k, valid_at, known_at, embedder is not None, whole, scope
+        )
         return run_plan(db, plan, embedder)
 
 
@@ -1041,7 +1043,9 @@ async def gather_async(
     """:func:`gather` on an asynchronous connection."""
     _check_question(question, namespace, k)
     async with _one_read(db, embedder):
-        plan = _gather(question, ontology, namespace, all_namespaces, k, valid_at, known_at, embedder, whole, scope)
+        plan = _gather(
+            question, ontology, namespace, all_namespaces, k, valid_at, known_at, embedder is not None, whole, scope
+        )
         return await run_plan_async(db, plan, embedder)
 
 
@@ -1053,7 +1057,7 @@ def _gather(
     k: int,
     valid_at: TimeArg,
     known_at: TimeArg,
-    embedder: Embedder | None,
+    by_meaning: bool,
     whole: bool,
     scope: Mapping[str, Any] | None,
 ) -> Plan[Gathered]:
@@ -1065,7 +1069,7 @@ def _gather(
     rows = (yield from facts_of_each_plan([e.key for e in entities], valid_at, known_at)) if entities else []
     facts = _cited_facts(question, ontology, entities, rows, k)
     wanted = wording(question, ontology)
-    found = yield from _found(question, namespace, k, facts, embedder is not None, times, scope, wanted)
+    found = yield from _found(question, namespace, k, facts, by_meaning, times, scope, wanted)
     out = Gathered(entities, rows, found, times, named)
     if whole:
         out.why = (yield Named("question_words", _why_params(question, namespace))).dicts()[0]
@@ -1145,7 +1149,7 @@ def ask(
     nearest the question in meaning are fused in too (:mod:`agefacts.embed`)."""
     _check_question(question, namespace, k)  # before the database is asked anything
     with _one_read(db, embedder):
-        plan = _ask(question, ontology, namespace, all_namespaces, k, valid_at, known_at, embedder)
+        plan = _ask(question, ontology, namespace, all_namespaces, k, valid_at, known_at, embedder is not None)
         return run_plan(db, plan, embedder)
 
 
@@ -1164,7 +1168,7 @@ async def ask_async(
     """:func:`ask` on an asynchronous connection."""
     _check_question(question, namespace, k)  # before the database is asked anything
     async with _one_read(db, embedder):
-        plan = _ask(question, ontology, namespace, all_namespaces, k, valid_at, known_at, embedder)
+        plan = _ask(question, ontology, namespace, all_namespaces, k, valid_at, known_at, embedder is not None)
         return await run_plan_async(db, plan, embedder)
 
 
@@ -1176,9 +1180,11 @@ def _ask(
     k: int,
     valid_at: TimeArg,
     known_at: TimeArg,
-    embedder: Embedder | None,
+    by_meaning: bool,
 ) -> Plan[Answer]:
-    g = yield from _gather(question, ontology, namespace, all_namespaces, k, valid_at, known_at, embedder, False, None)
+    g = yield from _gather(
+        question, ontology, namespace, all_namespaces, k, valid_at, known_at, by_meaning, False, None
+    )
     answer = _fused(question, ontology, g, k)
     if not answer.messages:
         why = (yield Named("question_words", _why_params(question, namespace))).dicts()

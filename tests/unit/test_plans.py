@@ -150,7 +150,7 @@ def asking(question: str, **kw: Any) -> Plan[Any]:
     from agefacts.retrieve import _ask
 
     args = {"namespace": "ann", "all_namespaces": False, "k": 10, "valid_at": None, "known_at": None}
-    args |= {"embedder": None} | kw
+    args |= {"by_meaning": False} | kw
     return _ask(question, default_ontology(), **args)
 
 
@@ -182,7 +182,7 @@ def test_an_ask_by_meaning_asks_for_the_nearest_messages_and_then_their_text():
         "question_words": [{"searched": ["fado"], "names": [], "messages": 3}],
     }
     store = FakeStore(rows, nearest=["msg:4"])
-    store.run(asking("Who loves fado?", embedder=object()))
+    store.run(asking("Who loves fado?", by_meaning=True))
     assert store.names()[:4] == ["entity_names", "search_messages", "nearest", "messages"]
     nearest, then = store.asked[2], store.asked[3]
     assert (nearest.namespace, nearest.question, nearest.n) == ("ann", "Who loves fado?", 20)
