@@ -60,6 +60,7 @@ default: when it is added) and what a conversation file's turn carries: ``name``
 ``function``; an assistant's tool calls; a message with no text part) are passed over: they
 are not the person's or the assistant's words."""
 
+# What an add says is the memory's, under the logger it always had.
 _log = logging.getLogger("agefacts.memory")
 _PASSED_OVER = frozenset({"system", "developer", "tool", "function"})
 _TURN_EXTRAS = ("name", "recorded", "model", "error", "keyphrases")

@@ -52,6 +52,7 @@ __all__ = [
     "triage_one",
 ]
 
+# Preparing is the load's, under the logger it always had.
 _log = logging.getLogger("agefacts.load")
 
 
