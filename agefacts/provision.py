@@ -7,9 +7,9 @@ from collections.abc import Sequence
 
 from psycopg import sql
 
-from .db import Database
+from .db import TENANT_READS_ONLY, Database, age_version_at_least
 from .errors import UsageError, need_text
-from .names import CORE_VERTEX_LABELS
+from .names import CORE_EDGE_LABELS, CORE_VERTEX_LABELS
 from .ontology import Ontology
 
 __all__ = ["setup"]
@@ -30,9 +30,6 @@ def setup(
     namespace, by row-level security on every label and on agefacts' tables (it loads and
     reads like an app role, its own namespace only: sql/004_tenants.sql). Returns the grants
     run and those this role could not give."""
-    from .db import TENANT_READS_ONLY
-    from .names import CORE_EDGE_LABELS
-
     if tenants:
         _check_tenants(db, tenants)
     db.ensure_labels(vertex=sorted(CORE_VERTEX_LABELS | set(ontology.entity_types)), edge=sorted(CORE_EDGE_LABELS))
@@ -62,8 +59,6 @@ def setup(
 
 
 def _check_tenants(db: Database, tenants: Sequence[tuple[str, str]]) -> None:
-    from .db import age_version_at_least
-
     found = db.age_version
     # AGE 1.6.0 applies the policies to what cypher() reads but writes past them (measured).
     if not age_version_at_least(found, (1, 7, 0)):
