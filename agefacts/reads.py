@@ -32,16 +32,20 @@ __all__ = [
     "digest",
     "facts",
     "facts_async",
+    "facts_plan",
     "facts_of_each",
     "facts_of_each_async",
     "facts_of_each_plan",
     "facts_of_keys",
     "facts_of_keys_async",
+    "facts_of_keys_plan",
     "find_entities",
     "find_entities_async",
+    "find_entities_plan",
     "graph_content",
     "history",
     "history_async",
+    "history_plan",
     "time_text",
 ]
 
@@ -84,10 +88,11 @@ def as_of(valid_at: TimeArg, known_at: TimeArg) -> tuple[str, str]:
 def find_entities(db: Database, text: str, namespace: str | None = None) -> list[dict[str, Any]]:
     """Entities matched by key, name or mention (case-insensitive, composed as the key's
     names are: "Zu\u0308rich" finds "Zürich"); ``user`` is the owner."""
-    return run_plan(db, _find_entities(text, namespace))
+    return run_plan(db, find_entities_plan(text, namespace))
 
 
-def _find_entities(text: str, namespace: str | None) -> Plan[list[dict[str, Any]]]:
+def find_entities_plan(text: str, namespace: str | None) -> Plan[list[dict[str, Any]]]:
+    """:func:`find_entities` as a plan (:mod:`agefacts.plans`)."""
     text = unicodedata.normalize("NFC", text)
     if text.startswith("ent:"):
         # A key is looked up in the key indexes rather than by scanning every entity.
@@ -120,7 +125,7 @@ def check_scope(namespace: str | None, all_namespaces: bool, found: Iterable[str
 
 async def find_entities_async(db: AsyncDatabase, text: str, namespace: str | None = None) -> list[dict[str, Any]]:
     """:func:`find_entities` on an asynchronous connection."""
-    return await run_plan_async(db, _find_entities(text, namespace))
+    return await run_plan_async(db, find_entities_plan(text, namespace))
 
 
 def _by_role(rows: list[dict[str, Any]], rel: str) -> list[dict[str, Any]]:
@@ -134,7 +139,7 @@ def _by_role(rows: list[dict[str, Any]], rel: str) -> list[dict[str, Any]]:
 
 
 def _entity_keys(entity: str, namespace: str | None, all_namespaces: bool) -> Plan[list[str]]:
-    found = yield from _find_entities(entity, namespace)
+    found = yield from find_entities_plan(entity, namespace)
     if not found and (stale := (yield STALE_GRAPH)) is not None:
         raise keys_stale_error(stale)
     return _keys_found(found, entity, namespace, all_namespaces)
@@ -167,24 +172,25 @@ def facts(
     reads it (its statements counted together), with its earliest quote.
     When the entity is found in more than one namespace, give a ``namespace`` or
     ``all_namespaces=True``."""
-    return run_plan(db, _facts(entity, namespace, all_namespaces, valid_at, known_at))
+    return run_plan(db, facts_plan(entity, namespace, all_namespaces, valid_at, known_at))
 
 
-def _facts(
+def facts_plan(
     entity: str, namespace: str | None, all_namespaces: bool, valid_at: TimeArg, known_at: TimeArg
 ) -> Plan[Table]:
+    """:func:`facts` as a plan (:mod:`agefacts.plans`)."""
     _check_entity(entity, namespace)
     if entity.startswith("ent:"):
         # A key names one entity, in one namespace: when it has facts, they are the answer,
         # and looking the entity up first would only cost a round trip (a quarter of the
         # time); when it has none, the look-up says whether it exists at all.
-        table = yield from _facts_of_keys([entity], valid_at, known_at)
+        table = yield from facts_of_keys_plan([entity], valid_at, known_at)
         if _answers_key(table, entity, namespace):
             return table
         keys = yield from _entity_keys(entity, namespace, all_namespaces)
-        return table if keys == [entity] else (yield from _facts_of_keys(keys, valid_at, known_at))
+        return table if keys == [entity] else (yield from facts_of_keys_plan(keys, valid_at, known_at))
     keys = yield from _entity_keys(entity, namespace, all_namespaces)
-    return (yield from _facts_of_keys(keys, valid_at, known_at))
+    return (yield from facts_of_keys_plan(keys, valid_at, known_at))
 
 
 def _check_entity(entity: object, namespace: object) -> None:
@@ -202,10 +208,11 @@ def _answers_key(table: Table, key: str, namespace: str | None) -> bool:
 
 def facts_of_keys(db: Database, keys: Sequence[str], valid_at: TimeArg = None, known_at: TimeArg = None) -> Table:
     """The facts about entities already found (by key), as :func:`facts` gives them."""
-    return run_plan(db, _facts_of_keys(keys, valid_at, known_at))
+    return run_plan(db, facts_of_keys_plan(keys, valid_at, known_at))
 
 
-def _facts_of_keys(keys: Sequence[str], valid_at: TimeArg, known_at: TimeArg) -> Plan[Table]:
+def facts_of_keys_plan(keys: Sequence[str], valid_at: TimeArg, known_at: TimeArg) -> Plan[Table]:
+    """:func:`facts_of_keys` as a plan (:mod:`agefacts.plans`)."""
     valid, known = as_of(valid_at, known_at)
     return _facts_table((yield from _versions_of(keys, valid, known)), known)
 
@@ -219,7 +226,8 @@ def facts_of_each(
 
 
 def facts_of_each_plan(keys: Sequence[str], valid_at: TimeArg, known_at: TimeArg) -> Plan[list[list[dict[str, Any]]]]:
-    """:func:`facts_of_each` as a plan, for a read that needs the facts of what it linked."""
+    """:func:`facts_of_each` as a plan (:mod:`agefacts.plans`), for a read that needs the facts
+    of what it linked."""
     valid, known = as_of(valid_at, known_at)
     return [_facts_table([one], known).dicts() for one in (yield from _versions_of(keys, valid, known))]
 
@@ -263,14 +271,14 @@ async def facts_async(
     known_at: TimeArg = None,
 ) -> Table:
     """:func:`facts` on an asynchronous connection."""
-    return await run_plan_async(db, _facts(entity, namespace, all_namespaces, valid_at, known_at))
+    return await run_plan_async(db, facts_plan(entity, namespace, all_namespaces, valid_at, known_at))
 
 
 async def facts_of_keys_async(
     db: AsyncDatabase, keys: Sequence[str], valid_at: TimeArg = None, known_at: TimeArg = None
 ) -> Table:
     """:func:`facts_of_keys` on an asynchronous connection."""
-    return await run_plan_async(db, _facts_of_keys(keys, valid_at, known_at))
+    return await run_plan_async(db, facts_of_keys_plan(keys, valid_at, known_at))
 
 
 def _facts_table(read: Sequence[tuple[str | None, list[dict[str, Any]]]], known: str) -> Table:
@@ -310,12 +318,13 @@ def history(
 ) -> Table:
     """One entity's values for one predicate over time; with ``ontology``, a predicate it
     does not know is an error that names the nearest ones it does."""
-    return run_plan(db, _history(entity, predicate, namespace, all_namespaces, ontology))
+    return run_plan(db, history_plan(entity, predicate, namespace, all_namespaces, ontology))
 
 
-def _history(
+def history_plan(
     entity: str, predicate: str, namespace: str | None, all_namespaces: bool, ontology: Ontology | None
 ) -> Plan[Table]:
+    """:func:`history` as a plan (:mod:`agefacts.plans`)."""
     _check_entity(entity, namespace)
     _check_history(predicate, ontology)
     keys = yield from _entity_keys(entity, namespace, all_namespaces)
@@ -335,7 +344,7 @@ async def history_async(
     ontology: Ontology | None = None,
 ) -> Table:
     """:func:`history` on an asynchronous connection."""
-    return await run_plan_async(db, _history(entity, predicate, namespace, all_namespaces, ontology))
+    return await run_plan_async(db, history_plan(entity, predicate, namespace, all_namespaces, ontology))
 
 
 def _check_history(predicate: str, ontology: Ontology | None) -> None:

@@ -62,18 +62,21 @@ __all__ = [
     "answer_gathered",
     "ask",
     "ask_async",
+    "ask_plan",
     "check",
     "context_line",
     "correction_line",
     "fuse",
     "gather",
     "gather_async",
+    "gather_plan",
     "named_times",
     "nothing_found",
     "question_time",
     "message_line",
     "link",
     "link_async",
+    "link_plan",
     "link_rows",
     "mark_withdrawn",
     "rank",
@@ -81,6 +84,7 @@ __all__ = [
     "search_depth",
     "search_scope",
     "search_scope_async",
+    "search_scope_plan",
     "topic_texts",
     "valid_words",
     "withdrawal",
@@ -348,15 +352,16 @@ def link_rows(question: str, rows: list[dict[str, Any]], namespace: str | None) 
 
 def link(db: Database, question: str, namespace: str | None = None) -> list[Linked]:
     """The entities the question names (see :func:`link_rows`)."""
-    return run_plan(db, _link(question, namespace))
+    return run_plan(db, link_plan(question, namespace))
 
 
 async def link_async(db: AsyncDatabase, question: str, namespace: str | None = None) -> list[Linked]:
     """:func:`link` on an asynchronous connection."""
-    return await run_plan_async(db, _link(question, namespace))
+    return await run_plan_async(db, link_plan(question, namespace))
 
 
-def _link(question: str, namespace: str | None) -> Plan[list[Linked]]:
+def link_plan(question: str, namespace: str | None) -> Plan[list[Linked]]:
+    """:func:`link` as a plan (:mod:`agefacts.plans`)."""
     return link_rows(question, (yield Named("entity_names", {"namespace": namespace})).dicts(), namespace)
 
 
@@ -1020,7 +1025,7 @@ def gather(
     search counts, added up over a placement's servers (:func:`search_scope`)."""
     _check_question(question, namespace, k)
     with _one_read(db, embedder):
-        plan = _gather(
+        plan = gather_plan(
             question, ontology, namespace, all_namespaces, k, valid_at, known_at, embedder is not None, whole, scope
         )
         return run_plan(db, plan, embedder)
@@ -1043,13 +1048,13 @@ async def gather_async(
     """:func:`gather` on an asynchronous connection."""
     _check_question(question, namespace, k)
     async with _one_read(db, embedder):
-        plan = _gather(
+        plan = gather_plan(
             question, ontology, namespace, all_namespaces, k, valid_at, known_at, embedder is not None, whole, scope
         )
         return await run_plan_async(db, plan, embedder)
 
 
-def _gather(
+def gather_plan(
     question: str,
     ontology: Ontology,
     namespace: str | None,
@@ -1061,9 +1066,11 @@ def _gather(
     whole: bool,
     scope: Mapping[str, Any] | None,
 ) -> Plan[Gathered]:
+    """:func:`gather` as a plan (:mod:`agefacts.plans`); ``by_meaning``: the runner has an
+    embedder, and the messages nearest the question in meaning are fused in."""
     times = named_times(question, _asked_at(known_at))
     valid_at, named = question_time(valid_at, times)
-    entities = yield from _link(question, namespace)
+    entities = yield from link_plan(question, namespace)
     check_scope(namespace, all_namespaces, (e.namespace for e in entities), "what the question names")
     # Linked entities are known by key: no second lookup of each one.
     rows = (yield from facts_of_each_plan([e.key for e in entities], valid_at, known_at)) if entities else []
@@ -1085,17 +1092,18 @@ def search_scope(db: Database, question: str, ontology: Ontology, namespace: str
     ``ontology`` too): a placement adds these up over its servers (:func:`add_scopes`) and
     gathers with the sums, so each server ranks its matches as one server holding every
     message would."""
-    return run_plan(db, _search_scope(question, ontology, namespace))
+    return run_plan(db, search_scope_plan(question, ontology, namespace))
 
 
 async def search_scope_async(
     db: AsyncDatabase, question: str, ontology: Ontology, namespace: str | None = None
 ) -> dict[str, Any]:
     """:func:`search_scope` on an asynchronous connection."""
-    return await run_plan_async(db, _search_scope(question, ontology, namespace))
+    return await run_plan_async(db, search_scope_plan(question, ontology, namespace))
 
 
-def _search_scope(question: str, ontology: Ontology, namespace: str | None) -> Plan[dict[str, Any]]:
+def search_scope_plan(question: str, ontology: Ontology, namespace: str | None) -> Plan[dict[str, Any]]:
+    """:func:`search_scope` as a plan (:mod:`agefacts.plans`)."""
     params = {"namespace": namespace, "question": question, "wording": wording(question, ontology) or None}
     return dict((yield Named("search_scope", params)).rows[0][0])
 
@@ -1149,7 +1157,7 @@ def ask(
     nearest the question in meaning are fused in too (:mod:`agefacts.embed`)."""
     _check_question(question, namespace, k)  # before the database is asked anything
     with _one_read(db, embedder):
-        plan = _ask(question, ontology, namespace, all_namespaces, k, valid_at, known_at, embedder is not None)
+        plan = ask_plan(question, ontology, namespace, all_namespaces, k, valid_at, known_at, embedder is not None)
         return run_plan(db, plan, embedder)
 
 
@@ -1168,11 +1176,11 @@ async def ask_async(
     """:func:`ask` on an asynchronous connection."""
     _check_question(question, namespace, k)  # before the database is asked anything
     async with _one_read(db, embedder):
-        plan = _ask(question, ontology, namespace, all_namespaces, k, valid_at, known_at, embedder is not None)
+        plan = ask_plan(question, ontology, namespace, all_namespaces, k, valid_at, known_at, embedder is not None)
         return await run_plan_async(db, plan, embedder)
 
 
-def _ask(
+def ask_plan(
     question: str,
     ontology: Ontology,
     namespace: str | None,
@@ -1182,7 +1190,8 @@ def _ask(
     known_at: TimeArg,
     by_meaning: bool,
 ) -> Plan[Answer]:
-    g = yield from _gather(
+    """:func:`ask` as a plan (:mod:`agefacts.plans`); ``by_meaning`` as for :func:`gather_plan`."""
+    g = yield from gather_plan(
         question, ontology, namespace, all_namespaces, k, valid_at, known_at, by_meaning, False, None
     )
     answer = _fused(question, ontology, g, k)

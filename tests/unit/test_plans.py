@@ -14,7 +14,7 @@ from agefacts.db import Table
 from agefacts.errors import NotFound, QueryError, UsageError
 from agefacts.named import named_queries
 from agefacts.plans import STALE_GRAPH, Named, Nearest, Plan
-from agefacts.reads import _facts, _find_entities, _history
+from agefacts.reads import facts_plan, find_entities_plan, history_plan
 
 ENTITY_COLUMNS = named_queries()["entities"].columns
 FACT_ROW_COLUMNS = named_queries()["facts_about"].columns
@@ -75,7 +75,7 @@ def fact(subject_key: str, namespace: str, fact_key: str, said_at: list[str]) ->
 
 def test_a_key_with_facts_is_answered_by_one_query():
     store = FakeStore({"facts_about": [fact("ent:tom", "ann", "f1", ["2024-01-01T00:00:00Z"])]})
-    table = store.run(_facts("ent:tom", None, False, None, None))
+    table = store.run(facts_plan("ent:tom", None, False, None, None))
     assert store.names() == ["facts_about"]
     assert [(r["subject_key"], r["predicate"], r["evidence"]) for r in table.dicts()] == [("ent:tom", "works_at", 1)]
 
@@ -83,28 +83,28 @@ def test_a_key_with_facts_is_answered_by_one_query():
 def test_a_key_without_facts_is_looked_up_to_say_whether_it_exists():
     store = FakeStore({"entity_by_key": []})
     with pytest.raises(NotFound, match="no entity 'ent:nobody'"):
-        store.run(_facts("ent:nobody", None, False, None, None))
+        store.run(facts_plan("ent:nobody", None, False, None, None))
     assert store.names() == ["facts_about", "entity_by_key", "entities", "stale?"]
 
 
 def test_nothing_found_in_a_graph_an_earlier_agefacts_wrote_says_to_migrate():
     store = FakeStore({}, stale="facts")
     with pytest.raises(UsageError, match="agefacts migrate --graph facts"):
-        store.run(_facts("Tom", None, False, None, None))
+        store.run(facts_plan("Tom", None, False, None, None))
     assert store.names() == ["entities", "stale?"]
 
 
 def test_a_name_in_two_namespaces_needs_one_named_and_reads_nothing_more():
     store = FakeStore({"entities": [entity("ent:t1", "ann", "Tom"), entity("ent:t2", "bo", "Tom")]})
     with pytest.raises(QueryError, match="2 namespaces"):
-        store.run(_facts("Tom", None, False, None, None))
+        store.run(facts_plan("Tom", None, False, None, None))
     assert store.names() == ["entities"]
 
 
 def test_a_role_finds_the_entity_mentioned_with_it():
     partner = entity("ent:alex", "ann", "Alex") | {"attrs": {"rel": "partner_of:user"}}
     store = FakeStore({"entities": [], "entity_names": [partner]})
-    assert [e["key"] for e in store.run(_find_entities("my partner", "ann"))] == ["ent:alex"]
+    assert [e["key"] for e in store.run(find_entities_plan("my partner", "ann"))] == ["ent:alex"]
 
 
 def test_history_asks_each_entity_found_and_keeps_their_rows_in_order():
@@ -113,7 +113,7 @@ def test_history_asks_each_entity_found_and_keeps_their_rows_in_order():
         "history": [{"value": "Acme"}],
     }
     store = FakeStore(rows)
-    table = store.run(_history("Tom", "works_at", "ann", False, None))
+    table = store.run(history_plan("Tom", "works_at", "ann", False, None))
     assert store.names() == ["entities", "history", "history"]
     assert [n.params["entity"] for n in store.asked[1:]] == ["ent:t1", "ent:t2"]
     assert len(table.rows) == 2
@@ -125,7 +125,7 @@ def test_history_asks_each_entity_found_and_keeps_their_rows_in_order():
 )
 def test_a_facts_evidence_counts_what_was_said_by_the_known_time(said_at, known_at):
     store = FakeStore({"facts_about": [fact("ent:tom", "ann", "f1", said_at)]})
-    (row,) = store.run(_facts("ent:tom", None, False, None, known_at)).dicts()
+    (row,) = store.run(facts_plan("ent:tom", None, False, None, known_at)).dicts()
     assert row["evidence"] == sum(1 for t in said_at if t <= known_at)
     assert store.asked[0].params["known_at"] == known_at
 
@@ -147,11 +147,11 @@ def said(message: int, text: str, *, evidence: bool) -> dict[str, Any]:
 
 def asking(question: str, **kw: Any) -> Plan[Any]:
     from agefacts.ontology import default_ontology
-    from agefacts.retrieve import _ask
+    from agefacts.retrieve import ask_plan
 
     args = {"namespace": "ann", "all_namespaces": False, "k": 10, "valid_at": None, "known_at": None}
     args |= {"by_meaning": False} | kw
-    return _ask(question, default_ontology(), **args)
+    return ask_plan(question, default_ontology(), **args)
 
 
 def test_an_ask_whose_messages_are_no_statements_evidence_asks_nothing_taken_back():
