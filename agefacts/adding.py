@@ -35,7 +35,6 @@ __all__ = [
     "Paid",
     "Tails",
     "Unwritten",
-    "added_of",
     "appendable",
     "appended",
     "asked_already",
@@ -348,10 +347,10 @@ def load_whole(loader: Loader, conv: Conversation, extracted: int, errors: list[
     out = loader.load(conv, source=f"memory:{conv.namespace}/{conv.id}", based_on=based_on)
     if out.status == "failed":
         raise AgeFactsError(f"conversation {conv.id!r} of namespace {conv.namespace!r} was not loaded: {out.reason}")
-    return added_of(conv, out, extracted, errors)
+    return _added_of(conv, out, extracted, errors)
 
 
-def added_of(conv: Conversation, out: Outcome, extracted: int, errors: list[str]) -> Added:
+def _added_of(conv: Conversation, out: Outcome, extracted: int, errors: list[str]) -> Added:
     user_turns = sum(1 for t in conv.turns if t.speaker == "user")
     # The messages are kept either way; what a failed turn says is not known until the next
     # add asks again, and a caller reading "loaded" would take it as understood.
@@ -480,7 +479,7 @@ def appended(
         return None
     tails.keep((conv.namespace, conv.id), new)
     _log.debug("%d turn(s) appended to conversation %r of namespace %r", len(got.turns), conv.id, conv.namespace)
-    return added_of(new.conv, out, asked, errors)
+    return _added_of(new.conv, out, asked, errors)
 
 
 def conversation_ids(conversations: Iterable[str] | str | None) -> list[str] | None:

@@ -33,23 +33,15 @@ if TYPE_CHECKING:
     from .workers import Pool
 
 __all__ = [
-    "Far",
     "Prepared",
     "Preparing",
     "Ready",
     "Seen",
     "Written",
-    "batch_rows",
     "batches",
     "content_hash",
-    "idents",
     "interpreter_tuned",
-    "plan_one",
-    "prepare",
-    "prepare_far",
     "prepare_one",
-    "triage",
-    "triage_one",
 ]
 
 # Preparing is the load's, under the logger it always had.
@@ -140,7 +132,7 @@ class Seen:
     content_hash: str | None
 
 
-def triage_one(
+def _triage_one(
     source: str, conv: Conversation, h: str, prior: dict[tuple[str, str], str], earlier: Seen | None, force: bool
 ) -> Outcome | None:
     """The outcome of a conversation that is not to be written (None: it is), by its hash."""
@@ -162,7 +154,7 @@ def triage_one(
     return None
 
 
-def plan_one(
+def _plan_one(
     ontology: Ontology,
     source: str,
     conv: Conversation,
@@ -186,8 +178,8 @@ def prepare_one(
 ) -> Outcome | Prepared:
     document = conv.model_dump_json()
     h = content_hash(conv, ontology, document=document)
-    done = triage_one(source, conv, h, prior, None, force)
-    return done or plan_one(ontology, source, conv, h, prior.get((conv.namespace, conv.id)), document)
+    done = _triage_one(source, conv, h, prior, None, force)
+    return done or _plan_one(ontology, source, conv, h, prior.get((conv.namespace, conv.id)), document)
 
 
 Ready = tuple[list["Outcome | Prepared"], "Batch | None", dict[tuple[str, str], str]]
@@ -195,7 +187,7 @@ Ready = tuple[list["Outcome | Prepared"], "Batch | None", dict[tuple[str, str], 
 of the bulk path, and every content hash."""
 
 
-def triage(
+def _triage(
     ontology: Ontology,
     force: bool,
     batch: list[tuple[str, Conversation]],
@@ -208,19 +200,19 @@ def triage(
     with stage(clock, "hash"):
         fingerprint = ontology.fingerprint()
         documents = {(c.namespace, c.id): c.model_dump_json() for _, c in batch}
-        hashes = {ident: content_hash(c, ontology, fingerprint, documents[ident]) for ident, c in idents(batch)}
+        hashes = {ident: content_hash(c, ontology, fingerprint, documents[ident]) for ident, c in _idents(batch)}
         out = [
-            triage_one(source, conv, hashes[ident], prior, earlier.get(ident), force)
-            for (ident, conv), (source, _) in zip(idents(batch), batch, strict=True)
+            _triage_one(source, conv, hashes[ident], prior, earlier.get(ident), force)
+            for (ident, conv), (source, _) in zip(_idents(batch), batch, strict=True)
         ]
     return out, documents, hashes
 
 
-def idents(batch: list[tuple[str, Conversation]]) -> list[tuple[tuple[str, str], Conversation]]:
+def _idents(batch: list[tuple[str, Conversation]]) -> list[tuple[tuple[str, str], Conversation]]:
     return [((c.namespace, c.id), c) for _, c in batch]
 
 
-def prepare(
+def _prepare(
     ontology: Ontology,
     force: bool,
     batch: list[tuple[str, Conversation]],
@@ -232,11 +224,11 @@ def prepare(
     """Pure work, no database: hash, skip what is unchanged, ground, gate and compile, and
     for the bulk path put the rows together (:func:`agefacts.bulk.assemble`). Returns the
     outcomes or prepared conversations, the assembled batch, and every content hash."""
-    done, documents, hashes = triage(ontology, force, batch, prior, earlier or {}, clock)
+    done, documents, hashes = _triage(ontology, force, batch, prior, earlier or {}, clock)
     out = [
         d
         if d is not None
-        else plan_one(
+        else _plan_one(
             ontology,
             source,
             conv,
@@ -248,10 +240,10 @@ def prepare(
         for d, (source, conv) in zip(done, batch, strict=True)
     ]
     with stage(clock, "assemble"):
-        return out, batch_rows(out, via), hashes
+        return out, _batch_rows(out, via), hashes
 
 
-def batch_rows(out: Sequence[Outcome | Prepared], via: str) -> Batch | None:
+def _batch_rows(out: Sequence[Outcome | Prepared], via: str) -> Batch | None:
     """The rows of the bulk path's batch (:func:`agefacts.bulk.assemble`) of the conversations
     prepared; None for the Cypher path, or when there are none."""
     plans = [e.plan for e in out if isinstance(e, Prepared) and e.plan is not None]
@@ -331,14 +323,14 @@ def interpreter_tuned() -> Iterator[None]:
                 _tuning_saved = None
 
 
-Far = tuple[list["Outcome | Written"], "Batch | None", dict[str, float]]
+_Far = tuple[list["Outcome | Written"], "Batch | None", dict[str, float]]
 """What a worker process hands back for the conversations it was given to plan: for each, its
 :class:`Written` (or why it failed), the assembled rows, and when asked the CPU seconds of
 each stage; not the plans, which cost more to send than to make, nor anything the process
 that reads has already."""
 
 
-def prepare_far(todo: list[tuple[str, str, str, str | None]], via: str, timed: bool = False) -> Far:
+def _prepare_far(todo: list[tuple[str, str, str, str | None]], via: str, timed: bool = False) -> _Far:
     """Ground, gate, compile and assemble ``todo`` (each conversation as its source, its JSON,
     its content hash and its prior hash) in a worker process (:mod:`agefacts.workers`), by the
     worker's ontology. The conversation comes as the JSON that was hashed: made already, it
@@ -353,10 +345,10 @@ def prepare_far(todo: list[tuple[str, str, str, str | None]], via: str, timed: b
         # Python held there (a fifth of the parsing here), and the types are checked again.
         convs = [Conversation.model_validate_json(document, context=CHECKED) for _, document, _, _ in todo]
     out = [
-        plan_one(onto, source, conv, h, old, "", clock) for (source, _, h, old), conv in zip(todo, convs, strict=True)
+        _plan_one(onto, source, conv, h, old, "", clock) for (source, _, h, old), conv in zip(todo, convs, strict=True)
     ]
     with stage(clock, "assemble"):
-        assembled = batch_rows(out, via)
+        assembled = _batch_rows(out, via)
     if assembled is not None and not any(e.replaces for e in out if isinstance(e, Prepared)):
         # What the writer compares with a replaced conversation's removed edges: none here.
         assembled.edges_of = {}
@@ -413,7 +405,7 @@ class Preparing:
         if self.workers > 1 and self._submitted > 1 and not self._broken:
             # Hashing is done here, so that what is unchanged never goes to a worker (a load
             # of what is there already starts none); the JSON made for it stays here too.
-            done, documents, hashes = triage(self.ontology, force, batch, prior, earlier, self.clock)
+            done, documents, hashes = _triage(self.ontology, force, batch, prior, earlier, self.clock)
             todo = [
                 (source, documents[ident], hashes[ident], prior.get(ident))
                 for d, (source, conv) in zip(done, batch, strict=True)
@@ -430,7 +422,7 @@ class Preparing:
                     from . import workers
 
                     self._processes = workers.start(self.workers, self.ontology, timeout=self.timeout)
-                far = self._processes.submit(prepare_far, todo, via, self.clock is not None)
+                far = self._processes.submit(_prepare_far, todo, via, self.clock is not None)
             except WorkerLost as exc:
                 self._break(exc)
                 return self.submit(force, batch, prior, via, earlier)
@@ -441,7 +433,7 @@ class Preparing:
                 except WorkerLost as exc:
                     # What it was given is prepared here instead.
                     self._break(exc)
-                    return prepare(self.ontology, force, batch, prior, via, earlier, self.clock)
+                    return _prepare(self.ontology, force, batch, prior, via, earlier, self.clock)
                 if self.clock is not None:
                     self.clock.add_all(spent)
                 back = iter(planned)
@@ -464,7 +456,7 @@ class Preparing:
             from concurrent.futures import ThreadPoolExecutor
 
             self._thread = ThreadPoolExecutor(max_workers=1)
-        near = self._thread.submit(prepare, self.ontology, force, batch, prior, via, earlier, self.clock)
+        near = self._thread.submit(_prepare, self.ontology, force, batch, prior, via, earlier, self.clock)
         return near.result
 
     def _break(self, exc: BaseException) -> None:
