@@ -17,12 +17,15 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias, TypeVar
 
 if TYPE_CHECKING:
     from .db import Database, Table
+    from .embed import Embedder
     from .errors import InputError
     from .extract import ConversationOutcome
     from .model_client import LLMClient
     from .models import Conversation
     from .ontology import Ontology
+    from .placed import Everywhere
     from .placement import Placement
+    from .retrieve import Answer
     from .summary import Summary
 
 from ._version import __version__
@@ -171,40 +174,30 @@ def _placed_dsn(args: argparse.Namespace, placement: Placement) -> tuple[str, st
     return server.name, (server.replica if read else None) or server.dsn
 
 
-def _everywhere(
-    args: argparse.Namespace, read: Callable[[Database], _T]
-) -> list[tuple[_T, dict[str, tuple[str, str]]]] | None:
-    """With a placement and --all-namespaces: ``read`` on every server at once, each with the
-    notes of the namespaces that left it; else None (one database)."""
+def _read(
+    args: argparse.Namespace,
+    one: Callable[[Database], _T],
+    everywhere: Callable[[], Everywhere[_T]],
+    embedder: Embedder | None = None,
+) -> _T:
+    """``one`` on the one database the command names; or, with a placement and
+    --all-namespaces, the read ``everywhere`` makes, on every server at once
+    (:func:`agefacts.placed.run_everywhere`, as a placed memory runs it)."""
     placement = _placement(args)
     if placement is None or not getattr(args, "all_namespaces", False):
-        return None
-    from .placed import close_all, database_router
+        with _open_db(args) as db:
+            return one(db)
+    # Only here: placement brings the loader and every stage with it, which one database's
+    # read does not need (a third of `agefacts facts`'s start-up).
+    from .placed import close_all, database_router, on_each, run_everywhere
 
     router = database_router(placement, args.graph)
     try:
-        return router.everywhere(read)
+        return run_everywhere(
+            router, everywhere(), lambda db, step: on_each(db, step, _read_ontology(args, db), embedder)
+        )
     finally:
         close_all(router)
-
-
-def _read_table(args: argparse.Namespace, read: Callable[[Database], Table], order: Callable[[Any], Any]) -> Table:
-    """``read`` on the one database the command names, or with a placement and
-    --all-namespaces on every server at once, its rows merged in ``order`` as one server
-    orders them."""
-    from .db import Table
-
-    got = _everywhere(args, read)
-    if got is None:
-        with _open_db(args) as db:
-            return read(db)
-    # Only here: placement brings the loader and every stage with it, which one database's
-    # read does not need (a third of `agefacts facts`'s start-up).
-    from .placed import merge_rows
-
-    columns = got[0][0].columns if got else []
-    rows = merge_rows([(t.dicts(), notes) for t, notes in got], order)
-    return Table(columns, [tuple(r[c] for c in columns) for r in rows])
 
 
 def _open_db(args: argparse.Namespace, *, create: bool = False) -> Database:
@@ -429,7 +422,6 @@ def _args_facts(sub: _Commands, shared: _Shared) -> None:
 
 def _cmd_facts(args: argparse.Namespace) -> int:
     from . import output, reads
-    from .timeline import fact_order
 
     def read(db: Database) -> Table:
         return reads.facts(
@@ -441,7 +433,12 @@ def _cmd_facts(args: argparse.Namespace) -> int:
             known_at=args.known_at,
         )
 
-    table = _read_table(args, read, fact_order)
+    def everywhere() -> Everywhere[Table]:
+        from .placed import facts_everywhere
+
+        return facts_everywhere(args.entity, args.valid_at, args.known_at)
+
+    table = _read(args, read, everywhere)
     keep = ["namespace"] if args.namespace is None else []
     keep += [*_FACT_COLUMNS, "recorded_at", "superseded_at", "quote", "conversation"]
     _print(output.render_some(table.columns, table.rows, args.format, keep))
@@ -466,7 +463,6 @@ def _args_history(sub: _Commands, shared: _Shared) -> None:
 
 def _cmd_history(args: argparse.Namespace) -> int:
     from . import output, reads
-    from .placed import history_order
 
     def read(db: Database) -> Table:
         return reads.history(
@@ -478,7 +474,12 @@ def _cmd_history(args: argparse.Namespace) -> int:
             ontology=_read_ontology(args, db),
         )
 
-    table = _read_table(args, read, history_order)
+    def everywhere() -> Everywhere[Table]:
+        from .placed import history_everywhere
+
+        return history_everywhere(args.entity, args.predicate)
+
+    table = _read(args, read, everywhere)
     keep = ["namespace"] if args.namespace is None else []
     keep += ["subject", "kind", "value", "object", "valid_from", "valid_until", "recorded_at", "quote"]
     _print(output.render_some(table.columns, table.rows, args.format, keep))
@@ -505,34 +506,29 @@ def _args_ask(sub: _Commands, shared: _Shared) -> None:
 
 def _cmd_ask(args: argparse.Namespace) -> int:
     from . import output
-    from .placed import merge_gathered
-    from .retrieve import Gathered, about, add_scopes, answer_gathered, ask, gather, search_scope
+    from .retrieve import about, ask
 
     embedder = _embedder(args)
-    asked = {
-        "namespace": args.namespace,
-        "all_namespaces": args.all_namespaces,
-        "k": args.k,
-        "valid_at": args.valid_at,
-        "known_at": args.known_at,
-        "embedder": embedder,
-    }
 
-    # Over a placement: what each server's search counts, added up, then each server's part
-    # gathered with the sums, merged and fused once, as one server holding all would.
-    scopes = _everywhere(args, lambda db: search_scope(db, args.question, _read_ontology(args, db)))
-    scope = add_scopes(s for s, _ in scopes) if scopes is not None else None
+    def one(db: Database) -> Answer:
+        return ask(
+            db,
+            args.question,
+            _read_ontology(args, db),
+            namespace=args.namespace,
+            all_namespaces=args.all_namespaces,
+            k=args.k,
+            valid_at=args.valid_at,
+            known_at=args.known_at,
+            embedder=embedder,
+        )
 
-    def gathered(db: Database) -> Gathered:
-        return gather(db, args.question, _read_ontology(args, db), whole=True, scope=scope, **asked)
+    def everywhere() -> Everywhere[Answer]:
+        from .placed import ask_everywhere
 
-    got = _everywhere(args, gathered) if scopes is not None else None
-    if got is not None:
-        merged = merge_gathered(got, args.k)
-        answer = answer_gathered(args.question, _ontology(args), merged, args.k, args.namespace)
-    else:
-        with _open_db(args) as db:
-            answer = ask(db, args.question, _read_ontology(args, db), **asked)
+        return ask_everywhere(args.question, _ontology(args), args.k, args.valid_at, args.known_at)
+
+    answer = _read(args, one, everywhere, embedder)
     if args.format == "json":
         _print(json.dumps(answer.to_json(), ensure_ascii=False, indent=2))
         return _EXIT_OK

@@ -33,23 +33,23 @@ from .model_client import LLMClient
 from .models import Conversation, Turn
 from .named import run_named, run_named_async
 from .ontology import Ontology, default_ontology
-from .placed import AsyncRouter, Router, history_order, merge_gathered, merge_rows
+from .placed import (
+    AsyncRouter,
+    OnEach,
+    Router,
+    ask_everywhere,
+    facts_everywhere,
+    history_everywhere,
+    on_each,
+    on_each_async,
+    run_everywhere,
+    run_everywhere_async,
+)
 from .placement import Placement, Server, placement_from
 from .reads import TimeArg, facts, facts_async, history, history_async
 from .replica import AsyncReplicaReads, ReplicaReads, wal_position
 from .results import Added, HistoryEntry, Known, MemoryFact, Recall, Remembered
-from .retrieve import (
-    Gathered,
-    add_scopes,
-    answer_gathered,
-    ask,
-    ask_async,
-    gather,
-    gather_async,
-    search_scope,
-    search_scope_async,
-)
-from .timeline import fact_order
+from .retrieve import ask, ask_async
 
 __all__ = ["AsyncMemory", "Memory"]
 
@@ -193,6 +193,10 @@ class Memory:
             self._reads.wrote(wal_position(self._db))
         return result
 
+    def _on_each(self, step: OnEach) -> Any:
+        """This server's answer to a read of every namespace (on a placement's member)."""
+        return on_each(self._reading(), step, self.ontology, self.embedder)
+
     @property
     def db(self) -> Database:
         """The database (a memory placed on several servers has one per server)."""
@@ -315,11 +319,8 @@ class Memory:
                     write=False,
                 )
 
-            def each(m: Memory) -> list[dict[str, Any]]:
-                got = facts(m._reading(), entity, all_namespaces=True, valid_at=valid_at, known_at=known_at)
-                return got.dicts()
-
-            return [MemoryFact.from_row(r) for r in merge_rows(self._router.everywhere(each), fact_order)]
+            read = facts_everywhere(entity, valid_at, known_at)
+            return [MemoryFact.from_row(r) for r in run_everywhere(self._router, read, Memory._on_each).dicts()]
         rows = facts(
             self._reading(),
             entity,
@@ -340,11 +341,8 @@ class Memory:
                     str(namespace), lambda m: m.history(entity, predicate, namespace=namespace), write=False
                 )
 
-            def each(m: Memory) -> list[dict[str, Any]]:
-                got = history(m._reading(), entity, predicate, all_namespaces=True, ontology=m.ontology)
-                return got.dicts()
-
-            return [HistoryEntry.from_row(r) for r in merge_rows(self._router.everywhere(each), history_order)]
+            read = history_everywhere(entity, predicate)
+            return [HistoryEntry.from_row(r) for r in run_everywhere(self._router, read, Memory._on_each).dicts()]
         rows = history(
             self._reading(),
             entity,
@@ -374,28 +372,8 @@ class Memory:
                     write=False,
                 )
 
-            # What each server's search counts, added up: each ranks as one holding all would.
-            def counts(m: Memory) -> dict[str, Any]:
-                return search_scope(m._reading(), question, m.ontology)
-
-            scope = add_scopes(s for s, _ in self._router.everywhere(counts))
-
-            def each(m: Memory) -> Gathered:
-                return gather(
-                    m._reading(),
-                    question,
-                    m.ontology,
-                    all_namespaces=True,
-                    k=k,
-                    valid_at=valid_at,
-                    known_at=known_at,
-                    embedder=m.embedder,
-                    whole=True,
-                    scope=scope,
-                )
-
-            merged = merge_gathered(self._router.everywhere(each), k)
-            return Recall.from_answer(answer_gathered(question, self.ontology, merged, k, None))
+            read = ask_everywhere(question, self.ontology, k, valid_at, known_at)
+            return Recall.from_answer(run_everywhere(self._router, read, Memory._on_each))
         answer = ask(
             self._reading(),
             question,
@@ -605,6 +583,10 @@ class AsyncMemory:
             self._reads.wrote(await asyncio.to_thread(wal_position, self._db))
         return result
 
+    async def _on_each(self, step: OnEach) -> Any:
+        """See :meth:`Memory._on_each`."""
+        return await on_each_async(await self._reading(), step, self.ontology, self.embedder)
+
     def _writer(self) -> tuple[Database, Loader]:
         # A loader per write: a loader refuses one conversation met twice with other content,
         # which is what successive adds to one conversation are.
@@ -707,13 +689,11 @@ class AsyncMemory:
                     write=False,
                 )
 
-            async def each(m: AsyncMemory) -> list[dict[str, Any]]:
-                got = await facts_async(
-                    await m._reading(), entity, all_namespaces=True, valid_at=valid_at, known_at=known_at
-                )
-                return got.dicts()
-
-            return [MemoryFact.from_row(r) for r in merge_rows(await self._router.everywhere(each), fact_order)]
+            read = facts_everywhere(entity, valid_at, known_at)
+            return [
+                MemoryFact.from_row(r)
+                for r in (await run_everywhere_async(self._router, read, AsyncMemory._on_each)).dicts()
+            ]
         rows = await facts_async(
             await self._reading(),
             entity,
@@ -734,13 +714,11 @@ class AsyncMemory:
                     str(namespace), lambda m: m.history(entity, predicate, namespace=namespace), write=False
                 )
 
-            async def each(m: AsyncMemory) -> list[dict[str, Any]]:
-                got = await history_async(
-                    await m._reading(), entity, predicate, all_namespaces=True, ontology=m.ontology
-                )
-                return got.dicts()
-
-            return [HistoryEntry.from_row(r) for r in merge_rows(await self._router.everywhere(each), history_order)]
+            read = history_everywhere(entity, predicate)
+            return [
+                HistoryEntry.from_row(r)
+                for r in (await run_everywhere_async(self._router, read, AsyncMemory._on_each)).dicts()
+            ]
         rows = await history_async(
             await self._reading(),
             entity,
@@ -770,27 +748,8 @@ class AsyncMemory:
                     write=False,
                 )
 
-            async def counts(m: AsyncMemory) -> dict[str, Any]:
-                return await search_scope_async(await m._reading(), question, m.ontology)
-
-            scope = add_scopes(s for s, _ in await self._router.everywhere(counts))
-
-            async def each(m: AsyncMemory) -> Gathered:
-                return await gather_async(
-                    await m._reading(),
-                    question,
-                    m.ontology,
-                    all_namespaces=True,
-                    k=k,
-                    valid_at=valid_at,
-                    known_at=known_at,
-                    embedder=m.embedder,
-                    whole=True,
-                    scope=scope,
-                )
-
-            merged = merge_gathered(await self._router.everywhere(each), k)
-            return Recall.from_answer(answer_gathered(question, self.ontology, merged, k, None))
+            read = ask_everywhere(question, self.ontology, k, valid_at, known_at)
+            return Recall.from_answer(await run_everywhere_async(self._router, read, AsyncMemory._on_each))
         answer = await ask_async(
             await self._reading(),
             question,

@@ -12,36 +12,63 @@ that server notes as leaving or gone, so that a namespace is read once.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import itertools
 import os
 import threading
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from . import ledger
-from .db import Database
+from .db import Database, Table
+from .embed import Embedder
 from .errors import AgeFactsError, InputError, LoadInterrupted, NamespaceMoved, NotFound
 from .load import Loader, read_told
 from .models import Conversation
 from .ontology import Ontology, default_ontology
 from .placement import Placement, Server, read_placement
-from .reads import digest
-from .retrieve import Found, Gathered, search_depth
+from .plans import Plan, run_plan, run_plan_async
+from .reads import TimeArg, digest, facts_plan, history_plan
+from .retrieve import (
+    Answer,
+    Found,
+    Gathered,
+    add_scopes,
+    answer_gathered,
+    check_question,
+    gather_plan,
+    search_depth,
+    search_scope_plan,
+)
 from .summary import Outcome, Summary
+from .timeline import fact_order
+
+if TYPE_CHECKING:
+    from .asyncdb import AsyncDatabase
 
 __all__ = [
     "AsyncRouter",
+    "Everywhere",
+    "OnEach",
     "Router",
+    "ask_everywhere",
     "close_all",
     "database_router",
+    "facts_everywhere",
+    "history_everywhere",
     "history_order",
     "load_placed",
     "merge_gathered",
     "merge_rows",
     "move",
+    "on_each",
+    "on_each_async",
+    "run_everywhere",
+    "run_everywhere_async",
 ]
 
 _M = TypeVar("_M")
@@ -107,6 +134,99 @@ def merge_gathered(parts: Sequence[tuple[Gathered, _Notes]], k: int) -> Gathered
     found.meaning = [m for level in itertools.zip_longest(*nearest) for m in level if m is not None][: search_depth(k)]
     first = parts[0][0] if parts else Gathered([], [], Found(), [], None)
     return Gathered(entities, rows, found, first.times, first.named, why, withdrawals)
+
+
+# -- reads of every namespace, written once --------------------------------------------------------
+@dataclass(frozen=True)
+class OnEach:
+    """A step of a read of every namespace of a placement: the plan ``plan`` makes (given the
+    server's ontology, and whether it has an embedder) asked of every server at once; the
+    answer is each server's result, with the notes of the namespaces that left it."""
+
+    plan: Callable[[Ontology, bool], Plan[Any]]
+
+
+# A read of every namespace: what it asks of each server (OnEach), then what it makes of the
+# answers. The memories and the command line run the same ones (run_everywhere).
+Everywhere = Generator[OnEach, list[tuple[Any, _Notes]], _T]
+
+
+def facts_everywhere(entity: str, valid_at: TimeArg, known_at: TimeArg) -> Everywhere[Table]:
+    """:func:`agefacts.reads.facts` of every namespace, on every server."""
+    got = yield OnEach(lambda _ontology, _meaning: facts_plan(entity, None, True, valid_at, known_at))
+    return _merged(got, fact_order)
+
+
+def history_everywhere(entity: str, predicate: str) -> Everywhere[Table]:
+    """:func:`agefacts.reads.history` of every namespace, on every server (each judging the
+    predicate by its own ontology)."""
+    got = yield OnEach(lambda ontology, _meaning: history_plan(entity, predicate, None, True, ontology))
+    return _merged(got, history_order)
+
+
+def ask_everywhere(
+    question: str, ontology: Ontology, k: int, valid_at: TimeArg, known_at: TimeArg
+) -> Everywhere[Answer]:
+    """:func:`agefacts.retrieve.ask` of every namespace, on every server, answered as one
+    server holding everything would: what each server's search counts, added up; each
+    server's part gathered with the sums; merged and fused once."""
+    check_question(question, None, k)
+    scopes = yield OnEach(lambda on, _meaning: search_scope_plan(question, on, None))
+    scope = add_scopes(s for s, _ in scopes)
+    got = yield OnEach(
+        lambda on, meaning: gather_plan(question, on, None, True, k, valid_at, known_at, meaning, True, scope)
+    )
+    return answer_gathered(question, ontology, merge_gathered(got, k), k, None)
+
+
+def _merged(got: list[tuple[Table, _Notes]], order: Callable[[Mapping[str, Any]], Any]) -> Table:
+    columns = got[0][0].columns if got else []
+    rows = merge_rows([(t.dicts(), notes) for t, notes in got], order)
+    return Table(columns, [tuple(r[c] for c in columns) for r in rows])
+
+
+def run_everywhere(router: Router[_M], read: Everywhere[_T], answer: Callable[[_M, OnEach], Any]) -> _T:
+    """Run a read of every namespace over ``router``'s servers: ``answer(member, step)``
+    answers each step on one server (:func:`on_each`, with that member's database)."""
+    got: Any = None
+    while True:
+        try:
+            step = read.send(got)
+        except StopIteration as done:
+            result: _T = done.value
+            return result
+        got = router.everywhere(_asking(answer, step))
+
+
+async def run_everywhere_async(
+    router: AsyncRouter[_M], read: Everywhere[_T], answer: Callable[[_M, OnEach], Awaitable[Any]]
+) -> _T:
+    """:func:`run_everywhere` for asyncio."""
+    got: Any = None
+    while True:
+        try:
+            step = read.send(got)
+        except StopIteration as done:
+            result: _T = done.value
+            return result
+        got = await router.everywhere(_asking(answer, step))
+
+
+def _asking(answer: Callable[[_M, OnEach], _T], step: OnEach) -> Callable[[_M], _T]:
+    return lambda member: answer(member, step)
+
+
+def on_each(db: Database, step: OnEach, ontology: Ontology, embedder: Embedder | None) -> Any:
+    """One server's answer to ``step``, in one read of its graph (with an embedder, one
+    transaction per statement, as the endpoint's calls must not hold the database)."""
+    with contextlib.nullcontext() if embedder is not None else db.reading():
+        return run_plan(db, step.plan(ontology, embedder is not None), embedder)
+
+
+async def on_each_async(db: AsyncDatabase, step: OnEach, ontology: Ontology, embedder: Embedder | None) -> Any:
+    """:func:`on_each` on an asynchronous connection."""
+    async with contextlib.nullcontext() if embedder is not None else db.reading():
+        return await run_plan_async(db, step.plan(ontology, embedder is not None), embedder)
 
 
 _Stamp = tuple[int, int, int] | None

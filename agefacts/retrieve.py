@@ -58,6 +58,7 @@ __all__ = [
     "Linked",
     "about",
     "add_scopes",
+    "check_question",
     "answer_from",
     "answer_gathered",
     "ask",
@@ -945,7 +946,8 @@ def _cited(
     ]
 
 
-def _check_question(question: object, namespace: object, k: int) -> None:
+def check_question(question: object, namespace: object, k: int) -> None:
+    """Refuse a question, namespace or ``k`` an ask cannot take, before anything is asked."""
     need_text(question, "the question")
     assert isinstance(question, str)
     QUESTION_CHARS.check(len(question), error=UsageError)
@@ -1023,7 +1025,7 @@ def gather(
 ) -> Gathered:
     """What the database holds for a question (see :class:`Gathered`); ``scope``: what the
     search counts, added up over a placement's servers (:func:`search_scope`)."""
-    _check_question(question, namespace, k)
+    check_question(question, namespace, k)
     with _one_read(db, embedder):
         plan = gather_plan(
             question, ontology, namespace, all_namespaces, k, valid_at, known_at, embedder is not None, whole, scope
@@ -1046,7 +1048,7 @@ async def gather_async(
     scope: Mapping[str, Any] | None = None,
 ) -> Gathered:
     """:func:`gather` on an asynchronous connection."""
-    _check_question(question, namespace, k)
+    check_question(question, namespace, k)
     async with _one_read(db, embedder):
         plan = gather_plan(
             question, ontology, namespace, all_namespaces, k, valid_at, known_at, embedder is not None, whole, scope
@@ -1155,7 +1157,7 @@ def ask(
     what it names lies in more than one namespace, give a ``namespace`` (or
     ``all_namespaces=True`` to look in every one). With an ``embedder``, the messages
     nearest the question in meaning are fused in too (:mod:`agefacts.embed`)."""
-    _check_question(question, namespace, k)  # before the database is asked anything
+    check_question(question, namespace, k)  # before the database is asked anything
     with _one_read(db, embedder):
         plan = ask_plan(question, ontology, namespace, all_namespaces, k, valid_at, known_at, embedder is not None)
         return run_plan(db, plan, embedder)
@@ -1174,7 +1176,7 @@ async def ask_async(
     embedder: Embedder | None = None,
 ) -> Answer:
     """:func:`ask` on an asynchronous connection."""
-    _check_question(question, namespace, k)  # before the database is asked anything
+    check_question(question, namespace, k)  # before the database is asked anything
     async with _one_read(db, embedder):
         plan = ask_plan(question, ontology, namespace, all_namespaces, k, valid_at, known_at, embedder is not None)
         return await run_plan_async(db, plan, embedder)

@@ -201,3 +201,95 @@ def test_a_plan_that_searches_by_meaning_needs_an_embedder():
 
     with pytest.raises(UsageError, match="give it an embedder"):
         run_plan(NoDatabase(), plan())  # type: ignore[arg-type]
+
+
+# -- a read of every namespace over a placement's servers -----------------------------------------
+def everywhere_by_hand(read: Any, servers: list[tuple[FakeStore, dict[str, tuple[str, str]]]]) -> Any:
+    """What :func:`agefacts.placed.run_everywhere` does, each server a fake store: a server
+    that holds nothing of what is asked is passed over, as the router passes it."""
+    from agefacts.ontology import default_ontology
+
+    got: Any = None
+    while True:
+        try:
+            step = read.send(got)
+        except StopIteration as done:
+            return done.value
+        got = []
+        for store, notes in servers:
+            try:
+                got.append((store.run(step.plan(default_ontology(), False)), notes))
+            except NotFound:
+                continue
+
+
+@given(
+    st.dictionaries(
+        st.sampled_from(["ann", "bo", "cy", "di"]),
+        st.tuples(st.sampled_from(["a", "b", "c"]), st.sampled_from([None, "a", "b", "c"])),
+        min_size=1,
+    )
+)
+def test_facts_of_every_namespace_take_each_from_its_server_once_in_one_server_s_order(placed):
+    """Each namespace lives on one server; some left a copy on another, which notes it moved.
+    The merged rows are each namespace's from where it lives, once, ordered as one server
+    orders them."""
+    from agefacts.placed import facts_everywhere
+    from agefacts.timeline import fact_order
+
+    servers = []
+    for name in ("a", "b", "c"):
+        held = {ns: "home" for ns, (home, _) in placed.items() if home == name}
+        held |= {ns: "left" for ns, (home, left) in placed.items() if left == name and home != name}
+        said = [
+            fact(f"ent:tom-{ns}", ns, f"f-{ns}", ["2024-01-01T00:00:00Z"]) | {"quote": f"{ns} {how}"}
+            for ns, how in sorted(held.items())
+        ]
+        rows = {
+            "entities": [entity(f"ent:tom-{ns}", ns, "Tom") for ns in sorted(held)],
+            "facts_about": said,  # one entity found
+            "facts_about_each": [r | {"entity": r["subject_key"]} for r in said],  # several
+        }
+        notes = {ns: (placed[ns][0], "moved") for ns, how in held.items() if how == "left"}
+        servers.append((FakeStore(rows), notes))
+    table = everywhere_by_hand(facts_everywhere("Tom", None, None), servers)
+    rows = table.dicts()
+    assert sorted(r["quote"] for r in rows) == sorted(f"{ns} home" for ns in placed)
+    assert rows == sorted(rows, key=fact_order)
+    assert all(len(store.asked) == 2 for store, _ in servers if store.rows["entities"]), "one look-up, one read"
+
+
+@pytest.mark.parametrize(("question", "k"), [(None, 5), ("fado " * 100_000, 5), ("Who loves fado?", 0)])
+def test_an_ask_of_every_namespace_refuses_a_bad_question_before_any_server_is_asked(question, k):
+    from agefacts.ontology import default_ontology
+    from agefacts.placed import ask_everywhere
+
+    with pytest.raises(UsageError):
+        next(ask_everywhere(question, default_ontology(), k, None, None))
+
+
+def test_an_ask_of_every_namespace_searches_each_server_with_every_server_s_counts_added():
+    """Each server ranks its matches by how rare a word is among all servers' messages, as
+    one server holding them all would."""
+    import json
+
+    from agefacts.ontology import default_ontology
+    from agefacts.placed import ask_everywhere
+
+    counts = [{"total": 3, "named": {"ann": 1}, "df": {"fado": 1}}, {"total": 5, "named": {}, "df": {"fado": 2}}]
+    why = {"question_words": [{"searched": ["fado"], "names": [], "messages": 8}]}
+    servers = [
+        (
+            FakeStore(
+                {"search_scope": [{"scope": c}], "search_messages": [said(n, "I love fado.", evidence=False)]} | why
+            ),
+            {},
+        )
+        for n, c in enumerate(counts)
+    ]
+    answer = everywhere_by_hand(ask_everywhere("Who loves fado?", default_ontology(), 5, None, None), servers)
+    for store, _ in servers:
+        assert store.names()[0] == "search_scope"
+        (search,) = [n for n in store.asked if isinstance(n, Named) and n.name == "search_messages"]
+        assert json.loads(search.params["scope"]) == {"total": 8.0, "named": {"ann": 1.0}, "df": {"fado": 3.0}}
+    assert sorted(m["message"] for m in answer.messages) == [0, 1]
