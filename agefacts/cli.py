@@ -180,11 +180,11 @@ def _read(
     everywhere: Callable[[], Everywhere[_T]],
     embedder: Embedder | None = None,
 ) -> _T:
-    """``one`` on the one database the command names; or, with a placement and
-    --all-namespaces, the read ``everywhere`` makes, on every server at once
+    """``one`` on the one database the command names (with a placement, its namespace's); or,
+    with a placement and --all-namespaces (and no --namespace), the read ``everywhere`` makes, on every server at once
     (:func:`agefacts.placed.run_everywhere`, as a placed memory runs it)."""
     placement = _placement(args)
-    if placement is None or not getattr(args, "all_namespaces", False):
+    if placement is None or not getattr(args, "all_namespaces", False) or args.namespace is not None:
         with _open_db(args) as db:
             return one(db)
     # Only here: placement brings the loader and every stage with it, which one database's

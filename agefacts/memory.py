@@ -94,7 +94,10 @@ def _placed_namespace(namespace: str | None) -> str:
 
 
 def _across(namespace: str | None, all_namespaces: bool) -> bool:
-    """Whether a read of a placed memory asks every server (``all_namespaces``) or one."""
+    """Whether a read of a placed memory asks every server (``all_namespaces``) or one (a
+    namespace given is read alone, as on one database)."""
+    if namespace is not None:
+        return False
     if all_namespaces:
         return True
     if namespace is None:

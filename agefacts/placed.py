@@ -315,9 +315,16 @@ class Router(Generic[_M]):
         if namespace in self.placement.pinned or len(self.placement.servers) == 1:
             return self.placement.home(namespace).name
         ranked = self.placement.ranked(namespace)
-        held = [self._holds(self.member(n), namespace) for n in ranked]
+        held = [self._held(n, namespace) for n in ranked]
         name = self._went[namespace] = _home(ranked, held)
         return name
+
+    def _held(self, name: str, namespace: str) -> str | None:
+        """What the server ``name`` holds of the namespace: nothing when it has no graph yet."""
+        try:
+            return self._holds(self.member(name), namespace)
+        except NotFound:
+            return None
 
     def server_of(self, namespace: str) -> str:
         """The name of the server the namespace is on: where the placement puts it, or where
@@ -407,9 +414,16 @@ class AsyncRouter(Generic[_M]):
         if namespace in self.placement.pinned or len(self.placement.servers) == 1:
             return self.placement.home(namespace).name
         ranked = self.placement.ranked(namespace)
-        held = [await self._holds(await self.member(n), namespace) for n in ranked]
+        held = [await self._held(n, namespace) for n in ranked]
         name = self._went[namespace] = _home(ranked, held)
         return name
+
+    async def _held(self, name: str, namespace: str) -> str | None:
+        """See :meth:`Router._held`."""
+        try:
+            return await self._holds(await self.member(name), namespace)
+        except NotFound:
+            return None
 
     async def server_of(self, namespace: str) -> str:
         name = await self._placed(namespace)

@@ -448,6 +448,21 @@ def test_merged_reads_answer_from_the_servers_that_hold_it_when_another_holds_no
         capsys.readouterr()
         assert main([*argv, "--placement", str(path), "--format", "json"]) == 0, capsys.readouterr().err
         assert json.loads(capsys.readouterr().out), argv
+        # A namespace given is read alone, as on one database (which holds all of it here).
+        alone = [*argv, "--namespace", "nina", "--format", "json"]
+        want = main([*alone, "--dsn", dbs["a"].dsn]), capsys.readouterr().out
+        got = main([*alone, "--placement", str(path)]), capsys.readouterr()
+        assert (got[0], got[1].out) == want, (argv, got[1].err)
+    # A server with no graph yet holds none of a namespace: it is read where it is (it failed
+    # "graph ... does not exist" when the hash ranked that server first).
+    for ns in ("ann", "nina"):
+        alone = ["facts", "user", "--namespace", ns, "--format", "json"]
+        want = main([*alone, "--dsn", dbs["a"].dsn]), capsys.readouterr().out
+        got = main([*alone, "--placement", str(path)]), capsys.readouterr()
+        assert (got[0], got[1].out) == want, (ns, got[1].err)
+    with Memory(placement=path, graph=graph_name) as memory:
+        assert {f.namespace for f in memory.facts("user", namespace="nina", all_namespaces=True)} == {"nina"}
+        assert {f.namespace for f in memory.facts("user", all_namespaces=True)} == {"ann", "nina"}
     # Nothing anywhere is still said, once.
     assert main(["facts", "Nobody At All", "--all-namespaces", "--placement", str(path)]) == 1
     assert "no entity 'Nobody At All'" in capsys.readouterr().err
