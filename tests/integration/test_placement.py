@@ -471,9 +471,11 @@ def test_merged_reads_answer_from_the_servers_that_hold_it_when_another_holds_no
 
     async def on_async():
         async with AsyncMemory(placement=path, graph=graph_name) as memory:
-            return await memory.facts("Tom", all_namespaces=True)
+            alone = [await memory.facts("user", namespace=ns) for ns in ("ann", "nina")]
+            return await memory.facts("Tom", all_namespaces=True), alone
 
-    assert asyncio.run(on_async())
+    every, alone = asyncio.run(on_async())
+    assert every and [{f.namespace for f in facts} for facts in alone] == [{"ann"}, {"nina"}]
 
 
 _STEPS = ["takes no writes", "copied", "digests equal", "the placement puts", "forgotten"]
