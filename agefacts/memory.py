@@ -108,6 +108,15 @@ def _across(namespace: str | None, all_namespaces: bool) -> bool:
     return False
 
 
+def _placed(cls: type, base: type, dsn: str | None, options: dict[str, Any]) -> bool:
+    """Whether ``cls(dsn, placement=...)`` is a memory over a placement's servers."""
+    if _placement(dsn, options.get("placement")) is None:
+        return False
+    if cls is not base:
+        raise UsageError(f"a subclass of {base.__name__} reads one database: give it a dsn, not a placement")
+    return True
+
+
 class Memory:
     """An assistant's memory in one graph: ``add`` what was said, ``ask``/``facts``/
     ``history`` what is known, ``forget`` and ``export`` a namespace's conversations.
@@ -127,6 +136,10 @@ class Memory:
 
     # What a write says where this memory has no one database of its own.
     _NOT_OPEN = _NO_ONE_DATABASE
+
+    def __new__(cls, dsn: str | None = None, graph: str = DEFAULT_GRAPH, **options: Any) -> Memory:
+        # A memory over a placement is the placed one: the one place a memory routes.
+        return super().__new__(_PlacedMemory if _placed(cls, Memory, dsn, options) else cls)
 
     def __init__(
         self,
@@ -152,36 +165,8 @@ class Memory:
         self._writing = threading.Lock()
         self._tails = adding.Tails()
         self._unwritten = adding.Unwritten()
-        placed = _placement(dsn, placement)
-        self._router: Router[Memory] | None = None
-        self._db: Database | None = None
+        self._db: Database | None = Database(resolve_dsn(dsn), graph).connect()
         self._reads: ReplicaReads | None = None
-        if placed is not None:
-            if replica is not None:
-                raise UsageError("on a placement, each server names its replica (replica = ... beside its dsn)")
-            self.ontology = ontology or default_ontology()
-
-            def member(server: Server) -> Memory:
-                return Memory(
-                    server.dsn,
-                    graph,
-                    ontology=ontology,
-                    llm=llm,
-                    via=via,
-                    context_turns=context_turns,
-                    tune_interpreter=tune_interpreter,
-                    embedder=embedder,
-                    replica=server.replica,
-                )
-
-            self._router = Router(
-                placed,
-                member,
-                lambda m, ns: ledger.moves(m.db, None if ns is None else [ns]),
-                lambda m, ns: ledger.holds(m.db, ns),
-            )
-            return
-        self._db = Database(resolve_dsn(dsn), graph).connect()
         if replica is not None:
             self._reads = ReplicaReads(self._db, replica, graph)
         # Without one given, the ontology the graph was loaded with (or the shipped one).
@@ -221,9 +206,6 @@ class Memory:
         self.close()
 
     def close(self) -> None:
-        if self._router is not None:
-            for m in self._router.opened():
-                m.close()
         if self._reads is not None:
             self._reads.close()
         if self._db is not None:
@@ -243,12 +225,6 @@ class Memory:
         cid = messages.id if isinstance(messages, Conversation) else conversation
         need_text(ns, "namespace= (whose memory)", optional=True)
         need_text(cid, "conversation= (which conversation)", optional=True)
-        if self._router is not None:
-            return self._router.on(
-                _placed_namespace(ns),
-                lambda m: m.add(messages, namespace=namespace, conversation=conversation, title=title),
-                write=True,
-            )
         try:
             asyncio.get_running_loop()
         except RuntimeError:
@@ -314,16 +290,6 @@ class Memory:
     ) -> list[MemoryFact]:
         """The facts about an entity (default: the namespace's owner), valid at ``valid_at``
         as known at ``known_at`` (both default to now)."""
-        if self._router is not None:
-            if not _across(namespace, all_namespaces):
-                return self._router.on(
-                    str(namespace),
-                    lambda m: m.facts(entity, namespace=namespace, valid_at=valid_at, known_at=known_at),
-                    write=False,
-                )
-
-            read = facts_everywhere(entity, valid_at, known_at)
-            return [MemoryFact.from_row(r) for r in run_everywhere(self._router, read, Memory._on_each).dicts()]
         rows = facts(
             self._reading(),
             entity,
@@ -338,14 +304,6 @@ class Memory:
         self, entity: str, predicate: str, *, namespace: str | None = None, all_namespaces: bool = False
     ) -> list[HistoryEntry]:
         """An entity's values for one predicate over time, superseded and ended ones included."""
-        if self._router is not None:
-            if not _across(namespace, all_namespaces):
-                return self._router.on(
-                    str(namespace), lambda m: m.history(entity, predicate, namespace=namespace), write=False
-                )
-
-            read = history_everywhere(entity, predicate)
-            return [HistoryEntry.from_row(r) for r in run_everywhere(self._router, read, Memory._on_each).dicts()]
         rows = history(
             self._reading(),
             entity,
@@ -367,16 +325,6 @@ class Memory:
         known_at: TimeArg = None,
     ) -> Recall:
         """The facts a question is about, ranked, with citations (see :mod:`agefacts.retrieve`)."""
-        if self._router is not None:
-            if not _across(namespace, all_namespaces):
-                return self._router.on(
-                    str(namespace),
-                    lambda m: m.ask(question, namespace=namespace, k=k, valid_at=valid_at, known_at=known_at),
-                    write=False,
-                )
-
-            read = ask_everywhere(question, self.ontology, k, valid_at, known_at)
-            return Recall.from_answer(run_everywhere(self._router, read, Memory._on_each))
         answer = ask(
             self._reading(),
             question,
@@ -405,14 +353,6 @@ class Memory:
         """Take one fact back (see :func:`correction`): ``memory.correct("user", "allergic_to",
         "peanuts", namespace="mei", by="assistant", instead="tree nuts")``. Forget the
         conversation it returns to undo it."""
-        if self._router is not None:
-            return self._router.on(
-                _placed_namespace(namespace),
-                lambda m: m.correct(
-                    entity, predicate, said, namespace=namespace, by=by, instead=instead, reason=reason, at=at
-                ),
-                write=True,
-            )
         db, loader = self._writer()
 
         def work() -> Added:
@@ -427,10 +367,6 @@ class Memory:
     def forget(self, namespace: str, conversations: Iterable[str] | str | None = None) -> list[str]:
         """Remove what the namespace's conversations (those named, or all) wrote; returns
         the ids forgotten."""
-        if self._router is not None:
-            return self._router.on(
-                _placed_namespace(namespace), lambda m: m.forget(namespace, conversations), write=True
-            )
         _, loader = self._writer()
         wanted = adding.conversation_ids(conversations)
         self._tails.drop(namespace, wanted)
@@ -440,10 +376,6 @@ class Memory:
     def export(self, namespace: str, conversations: Iterable[str] | str | None = None) -> list[Conversation]:
         """The namespace's conversations as loaded, with their recordings: loading them into
         an empty graph gives the same graph."""
-        if self._router is not None:
-            return self._router.on(
-                _placed_namespace(namespace), lambda m: m.export(namespace, conversations), write=False
-            )
         db, _ = self._writer()
         wanted = adding.conversation_ids(conversations)
         with self._writing:
@@ -453,8 +385,6 @@ class Memory:
         """The namespace's conversations in memory: each one's id (what ``forget`` takes),
         when it was loaded, and how many statements it gave."""
         need_text(namespace, "namespace= (whose memory)")
-        if self._router is not None:
-            return self._router.on(namespace, lambda m: m.conversations(namespace), write=False)
         rows = run_named(self._reading(), "conversations", {"namespace": namespace})
         return [Remembered.from_row(r) for r in rows.dicts()]
 
@@ -462,8 +392,6 @@ class Memory:
         """Who and what the namespace's memory knows: each entity's name (or role), type and
         the words it was mentioned by; ``facts`` says what is known about one."""
         need_text(namespace, "namespace= (whose memory)")
-        if self._router is not None:
-            return self._router.on(namespace, lambda m: m.entities(namespace), write=False)
         return Known.listed(run_named(self._reading(), "entities_of", {"namespace": namespace}).dicts())
 
 
@@ -475,6 +403,9 @@ class AsyncMemory:
     transaction of many statements that the loader already overlaps with its own work."""
 
     _NOT_OPEN = "the memory is not open: use `async with AsyncMemory(...) as memory`"
+
+    def __new__(cls, dsn: str | None = None, graph: str = DEFAULT_GRAPH, **options: Any) -> AsyncMemory:
+        return super().__new__(_AsyncPlacedMemory if _placed(cls, AsyncMemory, dsn, options) else cls)
 
     def __init__(
         self,
@@ -504,34 +435,8 @@ class AsyncMemory:
         self._writing = asyncio.Lock()
         self._tails = adding.Tails()
         self._unwritten = adding.Unwritten()
-        placed = _placement(dsn, placement)
-        self._router: AsyncRouter[AsyncMemory] | None = None
         self._replica = replica
         self._reads: AsyncReplicaReads | None = None
-        if placed is not None:
-            if replica is not None:
-                raise UsageError("on a placement, each server names its replica (replica = ... beside its dsn)")
-
-            async def member(server: Server) -> AsyncMemory:
-                return await AsyncMemory(
-                    server.dsn,
-                    graph,
-                    ontology=ontology,
-                    llm=llm,
-                    via=via,
-                    context_turns=context_turns,
-                    tune_interpreter=tune_interpreter,
-                    embedder=embedder,
-                    replica=server.replica,
-                ).open()
-
-            async def notes(m: AsyncMemory, ns: str | None) -> dict[str, tuple[str, str]]:
-                return await asyncio.to_thread(ledger.moves, m._writer()[0], None if ns is None else [ns])
-
-            async def holds(m: AsyncMemory, ns: str) -> str | None:
-                return await asyncio.to_thread(ledger.holds, m._writer()[0], ns)
-
-            self._router = AsyncRouter(placed, member, notes, holds)
 
     async def __aenter__(self) -> AsyncMemory:
         return await self.open()
@@ -542,8 +447,6 @@ class AsyncMemory:
     async def open(self) -> AsyncMemory:
         """Connect: the writer's connection sets up the graph if it is missing, then the
         reader's opens (on a placement, each server's when first needed)."""
-        if self._router is not None:
-            return self
 
         def writer() -> tuple[str, Database]:
             dsn = resolve_dsn(self._dsn)
@@ -560,9 +463,6 @@ class AsyncMemory:
         return self
 
     async def close(self) -> None:
-        if self._router is not None:
-            for m in self._router.opened():
-                await m.close()
         if self._reads is not None:
             await self._reads.close()
             self._reads = None
@@ -620,12 +520,6 @@ class AsyncMemory:
         cid = messages.id if isinstance(messages, Conversation) else conversation
         need_text(ns, "namespace= (whose memory)", optional=True)
         need_text(cid, "conversation= (which conversation)", optional=True)
-        if self._router is not None:
-            return await self._router.on(
-                _placed_namespace(ns),
-                lambda m: m.add(messages, namespace=namespace, conversation=conversation, title=title),
-                write=True,
-            )
         db, _ = self._writer()
         paid = self._unwritten.of((ns, cid))
         asked = 0
@@ -684,19 +578,6 @@ class AsyncMemory:
         known_at: TimeArg = None,
     ) -> list[MemoryFact]:
         """See :meth:`Memory.facts`."""
-        if self._router is not None:
-            if not _across(namespace, all_namespaces):
-                return await self._router.on(
-                    str(namespace),
-                    lambda m: m.facts(entity, namespace=namespace, valid_at=valid_at, known_at=known_at),
-                    write=False,
-                )
-
-            read = facts_everywhere(entity, valid_at, known_at)
-            return [
-                MemoryFact.from_row(r)
-                for r in (await run_everywhere_async(self._router, read, AsyncMemory._on_each)).dicts()
-            ]
         rows = await facts_async(
             await self._reading(),
             entity,
@@ -711,17 +592,6 @@ class AsyncMemory:
         self, entity: str, predicate: str, *, namespace: str | None = None, all_namespaces: bool = False
     ) -> list[HistoryEntry]:
         """See :meth:`Memory.history`."""
-        if self._router is not None:
-            if not _across(namespace, all_namespaces):
-                return await self._router.on(
-                    str(namespace), lambda m: m.history(entity, predicate, namespace=namespace), write=False
-                )
-
-            read = history_everywhere(entity, predicate)
-            return [
-                HistoryEntry.from_row(r)
-                for r in (await run_everywhere_async(self._router, read, AsyncMemory._on_each)).dicts()
-            ]
         rows = await history_async(
             await self._reading(),
             entity,
@@ -743,16 +613,6 @@ class AsyncMemory:
         known_at: TimeArg = None,
     ) -> Recall:
         """See :meth:`Memory.ask`."""
-        if self._router is not None:
-            if not _across(namespace, all_namespaces):
-                return await self._router.on(
-                    str(namespace),
-                    lambda m: m.ask(question, namespace=namespace, k=k, valid_at=valid_at, known_at=known_at),
-                    write=False,
-                )
-
-            read = ask_everywhere(question, self.ontology, k, valid_at, known_at)
-            return Recall.from_answer(await run_everywhere_async(self._router, read, AsyncMemory._on_each))
         answer = await ask_async(
             await self._reading(),
             question,
@@ -779,14 +639,6 @@ class AsyncMemory:
         at: TimeArg = None,
     ) -> Added:
         """See :meth:`Memory.correct`."""
-        if self._router is not None:
-            return await self._router.on(
-                _placed_namespace(namespace),
-                lambda m: m.correct(
-                    entity, predicate, said, namespace=namespace, by=by, instead=instead, reason=reason, at=at
-                ),
-                write=True,
-            )
         db, loader = self._writer()
 
         def work() -> Added:
@@ -800,10 +652,6 @@ class AsyncMemory:
 
     async def forget(self, namespace: str, conversations: Iterable[str] | str | None = None) -> list[str]:
         """See :meth:`Memory.forget`."""
-        if self._router is not None:
-            return await self._router.on(
-                _placed_namespace(namespace), lambda m: m.forget(namespace, conversations), write=True
-            )
         _, loader = self._writer()
         wanted = adding.conversation_ids(conversations)
         self._tails.drop(namespace, wanted)
@@ -812,10 +660,6 @@ class AsyncMemory:
 
     async def export(self, namespace: str, conversations: Iterable[str] | str | None = None) -> list[Conversation]:
         """See :meth:`Memory.export`."""
-        if self._router is not None:
-            return await self._router.on(
-                _placed_namespace(namespace), lambda m: m.export(namespace, conversations), write=False
-            )
         db, _ = self._writer()
         wanted = adding.conversation_ids(conversations)
         async with self._writing:
@@ -824,16 +668,331 @@ class AsyncMemory:
     async def conversations(self, namespace: str) -> list[Remembered]:
         """See :meth:`Memory.conversations`."""
         need_text(namespace, "namespace= (whose memory)")
-        if self._router is not None:
-            return await self._router.on(namespace, lambda m: m.conversations(namespace), write=False)
         rows = await run_named_async(await self._reading(), "conversations", {"namespace": namespace})
         return [Remembered.from_row(r) for r in rows.dicts()]
 
     async def entities(self, namespace: str) -> list[Known]:
         """See :meth:`Memory.entities`."""
         need_text(namespace, "namespace= (whose memory)")
-        if self._router is not None:
-            return await self._router.on(namespace, lambda m: m.entities(namespace), write=False)
         return Known.listed(
             (await run_named_async(await self._reading(), "entities_of", {"namespace": namespace})).dicts()
         )
+
+
+class _PlacedMemory(Memory):
+    """:class:`Memory` over a placement's servers (``Memory(placement=...)``): each call goes
+    to the memory of its namespace's server, a read of every namespace to every server at once
+    (:mod:`agefacts.placed`). The one place a memory routes."""
+
+    def __init__(
+        self,
+        dsn: str | None = None,
+        graph: str = DEFAULT_GRAPH,
+        *,
+        ontology: Ontology | None = None,
+        llm: LLMClient | None = None,
+        via: str = "bulk",
+        context_turns: int = DEFAULT_CONTEXT_TURNS,
+        tune_interpreter: bool = False,
+        embedder: Embedder | None = None,
+        placement: Placement | str | os.PathLike[str] | None = None,
+        replica: str | None = None,
+    ):
+        placed = _placement(dsn, placement)
+        assert placed is not None
+        if replica is not None:
+            raise UsageError("on a placement, each server names its replica (replica = ... beside its dsn)")
+        self.llm = llm
+        self.context_turns = context_turns
+        self._via = via
+        self.tune_interpreter = tune_interpreter
+        self.embedder = embedder
+        self.ontology = ontology or default_ontology()
+        self._db = None
+        self._reads = None
+
+        def member(server: Server) -> Memory:
+            return Memory(
+                server.dsn,
+                graph,
+                ontology=ontology,
+                llm=llm,
+                via=via,
+                context_turns=context_turns,
+                tune_interpreter=tune_interpreter,
+                embedder=embedder,
+                replica=server.replica,
+            )
+
+        self._router: Router[Memory] = Router(
+            placed,
+            member,
+            lambda m, ns: ledger.moves(m.db, None if ns is None else [ns]),
+            lambda m, ns: ledger.holds(m.db, ns),
+        )
+
+    def close(self) -> None:
+        for m in self._router.opened():
+            m.close()
+
+    def add(
+        self,
+        messages: Conversation | Sequence[Message],
+        *,
+        namespace: str | None = None,
+        conversation: str | None = None,
+        title: str | None = None,
+    ) -> Added:
+        ns = messages.namespace if isinstance(messages, Conversation) else namespace
+        need_text(ns, "namespace= (whose memory)", optional=True)
+        return self._router.on(
+            _placed_namespace(ns),
+            lambda m: m.add(messages, namespace=namespace, conversation=conversation, title=title),
+            write=True,
+        )
+
+    def facts(
+        self,
+        entity: str = "user",
+        *,
+        namespace: str | None = None,
+        all_namespaces: bool = False,
+        valid_at: TimeArg = None,
+        known_at: TimeArg = None,
+    ) -> list[MemoryFact]:
+        if _across(namespace, all_namespaces):
+            read = facts_everywhere(entity, valid_at, known_at)
+            return [MemoryFact.from_row(r) for r in run_everywhere(self._router, read, Memory._on_each).dicts()]
+        return self._router.on(
+            str(namespace),
+            lambda m: m.facts(entity, namespace=namespace, valid_at=valid_at, known_at=known_at),
+            write=False,
+        )
+
+    def history(
+        self, entity: str, predicate: str, *, namespace: str | None = None, all_namespaces: bool = False
+    ) -> list[HistoryEntry]:
+        if _across(namespace, all_namespaces):
+            read = history_everywhere(entity, predicate)
+            return [HistoryEntry.from_row(r) for r in run_everywhere(self._router, read, Memory._on_each).dicts()]
+        return self._router.on(str(namespace), lambda m: m.history(entity, predicate, namespace=namespace), write=False)
+
+    def ask(
+        self,
+        question: str,
+        *,
+        namespace: str | None = None,
+        all_namespaces: bool = False,
+        k: int = 10,
+        valid_at: TimeArg = None,
+        known_at: TimeArg = None,
+    ) -> Recall:
+        if _across(namespace, all_namespaces):
+            read = ask_everywhere(question, self.ontology, k, valid_at, known_at)
+            return Recall.from_answer(run_everywhere(self._router, read, Memory._on_each))
+        return self._router.on(
+            str(namespace),
+            lambda m: m.ask(question, namespace=namespace, k=k, valid_at=valid_at, known_at=known_at),
+            write=False,
+        )
+
+    def correct(
+        self,
+        entity: str,
+        predicate: str,
+        said: str,
+        *,
+        namespace: str,
+        by: str,
+        instead: str | None = None,
+        reason: str | None = None,
+        at: TimeArg = None,
+    ) -> Added:
+        return self._router.on(
+            _placed_namespace(namespace),
+            lambda m: m.correct(
+                entity, predicate, said, namespace=namespace, by=by, instead=instead, reason=reason, at=at
+            ),
+            write=True,
+        )
+
+    def forget(self, namespace: str, conversations: Iterable[str] | str | None = None) -> list[str]:
+        return self._router.on(_placed_namespace(namespace), lambda m: m.forget(namespace, conversations), write=True)
+
+    def export(self, namespace: str, conversations: Iterable[str] | str | None = None) -> list[Conversation]:
+        return self._router.on(_placed_namespace(namespace), lambda m: m.export(namespace, conversations), write=False)
+
+    def conversations(self, namespace: str) -> list[Remembered]:
+        need_text(namespace, "namespace= (whose memory)")
+        return self._router.on(namespace, lambda m: m.conversations(namespace), write=False)
+
+    def entities(self, namespace: str) -> list[Known]:
+        need_text(namespace, "namespace= (whose memory)")
+        return self._router.on(namespace, lambda m: m.entities(namespace), write=False)
+
+
+class _AsyncPlacedMemory(AsyncMemory):
+    """:class:`AsyncMemory` over a placement's servers (see :class:`_PlacedMemory`)."""
+
+    def __init__(
+        self,
+        dsn: str | None = None,
+        graph: str = DEFAULT_GRAPH,
+        *,
+        ontology: Ontology | None = None,
+        llm: LLMClient | None = None,
+        via: str = "bulk",
+        context_turns: int = DEFAULT_CONTEXT_TURNS,
+        tune_interpreter: bool = False,
+        embedder: Embedder | None = None,
+        placement: Placement | str | os.PathLike[str] | None = None,
+        replica: str | None = None,
+    ):
+        placed = _placement(dsn, placement)
+        assert placed is not None
+        if replica is not None:
+            raise UsageError("on a placement, each server names its replica (replica = ... beside its dsn)")
+        self.llm = llm
+        self.context_turns = context_turns
+        self._via = via
+        self.tune_interpreter = tune_interpreter
+        self.embedder = embedder
+        self.ontology = ontology or default_ontology()
+        self._db = None
+        self._adb = None
+        self._reads = None
+
+        async def member(server: Server) -> AsyncMemory:
+            return await AsyncMemory(
+                server.dsn,
+                graph,
+                ontology=ontology,
+                llm=llm,
+                via=via,
+                context_turns=context_turns,
+                tune_interpreter=tune_interpreter,
+                embedder=embedder,
+                replica=server.replica,
+            ).open()
+
+        async def notes(m: AsyncMemory, ns: str | None) -> dict[str, tuple[str, str]]:
+            return await asyncio.to_thread(ledger.moves, m._writer()[0], None if ns is None else [ns])
+
+        async def holds(m: AsyncMemory, ns: str) -> str | None:
+            return await asyncio.to_thread(ledger.holds, m._writer()[0], ns)
+
+        self._router: AsyncRouter[AsyncMemory] = AsyncRouter(placed, member, notes, holds)
+
+    async def open(self) -> AsyncMemory:
+        return self  # each server's memory opens when first needed
+
+    async def close(self) -> None:
+        for m in self._router.opened():
+            await m.close()
+
+    async def add(
+        self,
+        messages: Conversation | Sequence[Message],
+        *,
+        namespace: str | None = None,
+        conversation: str | None = None,
+        title: str | None = None,
+    ) -> Added:
+        ns = messages.namespace if isinstance(messages, Conversation) else namespace
+        need_text(ns, "namespace= (whose memory)", optional=True)
+        return await self._router.on(
+            _placed_namespace(ns),
+            lambda m: m.add(messages, namespace=namespace, conversation=conversation, title=title),
+            write=True,
+        )
+
+    async def facts(
+        self,
+        entity: str = "user",
+        *,
+        namespace: str | None = None,
+        all_namespaces: bool = False,
+        valid_at: TimeArg = None,
+        known_at: TimeArg = None,
+    ) -> list[MemoryFact]:
+        if _across(namespace, all_namespaces):
+            read = facts_everywhere(entity, valid_at, known_at)
+            return [
+                MemoryFact.from_row(r)
+                for r in (await run_everywhere_async(self._router, read, AsyncMemory._on_each)).dicts()
+            ]
+        return await self._router.on(
+            str(namespace),
+            lambda m: m.facts(entity, namespace=namespace, valid_at=valid_at, known_at=known_at),
+            write=False,
+        )
+
+    async def history(
+        self, entity: str, predicate: str, *, namespace: str | None = None, all_namespaces: bool = False
+    ) -> list[HistoryEntry]:
+        if _across(namespace, all_namespaces):
+            read = history_everywhere(entity, predicate)
+            return [
+                HistoryEntry.from_row(r)
+                for r in (await run_everywhere_async(self._router, read, AsyncMemory._on_each)).dicts()
+            ]
+        return await self._router.on(
+            str(namespace), lambda m: m.history(entity, predicate, namespace=namespace), write=False
+        )
+
+    async def ask(
+        self,
+        question: str,
+        *,
+        namespace: str | None = None,
+        all_namespaces: bool = False,
+        k: int = 10,
+        valid_at: TimeArg = None,
+        known_at: TimeArg = None,
+    ) -> Recall:
+        if _across(namespace, all_namespaces):
+            read = ask_everywhere(question, self.ontology, k, valid_at, known_at)
+            return Recall.from_answer(await run_everywhere_async(self._router, read, AsyncMemory._on_each))
+        return await self._router.on(
+            str(namespace),
+            lambda m: m.ask(question, namespace=namespace, k=k, valid_at=valid_at, known_at=known_at),
+            write=False,
+        )
+
+    async def correct(
+        self,
+        entity: str,
+        predicate: str,
+        said: str,
+        *,
+        namespace: str,
+        by: str,
+        instead: str | None = None,
+        reason: str | None = None,
+        at: TimeArg = None,
+    ) -> Added:
+        return await self._router.on(
+            _placed_namespace(namespace),
+            lambda m: m.correct(
+                entity, predicate, said, namespace=namespace, by=by, instead=instead, reason=reason, at=at
+            ),
+            write=True,
+        )
+
+    async def forget(self, namespace: str, conversations: Iterable[str] | str | None = None) -> list[str]:
+        return await self._router.on(
+            _placed_namespace(namespace), lambda m: m.forget(namespace, conversations), write=True
+        )
+
+    async def export(self, namespace: str, conversations: Iterable[str] | str | None = None) -> list[Conversation]:
+        return await self._router.on(
+            _placed_namespace(namespace), lambda m: m.export(namespace, conversations), write=False
+        )
+
+    async def conversations(self, namespace: str) -> list[Remembered]:
+        need_text(namespace, "namespace= (whose memory)")
+        return await self._router.on(namespace, lambda m: m.conversations(namespace), write=False)
+
+    async def entities(self, namespace: str) -> list[Known]:
+        need_text(namespace, "namespace= (whose memory)")
+        return await self._router.on(namespace, lambda m: m.entities(namespace), write=False)

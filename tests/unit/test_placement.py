@@ -120,3 +120,38 @@ def test_toml_strings_escape_what_toml_refuses_and_what_splits_lines():
         quoted = toml_string(text)
         assert "\n" not in quoted and len(quoted.splitlines()) == 1
         assert tomllib.loads(f"k = {quoted}")["k"] == text
+
+
+def test_a_memory_on_a_placement_is_a_memory_that_opens_nothing_until_asked_and_has_no_one_database(tmp_path):
+    """Memory(placement=...) is the placed memory (the one that routes): still a Memory, it
+    connects to no server until a call needs one, and says it has no one database. A
+    subclass of Memory reads one database, and says so when given a placement."""
+    import asyncio
+
+    from agefacts.memory import AsyncMemory, Memory
+
+    path = tmp_path / "placement.toml"
+    path.write_text('[servers.a]\ndsn = "host=nowhere.invalid"\n\n[servers.b]\ndsn = "host=nowhere.invalid port=2"\n')
+    memory = Memory(placement=path)
+    assert isinstance(memory, Memory) and type(memory) is not Memory
+    with pytest.raises(UsageError, match="placed on several servers"):
+        memory.db  # noqa: B018
+    with pytest.raises(UsageError, match="needs namespace="):
+        memory.forget(None)  # type: ignore[arg-type]
+    memory.close()
+
+    async def on_async() -> AsyncMemory:
+        async with AsyncMemory(placement=path) as placed:
+            with pytest.raises(UsageError, match="reads one namespace"):
+                await placed.facts("user")
+            return placed
+
+    assert isinstance(asyncio.run(on_async()), AsyncMemory)
+
+    class Mine(Memory):
+        pass
+
+    with pytest.raises(UsageError, match="a subclass of Memory reads one database"):
+        Mine(placement=path)
+    with pytest.raises(UsageError, match="a dsn .one database. or a placement"):
+        Memory("host=nowhere.invalid", placement=path)

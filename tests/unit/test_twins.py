@@ -54,7 +54,11 @@ APART: dict[tuple[str, str], tuple[str, str]] = {
     ),
     ("memory.py", "AsyncMemory.__init__"): (
         "its connections are opened on first use, on the event loop",
-        "802306c5c540",
+        "4ae23bc3c8cb",
+    ),
+    ("memory.py", "_AsyncPlacedMemory.__init__"): (
+        "each server's memory is opened on first use, on the event loop, and its notes read in a thread",
+        "1a01566e1399",
     ),
     ("memory.py", "AsyncMemory.close"): (
         "the async memory holds a sync writer beside its async reader",
