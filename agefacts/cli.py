@@ -153,7 +153,7 @@ def _placement(args: argparse.Namespace) -> Placement | None:
 def _placed_dsn(args: argparse.Namespace, placement: Placement) -> tuple[str, str]:
     """The server of the command's namespace (following the note of a moved one), or --server:
     its name in the placement and the dsn to use."""
-    from .placed import close_all, database_router
+    from .placed import home_server
 
     # A command that only reads may read a server's replica: it wrote nothing it must see.
     read = _access(args) == _READS_REPLICA
@@ -166,11 +166,7 @@ def _placed_dsn(args: argparse.Namespace, placement: Placement) -> tuple[str, st
             f"with a placement, a command goes to its namespace's server: give --namespace, or --server NAME "
             f"({', '.join(sorted(placement.servers))})"
         )
-    router = database_router(placement, args.graph)
-    try:
-        server = placement.server(router.server_of(namespace))
-    finally:
-        close_all(router)
+    server = home_server(placement, args.graph, namespace)
     return server.name, (server.replica if read else None) or server.dsn
 
 
@@ -181,23 +177,17 @@ def _read(
     embedder: Embedder | None = None,
 ) -> _T:
     """``one`` on the one database the command names (with a placement, its namespace's); or,
-    with a placement and --all-namespaces (and no --namespace), the read ``everywhere`` makes, on every server at once
-    (:func:`agefacts.placed.run_everywhere`, as a placed memory runs it)."""
+    with a placement and --all-namespaces (and no --namespace), the read ``everywhere`` makes,
+    on every server at once (:func:`agefacts.placed.read_everywhere`)."""
     placement = _placement(args)
     if placement is None or not getattr(args, "all_namespaces", False) or args.namespace is not None:
         with _open_db(args) as db:
             return one(db)
     # Only here: placement brings the loader and every stage with it, which one database's
     # read does not need (a third of `agefacts facts`'s start-up).
-    from .placed import close_all, database_router, on_each, run_everywhere
+    from .placed import read_everywhere
 
-    router = database_router(placement, args.graph)
-    try:
-        return run_everywhere(
-            router, everywhere(), lambda db, step: on_each(db, step, _read_ontology(args, db), embedder)
-        )
-    finally:
-        close_all(router)
+    return read_everywhere(placement, args.graph, everywhere(), lambda db: _read_ontology(args, db), embedder)
 
 
 def _open_db(args: argparse.Namespace, *, create: bool = False) -> Database:

@@ -61,12 +61,14 @@ __all__ = [
     "facts_everywhere",
     "history_everywhere",
     "history_order",
+    "home_server",
     "load_placed",
     "merge_gathered",
     "merge_rows",
     "move",
     "on_each",
     "on_each_async",
+    "read_everywhere",
     "run_everywhere",
     "run_everywhere_async",
 ]
@@ -495,6 +497,32 @@ def database_router(placement: Placement, graph: str, *, create: bool = False) -
         return Database(server.dsn, graph, create=create, server=server.name).connect()
 
     return Router(placement, open_db, lambda db, ns: ledger.moves(db, None if ns is None else [ns]), ledger.holds)
+
+
+def home_server(placement: Placement, graph: str, namespace: str) -> Server:
+    """The server ``namespace`` lives on now, following the notes a moved one left: where a
+    command that opens one database goes."""
+    router = database_router(placement, graph)
+    try:
+        return placement.server(router.server_of(namespace))
+    finally:
+        close_all(router)
+
+
+def read_everywhere(
+    placement: Placement,
+    graph: str,
+    read: Everywhere[_T],
+    ontology_of: Callable[[Database], Ontology],
+    embedder: Embedder | None = None,
+) -> _T:
+    """``read`` on every server's database at once (the command line's read of every
+    namespace), each judged by the ontology ``ontology_of`` gives for it."""
+    router = database_router(placement, graph)
+    try:
+        return run_everywhere(router, read, lambda db, step: on_each(db, step, ontology_of(db), embedder))
+    finally:
+        close_all(router)
 
 
 def close_all(router: Router[Database]) -> None:
