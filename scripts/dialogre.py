@@ -8,7 +8,8 @@ DialogRE is public for research and is never part of this repository: fetch it y
 
 which writes ``dialogre/conversations/d<N>.json`` (one conversation per dialogue, 50 dialogues
 to a namespace) and ``dialogre/questions.jsonl``. Each turn's "Speaker N:" becomes its
-``name`` (``--no-names``: left out, every turn speaker ``user``). DialogRE annotates relations
+``name`` (``--no-names``: left out, every turn speaker ``user``); a line said together
+("Speaker 1, Speaker 2: Hi") is said by each, named by the first, and its labels are no words of it. DialogRE annotates relations
 between two arguments (``x``, ``y``), not questions, so each relation becomes one question
 from a template ("Who is Monica's roommate?", "What does Ross do?") whose evidence is every
 turn that says its object (``y``) and either says its subject or is said by it; a relation with
@@ -70,7 +71,8 @@ TEMPLATES = {
     "per:place_of_birth": "Where was {x} born?",
     "gpe:births_in_place": "Who was born in {x}?",
 }
-_SPEAKER = re.compile(r"^(Speaker \d+):\s*(.*)$", re.S)
+# "Speaker 2: ..." or, said together, "Speaker 1, Speaker 2: ...".
+_SPEAKER = re.compile(r"^(Speaker \d+(?:\s*,\s*Speaker \d+)*)\s*:\s*(.*)$", re.S)
 PER_NAMESPACE = 50
 
 
@@ -84,15 +86,15 @@ def convert(dialogues: list[Any], names: bool = True) -> tuple[list[dict[str, An
     for n, (turns, relations) in enumerate(dialogues):
         namespace = f"dialogre-{n // PER_NAMESPACE:02d}"
         cid = f"d{n:04d}"
-        said: list[tuple[str | None, str]] = []
+        said: list[tuple[list[str], str]] = []
         for line in turns:
             m = _SPEAKER.match(line)
-            said.append((m.group(1), m.group(2)) if m else (None, line))
+            said.append(([w.strip() for w in m.group(1).split(",")], m.group(2)) if m else ([], line))
         out = []
         for who, text in said:
             turn: dict[str, Any] = {"speaker": "user", "text": text}
             if names and who:
-                turn["name"] = who
+                turn["name"] = who[0]  # a turn has one name: the first of those who said it together
             out.append(turn)
         convs.append({"id": cid, "namespace": namespace, "title": f"DialogRE dialogue {n}", "turns": out})
         asked: set[str] = set()
@@ -105,7 +107,7 @@ def convert(dialogues: list[Any], names: bool = True) -> tuple[list[dict[str, An
                 evidence = [
                     {"conversation": cid, "message": i}
                     for i, (who, text) in enumerate(said)
-                    if _says(text, rel["y"]) and (_says(text, rel["x"]) or who == rel["x"])
+                    if _says(text, rel["y"]) and (_says(text, rel["x"]) or rel["x"] in who)
                 ]
                 if evidence and question not in asked:
                     asked.add(question)
