@@ -100,12 +100,10 @@ def _across(namespace: str | None, all_namespaces: bool) -> bool:
         return False
     if all_namespaces:
         return True
-    if namespace is None:
-        raise UsageError(
-            "a memory placed on several servers reads one namespace (namespace=) or every one "
-            "(all_namespaces=True), which asks every server"
-        )
-    return False
+    raise UsageError(
+        "a memory placed on several servers reads one namespace (namespace=) or every one "
+        "(all_namespaces=True), which asks every server"
+    )
 
 
 def _placed(cls: type, base: type, dsn: str | None, options: dict[str, Any]) -> bool:
