@@ -27,6 +27,14 @@ _HELPERS = ("from multiprocessing.forkserver import main", "from multiprocessing
 def pytest_configure(config: pytest.Config) -> None:
     if not hasattr(config, "workerinput"):  # the run's first process; its workers inherit it
         os.environ[MARK] = uuid.uuid4().hex
+    # SIGTERM (`timeout`, a CI that gives up) ended pytest at once, and the engines its
+    # fixtures started ran on: it stops the run as Ctrl-C does, fixtures torn down and this
+    # check run.
+    signal.signal(signal.SIGTERM, _interrupt)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"ended by signal {signum}")
 
 
 def _ancestors() -> set[int]:

@@ -83,3 +83,55 @@ def test_a_test_that_hangs_fails_in_bounded_time_with_the_stack_that_hung(tmp_pa
     assert run.returncode == 1, run.stdout + run.stderr
     assert "Timeout" in run.stdout, run.stdout
     assert "never.wait()" in run.stdout  # where it hung
+
+
+@pytest.mark.slow
+def test_a_run_ended_by_sigterm_still_ends_what_it_started(tmp_path):
+    """`timeout` and CI end a run with SIGTERM: it ended pytest at once, and the embedded
+    engines its fixtures had started ran on (one was found an hour later). The run now stops
+    as on Ctrl-C: fixtures are torn down and the leftovers check runs."""
+    import signal
+    import time
+
+    started = tmp_path / "started"
+    (tmp_path / "test_ended.py").write_text(
+        textwrap.dedent(
+            f"""
+            import subprocess, sys, threading
+            import pytest
+
+            @pytest.fixture(scope="session")
+            def daemon():
+                # In a session of its own, as the embedded engine is started.
+                p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
+                yield p
+                p.kill()
+
+            def test_waits(daemon):
+                open({str(started)!r}, "w").write(str(daemon.pid))
+                threading.Event().wait()
+            """
+        )
+    )
+    run = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-p", "tests.leftovers", "-q", "-p", "no:cacheprovider", str(tmp_path)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "TEST_LEFTOVERS_GRACE": "2"},
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not (started.exists() and started.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        pid = int(started.read_text())
+        run.send_signal(signal.SIGTERM)
+        out, _ = run.communicate(timeout=60)
+    finally:
+        run.kill()
+    gone = not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split(")")[1][:3]
+    if not gone:
+        os.kill(pid, signal.SIGKILL)
+    assert gone, out
+    assert run.returncode != 0, out
