@@ -106,13 +106,12 @@ def _across(namespace: str | None, all_namespaces: bool) -> bool:
     )
 
 
-def _placed(cls: type, base: type, dsn: str | None, options: dict[str, Any]) -> bool:
-    """Whether ``cls(dsn, placement=...)`` is a memory over a placement's servers."""
-    if _placement(dsn, options.get("placement")) is None:
-        return False
-    if cls is not base:
+def _placed(cls: type, base: type, dsn: str | None, options: dict[str, Any]) -> Placement | None:
+    """The placement ``cls(dsn, placement=...)`` is a memory over, if any (read here once)."""
+    placed = _placement(dsn, options.get("placement"))
+    if placed is not None and cls is not base:
         raise UsageError(f"a subclass of {base.__name__} reads one database: give it a dsn, not a placement")
-    return True
+    return placed
 
 
 class Memory:
@@ -137,7 +136,12 @@ class Memory:
 
     def __new__(cls, dsn: str | None = None, graph: str = DEFAULT_GRAPH, **options: Any) -> Memory:
         # A memory over a placement is the placed one: the one place a memory routes.
-        return super().__new__(_PlacedMemory if _placed(cls, Memory, dsn, options) else cls)
+        placed = _placed(cls, Memory, dsn, options)
+        if placed is None:
+            return super().__new__(cls)
+        memory = super().__new__(_PlacedMemory)
+        memory._placement_read = placed
+        return memory
 
     def __init__(
         self,
@@ -403,7 +407,12 @@ class AsyncMemory:
     _NOT_OPEN = "the memory is not open: use `async with AsyncMemory(...) as memory`"
 
     def __new__(cls, dsn: str | None = None, graph: str = DEFAULT_GRAPH, **options: Any) -> AsyncMemory:
-        return super().__new__(_AsyncPlacedMemory if _placed(cls, AsyncMemory, dsn, options) else cls)
+        placed = _placed(cls, AsyncMemory, dsn, options)
+        if placed is None:
+            return super().__new__(cls)
+        memory = super().__new__(_AsyncPlacedMemory)
+        memory._placement_read = placed
+        return memory
 
     def __init__(
         self,
@@ -682,6 +691,8 @@ class _PlacedMemory(Memory):
     to the memory of its namespace's server, a read of every namespace to every server at once
     (:mod:`agefacts.placed`). The one place a memory routes."""
 
+    _placement_read: Placement
+
     def __init__(
         self,
         dsn: str | None = None,
@@ -696,8 +707,7 @@ class _PlacedMemory(Memory):
         placement: Placement | str | os.PathLike[str] | None = None,
         replica: str | None = None,
     ):
-        placed = _placement(dsn, placement)
-        assert placed is not None
+        placed = self._placement_read  # read by __new__
         if replica is not None:
             raise UsageError("on a placement, each server names its replica (replica = ... beside its dsn)")
         self.llm = llm
@@ -832,6 +842,8 @@ class _PlacedMemory(Memory):
 class _AsyncPlacedMemory(AsyncMemory):
     """:class:`AsyncMemory` over a placement's servers (see :class:`_PlacedMemory`)."""
 
+    _placement_read: Placement
+
     def __init__(
         self,
         dsn: str | None = None,
@@ -846,8 +858,7 @@ class _AsyncPlacedMemory(AsyncMemory):
         placement: Placement | str | os.PathLike[str] | None = None,
         replica: str | None = None,
     ):
-        placed = _placement(dsn, placement)
-        assert placed is not None
+        placed = self._placement_read  # read by __new__
         if replica is not None:
             raise UsageError("on a placement, each server names its replica (replica = ... beside its dsn)")
         self.llm = llm

@@ -12,7 +12,6 @@ that server notes as leaving or gone, so that a namespace is read once.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import itertools
 import os
@@ -31,7 +30,7 @@ from .load import Loader, read_told
 from .models import Conversation
 from .ontology import Ontology, default_ontology
 from .placement import Placement, Server, read_placement
-from .plans import Plan, run_plan, run_plan_async
+from .plans import Plan, drive, drive_async, one_read, run_plan, run_plan_async
 from .reads import TimeArg, digest, facts_plan, history_plan
 from .retrieve import (
     Answer,
@@ -190,44 +189,26 @@ def _merged(got: list[tuple[Table, _Notes]], order: Callable[[Mapping[str, Any]]
 def run_everywhere(router: Router[_M], read: Everywhere[_T], answer: Callable[[_M, OnEach], Any]) -> _T:
     """Run a read of every namespace over ``router``'s servers: ``answer(member, step)``
     answers each step on one server (:func:`on_each`, with that member's database)."""
-    got: Any = None
-    while True:
-        try:
-            step = read.send(got)
-        except StopIteration as done:
-            result: _T = done.value
-            return result
-        got = router.everywhere(_asking(answer, step))
+    return drive(read, lambda step: router.everywhere(lambda member: answer(member, step)))
 
 
 async def run_everywhere_async(
     router: AsyncRouter[_M], read: Everywhere[_T], answer: Callable[[_M, OnEach], Awaitable[Any]]
 ) -> _T:
     """:func:`run_everywhere` for asyncio."""
-    got: Any = None
-    while True:
-        try:
-            step = read.send(got)
-        except StopIteration as done:
-            result: _T = done.value
-            return result
-        got = await router.everywhere(_asking(answer, step))
-
-
-def _asking(answer: Callable[[_M, OnEach], _T], step: OnEach) -> Callable[[_M], _T]:
-    return lambda member: answer(member, step)
+    return await drive_async(read, lambda step: router.everywhere(lambda member: answer(member, step)))
 
 
 def on_each(db: Database, step: OnEach, ontology: Ontology, embedder: Embedder | None) -> Any:
     """One server's answer to ``step``, in one read of its graph (with an embedder, one
     transaction per statement, as the endpoint's calls must not hold the database)."""
-    with contextlib.nullcontext() if embedder is not None else db.reading():
+    with one_read(db, embedder):
         return run_plan(db, step.plan(ontology, embedder is not None), embedder)
 
 
 async def on_each_async(db: AsyncDatabase, step: OnEach, ontology: Ontology, embedder: Embedder | None) -> Any:
     """:func:`on_each` on an asynchronous connection."""
-    async with contextlib.nullcontext() if embedder is not None else db.reading():
+    async with one_read(db, embedder):
         return await run_plan_async(db, step.plan(ontology, embedder is not None), embedder)
 
 
@@ -517,10 +498,12 @@ def read_everywhere(
     embedder: Embedder | None = None,
 ) -> _T:
     """``read`` on every server's database at once (the command line's read of every
-    namespace), each judged by the ontology ``ontology_of`` gives for it."""
+    namespace), each judged by the ontology ``ontology_of`` gives for it (asked once a
+    server, however many steps the read has)."""
     router = database_router(placement, graph)
+    ontology_once = functools.cache(ontology_of)
     try:
-        return run_everywhere(router, read, lambda db, step: on_each(db, step, ontology_of(db), embedder))
+        return run_everywhere(router, read, lambda db, step: on_each(db, step, ontology_once(db), embedder))
     finally:
         close_all(router)
 

@@ -26,7 +26,6 @@ cannot pass a schema-violating fact off as evidence.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import json
 import re
@@ -43,7 +42,7 @@ from .keys import keyphrase_text, message_key
 from .limits import QUESTION_CHARS
 from .names import ROLE_WORDS
 from .ontology import Ontology
-from .plans import Named, Nearest, Plan, run_plan, run_plan_async
+from .plans import Named, Nearest, Plan, one_read, run_plan, run_plan_async
 from .reads import TimeArg, as_of, check_scope, facts_of_each_plan
 from .temporal import to_python
 
@@ -1001,14 +1000,6 @@ def _maybe_evidence(messages: Iterable[Mapping[str, Any]], found: Found) -> list
     return [m for m in messages if (m["namespace"], m["conversation"], m["message"]) not in not_evidence]
 
 
-def _one_read(db: Database | AsyncDatabase, embedder: Embedder | None) -> Any:
-    """What an ask reads in: one read of the graph (:meth:`agefacts.db.Database.reading`), so
-    that what it finds and what it says was taken back are of one moment; with an
-    ``embedder``, one transaction per statement, as its calls to the endpoint must not hold
-    the database and the vectors it makes are written."""
-    return contextlib.nullcontext() if embedder is not None else db.reading()
-
-
 def gather(
     db: Database,
     question: str,
@@ -1026,7 +1017,7 @@ def gather(
     """What the database holds for a question (see :class:`Gathered`); ``scope``: what the
     search counts, added up over a placement's servers (:func:`search_scope`)."""
     check_question(question, namespace, k)
-    with _one_read(db, embedder):
+    with one_read(db, embedder):
         plan = gather_plan(
             question, ontology, namespace, all_namespaces, k, valid_at, known_at, embedder is not None, whole, scope
         )
@@ -1049,7 +1040,7 @@ async def gather_async(
 ) -> Gathered:
     """:func:`gather` on an asynchronous connection."""
     check_question(question, namespace, k)
-    async with _one_read(db, embedder):
+    async with one_read(db, embedder):
         plan = gather_plan(
             question, ontology, namespace, all_namespaces, k, valid_at, known_at, embedder is not None, whole, scope
         )
@@ -1158,7 +1149,7 @@ def ask(
     ``all_namespaces=True`` to look in every one). With an ``embedder``, the messages
     nearest the question in meaning are fused in too (:mod:`agefacts.embed`)."""
     check_question(question, namespace, k)  # before the database is asked anything
-    with _one_read(db, embedder):
+    with one_read(db, embedder):
         plan = ask_plan(question, ontology, namespace, all_namespaces, k, valid_at, known_at, embedder is not None)
         return run_plan(db, plan, embedder)
 
@@ -1177,7 +1168,7 @@ async def ask_async(
 ) -> Answer:
     """:func:`ask` on an asynchronous connection."""
     check_question(question, namespace, k)  # before the database is asked anything
-    async with _one_read(db, embedder):
+    async with one_read(db, embedder):
         plan = ask_plan(question, ontology, namespace, all_namespaces, k, valid_at, known_at, embedder is not None)
         return await run_plan_async(db, plan, embedder)
 
