@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from agefacts.db import Table
 from agefacts.errors import NotFound, QueryError, UsageError
 from agefacts.named import named_queries
-from agefacts.plans import STALE_GRAPH, Named, Nearest, Plan
+from agefacts.plans import STALE_GRAPH, Named, Nearest, Plan, drive
 from agefacts.reads import facts_plan, find_entities_plan, history_plan
 
 ENTITY_COLUMNS = named_queries()["entities"].columns
@@ -40,13 +40,7 @@ class FakeStore:
         return Table(columns, [tuple(r.get(c) for c in columns) for r in self.rows.get(need.name, [])])
 
     def run(self, plan: Plan[Any]) -> Any:
-        answer: Any = None
-        while True:
-            try:
-                need = plan.send(answer)
-            except StopIteration as done:
-                return done.value
-            answer = self.answer(need)
+        return drive(plan, self.answer)
 
     def names(self) -> list[str]:
         return [
@@ -209,18 +203,16 @@ def everywhere_by_hand(read: Any, servers: list[tuple[FakeStore, dict[str, tuple
     that holds nothing of what is asked is passed over, as the router passes it."""
     from agefacts.ontology import default_ontology
 
-    got: Any = None
-    while True:
-        try:
-            step = read.send(got)
-        except StopIteration as done:
-            return done.value
+    def on_every_server(step: Any) -> list[tuple[Any, dict[str, tuple[str, str]]]]:
         got = []
         for store, notes in servers:
             try:
                 got.append((store.run(step.plan(default_ontology(), False)), notes))
             except NotFound:
                 continue
+        return got
+
+    return drive(read, on_every_server)
 
 
 @given(
