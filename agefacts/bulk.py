@@ -82,6 +82,9 @@ class BulkWriter(Retraction):
         self.copy_new = copy_new
         self.clock = clock
         self.copy_conflicts = 0
+        # The fact versions' labels hold nothing yet and have no key index (a first load,
+        # agefacts.firstload): new versions go in as new rows, with nothing to merge.
+        self.fresh_versions = False
 
     # -- writing -----------------------------------------------------------------------------
     def write(self, plans: Sequence[Plan]) -> None:
@@ -148,7 +151,7 @@ class BulkWriter(Retraction):
                 got, old = self._upsert_vertices(label, rows, keys, _keep(label))
             ids.update(got)
             existed |= old
-        for label, erows in batch.edges:
+        for label, erows, _ in batch.edges:
             with stage(self.clock, "edges"):
                 self._insert_edges_json(label, _edge_payload(erows, ids))
         return ids, existed
@@ -192,7 +195,7 @@ class BulkWriter(Retraction):
                 )
         gid = {k: a << 48 | b for k, (a, b) in ids.items()}
         new_edges: dict[str, list[tuple[str, str, str]]] = {}
-        for label, erows in batch.edges:
+        for label, erows, _ in batch.edges:
             old_edges = [r for r in erows if r[0] in existed and r[1] in existed]
             if old_edges:
                 with stage(self.clock, "edges"):
@@ -783,6 +786,9 @@ class BulkWriter(Retraction):
         OBJECT edges (``links``: fact key -> (label, edge key, start key, end key); the ids of
         the ends that are not facts in ``id_of``)."""
         keys = sorted(new)
+        if self.fresh_versions:
+            self._write_new_versions(keys, new, links, id_of)
+            return
         got, _ = self._upsert_vertices("Fact", [new[k] for k in keys], keys)
         ids = {k: a << 48 | b for k, (a, b) in got.items()}
         edges: dict[str, list[list[Any]]] = defaultdict(list)
@@ -792,6 +798,70 @@ class BulkWriter(Retraction):
                 edges[label].append([ia >> 48, ia & _ENTRY, ib >> 48, ib & _ENTRY, {"k": ek}])
         for label, erows in sorted(edges.items()):
             self._insert_edges(label, erows)
+
+    def _write_new_versions(
+        self,
+        keys: list[str],
+        new: Mapping[str, str],
+        links: Mapping[str, list[tuple[str, str, str, str]]],
+        id_of: Mapping[str, int],
+    ) -> None:
+        """:meth:`_write_versions` into labels that hold no versions yet: every row is new."""
+        lid, taken = self._entries({"Fact": len(keys)})["Fact"]
+        ids = {k: lid << 48 | n for k, n in zip(keys, taken, strict=True)}
+        self.write_new_vertices("Fact", ((ids[k], new[k]) for k in keys))
+        edges: dict[str, list[tuple[int, int, str]]] = defaultdict(list)
+        for fk in keys:
+            for label, ek, a, b in links[fk]:
+                edges[label].append((ids.get(a) or id_of[a], ids.get(b) or id_of[b], dumps({"k": ek})))
+        entries = self._entries({label: len(rows) for label, rows in edges.items()})
+        for label, erows in sorted(edges.items()):
+            elid, etaken = entries[label]
+            self.write_new_edges(label, ((elid << 48 | n, a, b, p) for (a, b, p), n in zip(erows, etaken, strict=True)))
+
+    def write_new_vertices(self, label: str, rows: Iterable[tuple[int, str]]) -> None:
+        """Vertices new to ``label``'s table, each its id and its properties as JSON, written
+        with nothing looked for: the caller knows their keys are new (a first load,
+        agefacts.firstload). By ``COPY`` on a server; on the embedded engine, whose connection
+        ``COPY FROM STDIN`` breaks, by one plain ``INSERT`` from a JSON array, the ids as
+        (label id, entry) pairs (graphid's text input is unreliable there: _upsert_vertices)."""
+        if self.db.copies:
+            self.db.copy(self._table(label), ("id", "properties"), (f"{i}\t{copy_value(p)}\n" for i, p in rows))
+            return
+        payload = ",".join('{"a":%d,"b":%d,"p":%s}' % (i >> 48, i & _ENTRY, p) for i, p in rows)  # noqa: UP031
+        if payload:
+            self.db.execute(
+                sql.SQL(
+                    "INSERT INTO {t} (id, properties) SELECT ag_catalog._graphid(r.a, r.b), (r.p::text)::" + _AG + " "
+                    "FROM json_to_recordset(%s::json) AS r(a int, b bigint, p json)"
+                ).format(t=self._table(label)),
+                ("[" + payload + "]",),
+            )
+
+    def write_new_edges(self, label: str, rows: Iterable[tuple[int, int, int, str]]) -> None:
+        """Edges new to ``label``'s table, each its id, its start's and end's, and its
+        properties as JSON: as :meth:`write_new_vertices`."""
+        if self.db.copies:
+            self.db.copy(
+                self._table(label),
+                ("id", "start_id", "end_id", "properties"),
+                (f"{i}\t{s_}\t{e_}\t{copy_value(p)}\n" for i, s_, e_, p in rows),
+            )
+            return
+        payload = ",".join(
+            '{"a":%d,"b":%d,"c":%d,"d":%d,"e":%d,"f":%d,"p":%s}'  # noqa: UP031
+            % (i >> 48, i & _ENTRY, s_ >> 48, s_ & _ENTRY, e_ >> 48, e_ & _ENTRY, p)
+            for i, s_, e_, p in rows
+        )
+        if payload:
+            self.db.execute(
+                sql.SQL(
+                    "INSERT INTO {t} (id, start_id, end_id, properties) SELECT ag_catalog._graphid(r.a, r.b), "
+                    "ag_catalog._graphid(r.c, r.d), ag_catalog._graphid(r.e, r.f), (r.p::text)::" + _AG + " "
+                    "FROM json_to_recordset(%s::json) AS r(a int, b bigint, c int, d bigint, e int, f bigint, p json)"
+                ).format(t=self._table(label)),
+                ("[" + payload + "]",),
+            )
 
 
 # Rows of chains read at a time by refresh_versions: small enough that the first part's
@@ -997,7 +1067,7 @@ class Batch:
     from the batch, as JSON text per label; edges per label with their properties as JSON."""
 
     vertices: list[tuple[str, list[str], list[str]]]  # label, its rows (each as JSON), their keys
-    edges: list[tuple[str, list[tuple[str, str, str]]]]
+    edges: list[tuple[str, list[tuple[str, str, str]], list[str]]]  # label, (start key, end key, JSON), their keys
     vertex_labels: list[str]
     edge_labels: list[str]
     entity_labels: dict[str, str]
@@ -1025,7 +1095,7 @@ def assemble(plans: Sequence[Plan]) -> Batch:
                 edges[e.label][e.k] = (e.start, e.end, dumps(e.props))
     return Batch(
         vertices=[(label, [dumps(r) for r in rows.values()], list(rows)) for label, rows in sorted(vertices.items())],
-        edges=[(label, list(rows.values())) for label, rows in sorted(edges.items())],
+        edges=[(label, list(rows.values()), list(rows)) for label, rows in sorted(edges.items())],
         vertex_labels=sorted({label for p in plans for label in p.vertex_labels}),
         edge_labels=sorted({label for p in plans for label in p.edge_labels}),
         entity_labels=entity_labels,

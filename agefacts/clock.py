@@ -38,6 +38,7 @@ STAGES = (
     "reading of time",
     "versions written",
     "ingest log",
+    "indexes",
     "commit",
     "statistics",
 )
@@ -46,7 +47,8 @@ thread or worker processes, no server), then writing (the loading thread and the
 stage met inside another counts its own seconds and the outer one what is left: "rows" is
 what writing rows spends besides looking keys up and writing vertices and edges; "fact
 versions" what refreshing them spends besides reading the statements and the versions held,
-reading time (on a thread of its own), and writing the versions."""
+reading time (on a thread of its own), and writing the versions; "indexes" what a first load
+(agefacts.firstload) spends building the indexes after its rows."""
 
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 

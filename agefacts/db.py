@@ -990,6 +990,26 @@ class Database:
         if self.conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
             self._labels.update(todo)
 
+    def create_labels(self, vertex: Sequence[str] = (), edge: Sequence[str] = ()) -> None:
+        """Create missing labels without agefacts' indexes, inside the caller's transaction: a
+        first load (:mod:`agefacts.firstload`) copies its rows first and builds the indexes
+        after, with :meth:`ensure_labels`, before it commits."""
+        wanted = [(check_label(v), "v") for v in vertex] + [(check_label(e), "e") for e in edge]
+        have = self.labels()
+        for name, kind in wanted:
+            if name in have:
+                if have[name] != kind:
+                    raise QueryError(f"label {name!r} exists in graph {self.graph!r} as the other kind of label")
+                continue
+            fn = "create_vlabel" if kind == "v" else "create_elabel"
+            try:
+                self._run(
+                    sql.SQL("SELECT ag_catalog.{}(%s::cstring, %s::cstring)").format(sql.Identifier(fn)),
+                    (self.graph, name),
+                )
+            except psycopg.Error as exc:
+                raise translate(exc, f"creating label {name!r}") from exc
+
     def _ensure_labels_one_by_one(self, todo: Sequence[tuple[str, str]]) -> None:
         have = self.labels()
         for name, kind in todo:

@@ -10,12 +10,14 @@ others still load.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import random
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
@@ -44,12 +46,27 @@ from .summary import Outcome, Summary
 
 if TYPE_CHECKING:
     from .bulk import Batch, BulkWriter
+    from .firstload import FirstLoad
     from .retract import Stale
 
 __all__ = ["VIA", "Loader", "load_paths", "read_told", "terminal_progress"]
 
 VIA = ("bulk", "cypher")
 _log = logging.getLogger("agefacts.load")
+
+
+class _Abandoned(Exception):
+    """Thrown into a first load's open transaction to roll it back."""
+
+
+@dataclass
+class _First:
+    """An open first load: its transaction, its writer, and the batches it wrote (prepared
+    entries, assembled rows, outcome slots), reported once it commits."""
+
+    stack: contextlib.ExitStack[Any]
+    load: FirstLoad
+    held: list[tuple[list[Outcome | Prepared], Batch | None, list[Outcome | None]]] = field(default_factory=list)
 
 
 class _PriorMoved(Exception):
@@ -97,6 +114,7 @@ class Loader:
         workers: int = 1,
         worker_timeout: float | None = None,
         clock: StageClock | None = None,
+        first_load: bool = True,
     ):
         if via not in VIA:
             raise ValueError(f"via must be one of {VIA}, not {via!r}")
@@ -134,6 +152,18 @@ class Loader:
         # On a server, rows whose keys are new go in by COPY (agefacts.bulk); False writes
         # every row by the upsert, as on the embedded engine (the tests compare the two).
         self.copy_new = True
+        # A load into a graph that holds none of agefacts' labels yet goes by the first-load
+        # path (agefacts.firstload): one transaction, rows copied before the indexes are built.
+        # False: the ordinary path (the tests compare the two). On a server only: the embedded
+        # engine serves every client from one session, which a load-long transaction would
+        # hold from every other client.
+        self.first_load = first_load
+        # Rows a first load writes before it commits and goes on by the ordinary path: it keeps
+        # every batch until then, to write them again by the ordinary path should it fail.
+        self.first_load_rows = 2_000_000
+        self._first: _First | None = None
+        self._first_tried = False
+        self.first_loads = 0  # first loads committed (each a transaction of many batches)
         self._ontology_kept = False
 
     # -- the public calls ---------------------------------------------------------------------
@@ -220,6 +250,23 @@ class Loader:
         inflight: list[tuple[Callable[[], Ready], list[Outcome | None]]] = []
         # The Cypher path writes from the plans themselves, which stay where they are made.
         workers = self.workers if self.via == "bulk" else 1
+        try:
+            yield from self._load_many(items, stop, run_seen, inflight, workers)
+        except BaseException:
+            self._abandon_first()  # nothing of it was reported loaded
+            raise
+        if not self._lost:
+            with stage(self.clock, "statistics"):
+                self.db.refresh_statistics()
+
+    def _load_many(
+        self,
+        items: Iterable[tuple[str, Conversation | InputError]],
+        stop: Callable[[], bool] | None,
+        run_seen: set[tuple[str, str]],
+        inflight: list[tuple[Callable[[], Ready], list[Outcome | None]]],
+        workers: int,
+    ) -> Iterator[Outcome]:
         with Preparing(
             self.ontology, workers, self.tune_interpreter, self.worker_timeout, self.clock
         ).running() as preparing:
@@ -232,6 +279,7 @@ class Loader:
                     # so that this one is compared with them.
                     while inflight:
                         yield from self._finish(*inflight.pop(0))
+                    yield from self._close_first()
                 run_seen |= idents
                 if batch:
                     self._keep_ontology()
@@ -249,11 +297,9 @@ class Loader:
                     yield from self._finish(*inflight.pop(0))
             while inflight:
                 yield from self._finish(*inflight.pop(0))
+            yield from self._close_first()
             if stop is not None and stop():
                 raise KeyboardInterrupt
-        if not self._lost:
-            with stage(self.clock, "statistics"):
-                self.db.refresh_statistics()
 
     # -- batches ------------------------------------------------------------------------------
     def _batches(
@@ -268,9 +314,109 @@ class Loader:
             # The first place each conversation was met in this run, with its content (also for
             # one skipped as unchanged, so a second identical copy is skipped too).
             self._seen.setdefault(ident, Seen(e.source, hashes.get(ident)))
-        results = iter(self._write(prepared, assembled))
+        if self._first_open(prepared, assembled):
+            assert self._first is not None
+            from .firstload import _NotFirstLoad
+
+            try:
+                self._first_write(prepared, assembled)
+                self._first.held.append((prepared, assembled, pending))
+                if self._first.load.rows >= self.first_load_rows:
+                    yield from self._close_first()
+                return
+            except (AgeFactsError, _PriorMoved, _NotFirstLoad) as exc:
+                yield from self._first_failed(exc)
+        yield from self._slots(pending, self._write(prepared, assembled))
+
+    @staticmethod
+    def _slots(pending: list[Outcome | None], written: list[Outcome]) -> Iterator[Outcome]:
+        results = iter(written)
         for slot in pending:
             yield slot if slot is not None else next(results)
+
+    # -- a first load (agefacts.firstload) -----------------------------------------------------
+    def _first_open(self, prepared: list[Outcome | Prepared], assembled: Batch | None) -> bool:
+        """Whether this batch goes by the first-load path: it does while one is open, and one
+        opens at the first batch to write when the graph holds none of agefacts' labels."""
+        if self._first is not None:
+            return True
+        if self._first_tried or assembled is None or self._lost or not any(isinstance(e, Prepared) for e in prepared):
+            return False
+        self._first_tried = True  # once per loader: after it, the graph has labels
+        if not (self.first_load and self.via == "bulk" and self.copy_new) or self._based_on:
+            return False
+        from .firstload import FirstLoad
+
+        try:
+            if self.db.labels():
+                return False
+            stack = contextlib.ExitStack()
+            stack.enter_context(self.db.transaction())
+        except DatabaseError as exc:
+            _log.info("no first load (%s); the ordinary path loads", exc)
+            return False
+        self._writer = None  # label ids read inside this transaction are gone if it rolls back
+        self._first = _First(stack, FirstLoad(self._writer_for()))
+        return True
+
+    def _first_write(self, prepared: list[Outcome | Prepared], assembled: Batch | None) -> None:
+        assert self._first is not None
+        entries = [e for e in prepared if isinstance(e, Prepared)]
+        if not entries or assembled is None:
+            return
+        if any(e.replaces for e in entries):
+            from .firstload import _NotFirstLoad
+
+            raise _NotFirstLoad("a conversation replaces one the ingest log holds")
+        with stage(self.clock, "lock and check"):
+            self._check(entries)
+        self._first.load.write_batch(assembled)
+        with stage(self.clock, "ingest log"):
+            self._record([e.loaded() for e in entries])
+
+    def _close_first(self) -> Iterator[Outcome]:
+        """Finish and commit the open first load, and report its conversations; should that
+        fail, write them again by the ordinary path."""
+        first = self._first
+        if first is None:
+            return
+        from .firstload import _NotFirstLoad
+
+        try:
+            first.load.finish()
+            committing = None if self.clock is None else self.clock.mark()
+            self._first = None
+            first.stack.close()  # the commit
+            self.first_loads += 1
+            if self.clock is not None and committing is not None:
+                self.clock.since("commit", committing)
+        except (AgeFactsError, _NotFirstLoad) as exc:
+            self._first = first
+            yield from self._first_failed(exc)
+            return
+        for prepared, _, pending in first.held:
+            yield from self._slots(pending, [e if isinstance(e, Outcome) else e.outcome() for e in prepared])
+
+    def _first_failed(self, exc: BaseException) -> Iterator[Outcome]:
+        """Roll the first load back and write its batches by the ordinary path."""
+        assert self._first is not None
+        held = self._first.held
+        why = str(exc) or type(exc).__name__
+        self.fallbacks.append(f"first load: {why}")
+        _log.info("the first load was rolled back (%s); its %d batches go by the ordinary path", why, len(held))
+        self._abandon_first()
+        for prepared, assembled, pending in held:
+            yield from self._slots(pending, self._write(prepared, assembled))
+
+    def _abandon_first(self) -> None:
+        first, self._first = self._first, None
+        if first is None:
+            return
+        self._writer = None
+        try:
+            first.stack.__exit__(_Abandoned, _Abandoned(), None)  # the rollback
+        except Exception as exc:  # a connection already lost: the server rolled it back
+            _log.info("rolling the first load back: %s", exc)
 
     def _attempt(self, work: Callable[[], _T]) -> _T:
         """Run one unit of idempotent work (a whole transaction), retrying what a retry can

@@ -340,17 +340,21 @@ def test_a_new_data_folder_starts_as_a_copy_of_the_engines_template(own_engine, 
     assert sorted(p.name for p in odd.iterdir()) == ["notes.txt"]
 
 
+@pytest.mark.parametrize("first", [False, True], ids=["by-batches", "first-load"])
 def test_a_disk_that_fills_during_a_load_ends_the_run_with_its_reason_and_nothing_partial(
-    own_engine, tmp_path, monkeypatch
+    own_engine, tmp_path, monkeypatch, first
 ):
     """The fault is injected into the engine's own file writes: a Node preload
     (tests/enospc.js) fails every write under the data folder with ENOSPC once a flag file
     exists. PostgreSQL then refuses each write with SQLSTATE 53100 and the engine keeps
     serving; the load stops at the first such refusal (every later write would fail too),
-    keeps what it committed, and names the full disk for the rest."""
+    keeps what it committed, and names the full disk for the rest. A first load (a new graph,
+    agefacts.firstload) is one transaction: the disk fills during its third batch, and none
+    of it is kept."""
     from pathlib import Path
 
     from agefacts.corpus import generate
+    from agefacts.firstload import FirstLoad
     from agefacts.load import Loader
     from agefacts.models import Conversation
     from agefacts.reads import digest
@@ -366,12 +370,23 @@ def test_a_disk_that_fills_during_a_load_ends_the_run_with_its_reason_and_nothin
     convs = [Conversation.model_validate(c) for c in generate(2_000)]
     db = Database(state.dsn, "filling").connect()
     outcomes = []
-    for o in Loader(db, ONTO, batch_conversations=40).load_many((c.id, c) for c in convs):
+    batches: list[int] = []
+    real = FirstLoad.write_batch
+
+    def filling(self, batch):
+        batches.append(1)
+        if len(batches) == 3:
+            flag.touch()
+        return real(self, batch)
+
+    monkeypatch.setattr(FirstLoad, "write_batch", filling)
+    for o in Loader(db, ONTO, batch_conversations=40, first_load=first).load_many((c.id, c) for c in convs):
         outcomes.append(o)
         flag.touch()  # after the first batch has committed
+    assert len(batches) == (3 if first else 0) and flag.exists()  # the fault happened where meant
     loaded = {o.conversation for o in outcomes if o.status == "loaded"}
     failed = [o for o in outcomes if o.status == "failed"]
-    assert loaded and failed and len(loaded) + len(failed) == len(convs)
+    assert bool(loaded) is not first and failed and len(loaded) + len(failed) == len(convs)
     assert all("the disk that holds the database is full" in o.reason for o in failed), failed[0].reason
     assert all("run the same command again" in o.reason for o in failed)
     said = Summary(outcomes).text()

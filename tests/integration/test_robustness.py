@@ -252,7 +252,8 @@ def many_conversations(n: int) -> list[Conversation]:
     return out
 
 
-def test_engine_stopped_mid_load_then_rerun_completes_without_duplicates(tmp_path):
+@pytest.mark.parametrize("first", [False, True], ids=["by-batches", "first-load"])
+def test_engine_stopped_mid_load_then_rerun_completes_without_duplicates(tmp_path, first):
     engine = Engine(home=tmp_path / "home")
     port = free_port()
     state, _ = engine.start(data=tmp_path / "data", port=port)
@@ -263,7 +264,9 @@ def test_engine_stopped_mid_load_then_rerun_completes_without_duplicates(tmp_pat
         expected = digest(reference)
 
         db = Database(state.dsn, "interrupted").connect()
-        loader = Loader(db, ONTO, batch_conversations=10, retries=1)
+        # By batches, each commits as it goes; a first load (agefacts.firstload) is one
+        # transaction, which the lost connection takes whole.
+        loader = Loader(db, ONTO, batch_conversations=10, retries=1, first_load=first)
         real = Loader._record
         calls = {"n": 0}
 
@@ -277,14 +280,16 @@ def test_engine_stopped_mid_load_then_rerun_completes_without_duplicates(tmp_pat
         outcomes = list(loader.load_many((c.id, c) for c in convs))
         loaded = [o.conversation for o in outcomes if o.status == "loaded"]
         failed = [o for o in outcomes if o.status == "failed"]
-        assert len(loaded) == 20 and len(failed) == 40
+        assert calls["n"] == 3  # the fault happened
+        assert (len(loaded), len(failed)) == ((0, 60) if first else (20, 40))
+        assert loader.first_loads == 0
         assert all("connection was lost" in o.reason and "run the same command again" in o.reason for o in failed)
 
         engine.start(data=tmp_path / "data", port=port)
         db = Database(state.dsn, "interrupted").connect()
         again = list(Loader(db, ONTO).load_many((c.id, c) for c in convs))
         assert sorted(o.conversation for o in again if o.status == "skipped") == sorted(loaded)
-        assert sum(o.status == "loaded" for o in again) == 40
+        assert sum(o.status == "loaded" for o in again) == 60 - len(loaded)
         assert digest(db) == expected
     finally:
         engine.stop()
@@ -357,11 +362,13 @@ def test_two_loaders_at_once_on_overlapping_input_match_one_sequential_load(dsn,
     assert len(keys) == len(set(keys))
 
 
-@pytest.mark.parametrize("via", ["bulk", "cypher"])
+@pytest.mark.parametrize("via", ["bulk", "cypher", "first-load"])
 def test_unique_key_conflicts_and_deadlocks_are_retried(db, monkeypatch, via):
     """Conflicts raised where the batch (bulk) or the conversation (cypher) is really written:
-    each is retried, and the failures injected did happen."""
-    from agefacts import bulk
+    each is retried, and the failures injected did happen. In a first load (a new graph,
+    agefacts.firstload) a conflict rolls it back and the ordinary path, which retries, loads
+    the batches again."""
+    from agefacts import bulk, firstload
 
     failures = ["23505", "40P01"]
     raised: list[str] = []
@@ -376,13 +383,17 @@ def test_unique_key_conflicts_and_deadlocks_are_retried(db, monkeypatch, via):
 
         return wrapper
 
-    if via == "bulk":
+    if via == "first-load":
+        monkeypatch.setattr(firstload.FirstLoad, "write_batch", flaky(firstload.FirstLoad.write_batch))
+    if via != "cypher":
         monkeypatch.setattr(bulk.BulkWriter, "write_batch", flaky(bulk.BulkWriter.write_batch))
     else:
         monkeypatch.setattr(Loader, "_record", flaky(Loader._record))
-    outcomes = list(Loader(db, ONTO, via=via).load_many((c.id, c) for c in many_conversations(5)))
+    loader = Loader(db, ONTO, via="cypher" if via == "cypher" else "bulk", first_load=via == "first-load")
+    outcomes = list(loader.load_many((c.id, c) for c in many_conversations(5)))
     assert [o.status for o in outcomes] == ["loaded"] * 5
     assert raised == ["23505", "40P01"]
+    assert loader.first_loads == 0 and len(loader.fallbacks) == (via == "first-load")
     assert db.cypher("MATCH (c:Conversation) RETURN count(c)").rows == [(5,)]
 
 

@@ -38,6 +38,7 @@ RANKS: list[set[str]] = [
     {"tables"},
     {"retract"},
     {"bulk", "inputs", "ledger", "summary"},
+    {"firstload"},
     {"workers"},
     {"preparing"},
     {"load"},

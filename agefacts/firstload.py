@@ -1,0 +1,200 @@
+"""A first load: conversations loaded into a graph that holds none of agefacts' labels yet.
+
+An ordinary load writes batch by batch, each in a transaction of its own, into labels that
+carry their indexes: every key is looked up, every row goes through the unique key index and
+the search indexes as it is written, what other conversations share is read back and derived
+again, and the fact versions of every chain a batch touches are read back and written again
+(a person's chain is read whole once per batch that adds to it). Into an empty graph none of
+that is needed, because everything the graph will hold comes from this load:
+
+- the batches are written in ONE transaction, into labels created without agefacts' indexes;
+- a key is new unless an earlier batch of this load wrote it (the client remembers every
+  key's id), so there is no look-up, and every new row goes in by ``COPY``;
+- a vertex that several batches write (an entity, a statement said again) is merged and
+  derived in the client, by the same rules (:mod:`agefacts.derive`, the engine's text order
+  for mention words), and written once more at the end;
+- then the indexes are built (:meth:`agefacts.db.Database.ensure_labels`), and the fact
+  versions of every chain the load wrote are read and written once.
+
+Nothing is visible before the commit, indexes included. A failure anywhere rolls the whole
+of it back, and the loader writes the same batches again by the ordinary path, which says
+which conversation failed and why; the graph is the ordinary path's either way (same
+digest: tests/integration/test_first_load.py).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from typing import Any
+
+from . import derive
+from .bulk import Batch, BulkWriter, _foreign_key, _keep, _patch
+from .clock import stage
+from .compile import Chain
+
+__all__ = ["FirstLoad"]
+
+
+class FirstLoad:
+    """Writes the batches of a first load through ``writer`` (its database already inside
+    the load's one transaction), then :meth:`finish` merges, indexes and derives."""
+
+    def __init__(self, writer: BulkWriter):
+        self.writer = writer
+        self.db = writer.db
+        self.clock = writer.clock
+        self.vertex_labels: set[str] = set()
+        self.edge_labels: set[str] = set()
+        self.ids: dict[str, int] = {}  # every vertex key written -> its graph id
+        self.edges: dict[str, set[str]] = defaultdict(set)  # by label, every edge key written
+        # The vertices conversations share (entities, statements, keyphrases): the row as
+        # copied, and every mention or evidence edge a batch gave them, to merge and derive
+        # them again when a later batch writes them too.
+        self.copied: dict[str, str] = {}
+        self.edges_of: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        self.merged: dict[str, dict[str, Any]] = {}  # key -> its properties merged over batches
+        self.label_of: dict[str, str] = {}
+        self.entities: set[str] = set()  # the keys of the entities some batch mentions
+        self.derive_again: set[str] = set()  # written by several batches, or left to the engine's order
+        self.chains: set[Chain] = set()
+        self.rows = 0
+
+    def write_batch(self, batch: Batch) -> None:
+        with stage(self.clock, "labels"):
+            todo_v = [label for label in batch.vertex_labels if label not in self.vertex_labels]
+            todo_e = [label for label in batch.edge_labels if label not in self.edge_labels]
+            if todo_v or todo_e:
+                self.db.create_labels(vertex=todo_v, edge=todo_e)
+                self.vertex_labels.update(todo_v)
+                self.edge_labels.update(todo_e)
+        self.entities.update(batch.entity_labels)
+        new: dict[str, list[int]] = {}
+        for label, rows, keys in batch.vertices:
+            new[label] = []
+            for i, k in enumerate(keys):
+                if k in self.ids:
+                    self._merge(label, k, rows[i])
+                else:
+                    new[label].append(i)
+            for k in batch.unsure & set(keys):
+                self.derive_again.add(k)
+                self.label_of[k] = label
+        for k, edges in batch.edges_of.items():
+            self.edges_of[k].extend(edges)
+        with stage(self.clock, "key look-up"):  # ids from the labels' sequences
+            entries = self.writer._entries({label: len(todo) for label, todo in new.items()})
+        for label, rows, keys in batch.vertices:
+            if not new[label]:
+                continue
+            lid, taken = entries[label]
+            high = lid << 48
+            shared = label not in _OWN
+            for i, n in zip(new[label], taken, strict=True):
+                self.ids[keys[i]] = high | n
+                if shared:
+                    self.copied[keys[i]] = rows[i]
+                    self.label_of[keys[i]] = label
+            with stage(self.clock, "vertices"):
+                self.writer.write_new_vertices(
+                    label, ((high | n, rows[i]) for i, n in zip(new[label], taken, strict=True))
+                )
+            self.rows += len(taken)
+        todo: dict[str, list[tuple[str, str, str]]] = {}
+        for label, erows, ekeys in batch.edges:
+            written = self.edges[label]
+            todo[label] = [r for r, ek in zip(erows, ekeys, strict=True) if ek not in written]
+            written.update(ekeys)
+        with stage(self.clock, "key look-up"):
+            entries = self.writer._entries({label: len(rows) for label, rows in todo.items()})
+        ids = self.ids
+        for label, erows in todo.items():
+            if not erows:
+                continue
+            lid, taken = entries[label]
+            high = lid << 48
+            with stage(self.clock, "edges"):
+                self.writer.write_new_edges(
+                    label, ((high | n, ids[s_], ids[e_], pj) for (s_, e_, pj), n in zip(erows, taken, strict=True))
+                )
+            self.rows += len(taken)
+        self.chains.update(batch.chain_of.values())
+
+    def _merge(self, label: str, k: str, row: str) -> None:
+        """A vertex an earlier batch wrote, written again: its properties merged over what it
+        had, as the ordinary path's upsert merges them (later values win, the derived ones
+        kept to be derived again from every batch's edges)."""
+        if k not in self.copied:
+            # A conversation or a message written twice is not a first load's to merge (the
+            # ordinary path takes the whole load).
+            raise _NotFirstLoad(f"{label} {k!r} written by two batches")
+        props = self.merged.get(k)
+        if props is None:
+            props = self.merged[k] = json.loads(self.copied[k])
+        new = json.loads(row)
+        if props.get("namespace") != new.get("namespace"):
+            raise _foreign_key(label, k, props.get("namespace"), new.get("namespace"))
+        keep = _keep(label)
+        props.update((f, v) for f, v in new.items() if f not in keep)
+        self.derive_again.add(k)
+
+    def finish(self) -> None:
+        """What the batches leave to the end: the shared vertices derived from every batch's
+        edges, the indexes, and the fact versions of every chain: read from the graph once
+        its other labels are indexed, and written as new rows before their own labels are."""
+        with stage(self.clock, "derived properties"):
+            self._derive()
+        with stage(self.clock, "indexes"):
+            self.db.ensure_labels(
+                vertex=sorted(self.vertex_labels - _VERSIONS), edge=sorted(self.edge_labels - _VERSIONS)
+            )
+        with stage(self.clock, "fact versions"):
+            self.writer.fresh_versions = True
+            try:
+                self.writer.refresh_versions(self.chains)
+            finally:
+                self.writer.fresh_versions = False
+        with stage(self.clock, "indexes"):
+            self.db.ensure_labels(vertex=sorted(self.vertex_labels), edge=sorted(self.edge_labels))
+
+    def _derive(self) -> None:
+        words: set[str] = set()
+        for k in self.derive_again:
+            if k in self.entities:
+                found = {w for m in self.edges_of.get(k, ()) for w in m.get("mentions") or ()}
+                if len(found) > 1:
+                    words |= found
+        order = self.writer._engine_order(words)
+        patches: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for k in sorted(self.derive_again):
+            label = self.label_of[k]
+            was = json.loads(self.copied[k])
+            props = self.merged.get(k) or dict(was)
+            target = None
+            if label == "Statement":
+                target = derive.statement_props(self.edges_of.get(k, ()))
+            elif k in self.entities:
+                target = derive.entity_props(self.edges_of.get(k, ()), order)
+            if target is not None:
+                for f, v in target.items():
+                    if v is None:
+                        props.pop(f, None)
+                    else:
+                        props[f] = v
+            patches[label] += _patch(self.ids[k], was, {f: props.get(f) for f in set(was) | set(props)})
+        for label, todo in sorted(patches.items()):
+            with stage(self.clock, "vertices"):
+                self.writer._write_patches(label, todo)
+
+
+# What one conversation's rows alone hold (their keys name the conversation): never written by
+# two batches of a first load. Every other vertex (entities, statements, keyphrases) may be.
+_OWN = frozenset({"Conversation", "Message"})
+
+# The fact versions' labels: written last, from the rest of the graph, and indexed after.
+_VERSIONS = frozenset({"Fact", "HOLDS", "OBJECT"})
+
+
+class _NotFirstLoad(Exception):
+    """What makes a load not a first load after all: the loader rolls it back and the ordinary
+    path takes it whole (never reaches a user)."""

@@ -1,0 +1,206 @@
+"""A load into a graph that holds none of agefacts' labels goes by the first-load path
+(agefacts.firstload): one transaction, rows written with no look-up and the indexes built
+after, shared vertices merged and derived in the client, fact versions written once. Whatever
+the corpus and however it is cut into batches, the graph is the one the ordinary path writes;
+a failure anywhere in it leaves nothing, and the ordinary path then loads the same batches."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from agefacts.bulk import BulkWriter
+from agefacts.corpus import generate
+from agefacts.db import Database
+from agefacts.errors import DatabaseError
+from agefacts.firstload import FirstLoad
+from agefacts.load import Loader
+from agefacts.models import Conversation
+from agefacts.reads import digest
+
+from ..helpers import ONTO, fresh, fuzz
+from .test_differential import version
+
+
+def _load(
+    db: Database,
+    convs: list[Conversation],
+    *,
+    first: bool = True,
+    batch: int = 40,
+    landed: tuple[str, ...] = ("loaded",),
+) -> Loader:
+    loader = Loader(db, ONTO, batch_statements=batch)
+    loader.first_load = first
+    outs = list(loader.load_many((c.id, c) for c in convs))
+    assert len(outs) == len(convs) and {o.status for o in outs} <= set(landed), [o.reason for o in outs]
+    return loader
+
+
+@st.composite
+def corpora(draw) -> tuple[list[Conversation], int]:
+    """Generated people's conversations (entities and one-value facts shared across them),
+    with hand-drawn ones about one namespace's owner mixed in, cut into batches of a drawn
+    size: the same entity and the same statement written by several batches."""
+    convs = [
+        Conversation.model_validate(c)
+        for c in generate(draw(st.integers(20, 160)), draw(st.integers(2, 8)), seed=draw(st.integers(0, 10_000)))
+    ]
+    mixed = [draw(version(f"h{i}", 1 + i)) for i in range(draw(st.integers(0, 3)))]
+    at = draw(st.permutations(range(len(convs) + len(mixed))))
+    everything = convs + mixed
+    return [everything[i] for i in at], draw(st.integers(5, 60))
+
+
+@fuzz(6)
+@given(corpus=corpora())
+def test_a_first_load_writes_the_graph_the_ordinary_path_writes(dsn, graph_name, corpus):
+    convs, batch = corpus
+    first = fresh(Database(dsn, graph_name + "_first").connect())
+    ordinary = fresh(Database(dsn, graph_name + "_ordinary").connect())
+    try:
+        loaded = _load(first, convs, batch=batch)
+        assert loaded.first_loads == 1 and not loaded.fallbacks
+        assert _load(ordinary, convs, first=False, batch=batch).first_loads == 0
+        assert digest(first) == digest(ordinary)
+        # Loaded again, nothing changes: every conversation is in the ingest log.
+        again = Loader(first, ONTO)
+        assert {o.status for o in again.load_many((c.id, c) for c in convs)} == {"skipped"}
+        assert digest(first) == digest(ordinary)
+    finally:
+        first.drop_graph()
+        ordinary.drop_graph()
+
+
+def test_a_first_load_that_fails_is_loaded_again_by_the_ordinary_path(db, other_graph, monkeypatch, caplog):
+    convs = [Conversation.model_validate(c) for c in generate(300, 5, seed=3)]
+    failed: list[str] = []
+    real = BulkWriter.write_new_edges
+
+    def failing(self, label, rows):
+        # The third batch's edges: two batches' rows are in the transaction already.
+        if label == "EVIDENCED_BY" and not failed:
+            calls.append(label)
+            if len(calls) == 3:
+                failed.append(label)
+                raise DatabaseError("the server went away mid-copy (a fault injected by the test)")
+        return real(self, label, rows)
+
+    calls: list[str] = []
+    monkeypatch.setattr(BulkWriter, "write_new_edges", failing)
+    caplog.set_level("INFO", logger="agefacts.load")
+    loader = _load(db, convs, batch=50)
+    assert failed == ["EVIDENCED_BY"]  # the fault happened
+    assert loader.first_loads == 0 and "first load: the server went away" in loader.fallbacks[0]
+    assert "the first load was rolled back" in caplog.text
+    monkeypatch.undo()
+    assert digest(db) == digest(_graph(other_graph("clean"), convs))
+
+
+def _graph(db: Database, convs: list[Conversation]) -> Database:
+    _load(db, convs, first=False)
+    return db
+
+
+def test_a_first_load_stopped_before_its_end_leaves_nothing(db, other_graph, monkeypatch):
+    convs = [Conversation.model_validate(c) for c in generate(300, 5, seed=9)]
+    real = FirstLoad.write_batch
+    written: list[int] = []
+
+    def interrupted(self, batch):
+        written.append(len(batch.statement_keys))
+        if len(written) == 3:
+            raise KeyboardInterrupt  # Ctrl-C while the third batch is written
+        return real(self, batch)
+
+    monkeypatch.setattr(FirstLoad, "write_batch", interrupted)
+    loader = Loader(db, ONTO, batch_statements=50)
+    with pytest.raises(KeyboardInterrupt):
+        list(loader.load_many((c.id, c) for c in convs))
+    assert len(written) == 3 and all(written)
+    # Nothing of the two batches written before: not a label, not a line of the ingest log.
+    assert db.labels() == {}
+    assert db.execute("SELECT count(*) FROM agefacts.ingest_log WHERE graph = %s", (db.graph,)) == [(0,)]
+    monkeypatch.undo()
+    assert _load(db, convs).first_loads == 1
+    assert digest(db) == digest(_graph(other_graph("clean"), convs))
+
+
+def test_loaders_racing_into_a_new_graph_land_every_conversation(dsn, graph_name, other_graph):
+    # Two loaders into one new graph at once, with people in common: both may start a first
+    # load; the one that is not first finds the other's labels (or keys) and goes the
+    # ordinary way.
+    convs = [Conversation.model_validate(c) for c in generate(400, 5, seed=12)]
+    halves = [convs[: len(convs) * 2 // 3], convs[len(convs) // 3 :]]
+    target = Database(dsn, graph_name + "_raced").connect()
+    fresh(target)
+    loaders: list[Loader] = []
+    errors: list[BaseException] = []
+    go = threading.Barrier(2, timeout=60)
+
+    def run(part: list[Conversation]) -> None:
+        try:
+            db = Database(dsn, target.graph).connect()
+            try:
+                go.wait()
+                # What the other loader wrote first is skipped here.
+                loaders.append(_load(db, part, landed=("loaded", "skipped")))
+            finally:
+                db.close()
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(part,)) for part in halves]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    assert not any(t.is_alive() for t in threads) and not errors, errors
+    assert sorted(x.first_loads for x in loaders) == [0, 1]
+    try:
+        assert digest(target) == digest(_graph(other_graph("clean"), convs))
+    finally:
+        target.drop_graph()
+
+
+def test_a_first_load_asked_to_stop_keeps_the_batches_it_wrote(db, other_graph, monkeypatch):
+    # Ctrl-C in `agefacts load` asks the load to stop after the batch being written: a first
+    # load then finishes what it wrote (indexes, fact versions), commits it and says so.
+    convs = [Conversation.model_validate(c) for c in generate(300, 5, seed=4)]
+    real = FirstLoad.write_batch
+    written: list[int] = []
+
+    def counted(self, batch):
+        written.append(1)
+        return real(self, batch)
+
+    monkeypatch.setattr(FirstLoad, "write_batch", counted)
+    loader = Loader(db, ONTO, batch_statements=50)
+    outs = []
+    with pytest.raises(KeyboardInterrupt):
+        for o in loader.load_many(((c.id, c) for c in convs), stop=lambda: len(written) >= 2):
+            outs.append(o)
+    assert loader.first_loads == 1 and len(written) >= 2
+    loaded = [o.conversation for o in outs if o.status == "loaded"]
+    assert 0 < len(loaded) < len(convs) and len(outs) == len(loaded)
+    monkeypatch.undo()
+    # What it said was loaded is what the graph holds, and the same command loads the rest.
+    assert digest(db) == digest(_graph(other_graph("part"), [c for c in convs if c.id in loaded]))
+    again = list(Loader(db, ONTO).load_many((c.id, c) for c in convs))
+    assert sorted(o.conversation for o in again if o.status == "skipped") == sorted(loaded)
+    assert digest(db) == digest(_graph(other_graph("whole"), convs))
+
+
+def test_a_first_load_too_large_to_hold_commits_and_goes_on_by_batches(db, other_graph):
+    # It keeps every batch until it commits (to load them again should it fail), so past
+    # first_load_rows it commits and the rest of the load goes the ordinary way.
+    convs = [Conversation.model_validate(c) for c in generate(300, 5, seed=6)]
+    loader = Loader(db, ONTO, batch_statements=50)
+    loader.first_load_rows = 400
+    outs = list(loader.load_many((c.id, c) for c in convs))
+    assert {o.status for o in outs} == {"loaded"} and len(outs) == len(convs)
+    assert loader.first_loads == 1 and not loader.fallbacks
+    assert digest(db) == digest(_graph(other_graph("clean"), convs))
