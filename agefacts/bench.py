@@ -80,12 +80,12 @@ class BenchResult:
         lines.append("")
         for k, v in d["ratios"].items():
             lines.append(f"{k:<28} {v:>8.2f}")
-        for name in ("load", "copy", "replace", "incremental"):
+        for name in ("load", "load_by_batches", "copy", "replace", "incremental"):
             p = d["paths"].get(name, {})
             if "client_cpu_s" in p:
                 server = "not readable here" if p["server_cpu_s"] is None else f"{p['server_cpu_s']:.2f} s"
-                lines.append(f"CPU of {name:<11} client {p['client_cpu_s']:>6.2f} s, server {server}")
-        for name in ("load", "replace", "incremental"):
+                lines.append(f"CPU of {name:<15} client {p['client_cpu_s']:>6.2f} s, server {server}")
+        for name in ("load", "load_by_batches", "replace", "incremental"):
             stages = d["paths"].get(name, {}).get("stages")
             if stages:
                 lines += ["", f"CPU of {name} by stage (s)  client   server"]
@@ -106,6 +106,9 @@ class BenchResult:
                 f"({st['messages']} messages, {st['keyphrases']} keyphrases)"
             )
         lines.append(f"bulk and reference digests equal: {'yes' if d['digest_equal'] else 'NO'}")
+        if "first_load_digest_equal" in d:
+            yes = "yes" if d["first_load_digest_equal"] else "NO"
+            lines.append(f"first load and load by batches digests equal: {yes}")
         if "prepared_equal" in d:
             lines.append(f"prepared in one and two processes, the same: {'yes' if d['prepared_equal'] else 'NO'}")
             lines.append(f"loads prepared by {d['workers']} process(es) from their second batch on")
@@ -240,18 +243,27 @@ def run_bench(
     db = fresh("load")
     server = serving_process(db, engine_pid)
 
-    def clocked(items: list[Conversation]) -> dict[str, Any]:
-        """Load ``items`` into ``db``, timed, with its CPU on both sides and by stage."""
-        clock = StageClock(server)
-        cpu = _cpu(server)
-        secs, _ = _timed(lambda: load(db, items, clock=clock))
+    def clocked(items: list[Conversation], into: Database | None = None, **kw: Any) -> dict[str, Any]:
+        """Load ``items`` into ``into`` (``db``), timed, with its CPU on both sides and by stage."""
+        target = db if into is None else into
+        clock = StageClock(server if into is None else serving_process(target, engine_pid))
+        cpu = _cpu(clock.server)
+        secs, _ = _timed(lambda: load(target, items, clock=clock, **kw))
         n = sum(len(t.recorded.statements) for c in items for t in c.turns if t.recorded)
-        out: dict[str, Any] = {"statements": n, "seconds": secs, **_cpu_spent(cpu, _cpu(server))}
+        out: dict[str, Any] = {"statements": n, "seconds": secs, **_cpu_spent(cpu, _cpu(clock.server))}
         out["stages"] = _stages(clock, out)
         return out
 
     paths["load"] = clocked(convs)
     paths["load"]["peak_rss_mb"] = _rss_mb(engine_pid)[1]
+    # The same corpus by the ordinary path (batch by batch, each a transaction, into indexed
+    # labels): what a first load (agefacts.firstload) is compared with, in the same run.
+    log(f"load by batches (not a first load): {statements} statements")
+    by_batches = fresh("batches")
+    paths["load_by_batches"] = clocked(convs, by_batches, first_load=False)
+    first_digest_equal = digest(by_batches) == digest(db)
+    if not keep:
+        by_batches.drop_graph()
     # The reference path loads the same conversations when the corpus is within its cap; the
     # graph is compared as this load left it, before the replace and the incremental load
     # below change it.
@@ -379,6 +391,8 @@ def run_bench(
         "prepare_2_vs_1_process": paths["prepare_1_process"]["seconds"] / paths["prepare_2_processes"]["seconds"],
         "load_vs_reference": same_size_load["statements_per_s"] / paths["reference"]["statements_per_s"],
         "copy_vs_load": paths["load"]["seconds"] / paths["copy"]["seconds"],
+        "copy_vs_load_by_batches": paths["load_by_batches"]["seconds"] / paths["copy"]["seconds"],
+        "first_load_vs_by_batches": paths["load"]["seconds"] / paths["load_by_batches"]["seconds"],
         "first_load_vs_replay": paths["load"]["seconds"] / paths["replay"]["seconds"],
         # The rate of replacing changed conversations against the rate of the first load.
         "replace_rate_vs_load": paths["replace"]["statements_per_s"] / paths["load"]["statements_per_s"],
@@ -388,6 +402,11 @@ def run_bench(
         "copy_vs_incremental_load": paths["incremental"]["seconds"]
         / (paths["copy"]["seconds"] * len(added) / len(rows)),
     }
+    for name in ("load", "load_by_batches"):
+        # The server's CPU against the copy's, where both were read (a server on this machine).
+        spent, copied = paths[name].get("server_cpu_s"), paths["copy"].get("server_cpu_s")
+        if spent is not None and copied:
+            ratios[f"{name}_server_cpu_vs_copy"] = spent / copied
     if same_size_load is not paths["load"]:
         # Linear, not quadratic: the rate at the full size against the rate at the smaller one.
         ratios["rate_full_vs_reference_size"] = paths["load"]["statements_per_s"] / same_size_load["statements_per_s"]
@@ -410,6 +429,7 @@ def run_bench(
         "statistical": statistical,
         "digest_equal": digests_equal,
         "replace_digest_equal": replace_digest_equal,
+        "first_load_digest_equal": first_digest_equal,
         "workers": workers,
         "prepared_equal": prepared[1] == prepared[2],
     }
