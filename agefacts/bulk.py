@@ -85,6 +85,9 @@ class BulkWriter(Retraction):
         # The fact versions' labels hold nothing yet and have no key index (a first load,
         # agefacts.firstload): new versions go in as new rows, with nothing to merge.
         self.fresh_versions = False
+        # Work for the server while the next refresh_versions reads time on its thread (a first
+        # load builds the indexes no read of versions needs): run once, then forgotten.
+        self.while_reading: Callable[[], None] | None = None
 
     # -- writing -----------------------------------------------------------------------------
     def write(self, plans: Sequence[Plan]) -> None:
@@ -733,10 +736,18 @@ class BulkWriter(Retraction):
             # The first part is read here, which nothing could overlap: one part (an add) starts
             # no thread.
             reading = None if self.clock is None else self.clock.client_only()
-            read = [thread.submit(_read_versions, part, held_keys, reading) for part in parts[1:]]
+            # With work of the server's own to do meanwhile (a first load's indexes), the thread
+            # reads every part, the first too, while this one hands the server that work.
+            meanwhile, self.while_reading = self.while_reading, None
+            ahead = 1 if meanwhile is not None else 0
+            read = [thread.submit(_read_versions, part, held_keys, reading) for part in parts[1 - ahead :]]
             try:
+                if meanwhile is not None:
+                    meanwhile()
                 for i, part in enumerate(parts):
-                    made, links, new, props = read[i - 1].result() if i else _read_versions(part, held_keys, reading)
+                    made, links, new, props = (
+                        read[i - 1 + ahead].result() if i or ahead else _read_versions(part, held_keys, reading)
+                    )
                     if clash := sorted(foreign.keys() & set(made)):
                         raise _foreign_key("Fact", clash[0], *foreign[clash[0]])
                     wanted.update(made)

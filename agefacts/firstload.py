@@ -32,6 +32,7 @@ from . import derive
 from .bulk import Batch, BulkWriter, _foreign_key, _keep, _patch
 from .clock import stage
 from .compile import Chain
+from .names import CORE_VERTEX_LABELS
 
 __all__ = ["FirstLoad"]
 
@@ -52,7 +53,10 @@ class FirstLoad:
         # copied, and every mention or evidence edge a batch gave them, to merge and derive
         # them again when a later batch writes them too.
         self.copied: dict[str, str] = {}
-        self.edges_of: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        # Each entity's mention and each statement's evidence edges, as written (JSON), read
+        # only for those derived again: from the batch's edges, since a batch prepared in a
+        # worker process comes back without the parsed ones (Batch.edges_of).
+        self.said_of: dict[str, list[str]] = defaultdict(list)
         self.merged: dict[str, dict[str, Any]] = {}  # key -> its properties merged over batches
         self.label_of: dict[str, str] = {}
         self.entities: set[str] = set()  # the keys of the entities some batch mentions
@@ -80,8 +84,6 @@ class FirstLoad:
             for k in batch.unsure & set(keys):
                 self.derive_again.add(k)
                 self.label_of[k] = label
-        for k, edges in batch.edges_of.items():
-            self.edges_of[k].extend(edges)
         with stage(self.clock, "key look-up"):  # ids from the labels' sequences
             entries = self.writer._entries({label: len(todo) for label, todo in new.items()})
         for label, rows, keys in batch.vertices:
@@ -105,6 +107,10 @@ class FirstLoad:
             written = self.edges[label]
             todo[label] = [r for r, ek in zip(erows, ekeys, strict=True) if ek not in written]
             written.update(ekeys)
+            if label in _DERIVED_FROM:
+                said_of = self.said_of
+                for s_, _, pj in todo[label]:
+                    said_of[s_].append(pj)
         with stage(self.clock, "key look-up"):
             entries = self.writer._entries({label: len(rows) for label, rows in todo.items()})
         ids = self.ids
@@ -140,28 +146,62 @@ class FirstLoad:
 
     def finish(self) -> None:
         """What the batches leave to the end: the shared vertices derived from every batch's
-        edges, the indexes, and the fact versions of every chain: read from the graph once
-        its other labels are indexed, and written as new rows before their own labels are."""
+        edges, the indexes, and the fact versions of every chain. The versions are read from
+        the graph once the labels that read needs are indexed; the other indexes are built
+        while the versions are worked out on a thread of their own (the server builds while
+        Python reads time), and the versions' own labels are indexed after their rows."""
         with stage(self.clock, "derived properties"):
             self._derive()
+        first, later = self._index_order()
         with stage(self.clock, "indexes"):
-            self.db.ensure_labels(
-                vertex=sorted(self.vertex_labels - _VERSIONS), edge=sorted(self.edge_labels - _VERSIONS)
-            )
+            self.db.ensure_labels(vertex=first[0], edge=first[1])
+
+        def meanwhile() -> None:
+            with stage(self.clock, "indexes"):
+                self.db.ensure_labels(vertex=later[0], edge=later[1])
+
         with stage(self.clock, "fact versions"):
             self.writer.fresh_versions = True
+            self.writer.while_reading = meanwhile
             try:
                 self.writer.refresh_versions(self.chains)
             finally:
                 self.writer.fresh_versions = False
+                self.writer.while_reading = None
         with stage(self.clock, "indexes"):
+            # Those of the versions' labels, and any the versions' read left to do (no chain).
             self.db.ensure_labels(vertex=sorted(self.vertex_labels), edge=sorted(self.edge_labels))
 
+    def _index_order(self) -> tuple[tuple[list[str], list[str]], tuple[list[str], list[str]]]:
+        """The labels to index before the versions are read (vertex, edge), and those to index
+        while they are worked out: reading them finds subjects and objects by key, and walks
+        from a subject to its statements, their objects and evidence and its messages, so the
+        entity labels come first, and the labels walked only where AGE made no index on
+        their ids (AGE 1.6; 1.7 makes its own with the label)."""
+        walked = {"Statement": "v", "Message": "v", "SUBJECT_OF": "e", "ABOUT": "e", "EVIDENCED_BY": "e"}
+        todo = [label for label in walked if label in self.vertex_labels | self.edge_labels]
+        bare = {
+            label
+            for label, unindexed in self.db.execute(
+                "SELECT u.l, agefacts.walk_columns_unindexed(%s, u.l, u.k) <> '{}' "
+                "FROM unnest(%s::text[], %s::text[]) AS u(l, k)",
+                (self.db.graph, todo, [walked[label] for label in todo]),
+            )
+            if unindexed
+        }
+        now = {label for label in self.vertex_labels if label not in CORE_VERTEX_LABELS} | bare
+        v_now = sorted(now & self.vertex_labels)
+        e_now = sorted(now & self.edge_labels)
+        v_later = sorted(self.vertex_labels - now - _VERSIONS)
+        e_later = sorted(self.edge_labels - now - _VERSIONS)
+        return (v_now, e_now), (v_later, e_later)
+
     def _derive(self) -> None:
+        edges_of = {k: [json.loads(pj) for pj in self.said_of.get(k, ())] for k in self.derive_again}
         words: set[str] = set()
         for k in self.derive_again:
             if k in self.entities:
-                found = {w for m in self.edges_of.get(k, ()) for w in m.get("mentions") or ()}
+                found = {w for m in edges_of[k] for w in m.get("mentions") or ()}
                 if len(found) > 1:
                     words |= found
         order = self.writer._engine_order(words)
@@ -172,9 +212,9 @@ class FirstLoad:
             props = self.merged.get(k) or dict(was)
             target = None
             if label == "Statement":
-                target = derive.statement_props(self.edges_of.get(k, ()))
+                target = derive.statement_props(edges_of[k])
             elif k in self.entities:
-                target = derive.entity_props(self.edges_of.get(k, ()), order)
+                target = derive.entity_props(edges_of[k], order)
             if target is not None:
                 for f, v in target.items():
                     if v is None:
@@ -190,6 +230,10 @@ class FirstLoad:
 # What one conversation's rows alone hold (their keys name the conversation): never written by
 # two batches of a first load. Every other vertex (entities, statements, keyphrases) may be.
 _OWN = frozenset({"Conversation", "Message"})
+
+# The edges whose properties a vertex's derived ones come from (agefacts.derive): an entity's
+# mentions, a statement's evidence.
+_DERIVED_FROM = frozenset({"MENTIONED_IN", "EVIDENCED_BY"})
 
 # The fact versions' labels: written last, from the rest of the graph, and indexed after.
 _VERSIONS = frozenset({"Fact", "HOLDS", "OBJECT"})

@@ -32,8 +32,9 @@ def _load(
     first: bool = True,
     batch: int = 40,
     landed: tuple[str, ...] = ("loaded",),
+    workers: int = 1,
 ) -> Loader:
-    loader = Loader(db, ONTO, batch_statements=batch)
+    loader = Loader(db, ONTO, batch_statements=batch, workers=workers)
     loader.first_load = first
     outs = list(loader.load_many((c.id, c) for c in convs))
     assert len(outs) == len(convs) and {o.status for o in outs} <= set(landed), [o.reason for o in outs]
@@ -56,13 +57,14 @@ def corpora(draw) -> tuple[list[Conversation], int]:
 
 
 @fuzz(6)
-@given(corpus=corpora())
-def test_a_first_load_writes_the_graph_the_ordinary_path_writes(dsn, graph_name, corpus):
+@given(corpus=corpora(), workers=st.sampled_from([1, 2]))
+def test_a_first_load_writes_the_graph_the_ordinary_path_writes(dsn, graph_name, corpus, workers):
+    # Prepared in this process or in worker processes, which hand back less of a batch.
     convs, batch = corpus
     first = fresh(Database(dsn, graph_name + "_first").connect())
     ordinary = fresh(Database(dsn, graph_name + "_ordinary").connect())
     try:
-        loaded = _load(first, convs, batch=batch)
+        loaded = _load(first, convs, batch=batch, workers=workers)
         assert loaded.first_loads == 1 and not loaded.fallbacks
         assert _load(ordinary, convs, first=False, batch=batch).first_loads == 0
         assert digest(first) == digest(ordinary)
