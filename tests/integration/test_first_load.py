@@ -6,8 +6,6 @@ a failure anywhere in it leaves nothing, and the ordinary path then loads the sa
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -21,7 +19,7 @@ from agefacts.load import Loader
 from agefacts.models import Conversation
 from agefacts.reads import digest
 
-from ..helpers import ONTO, fresh, fuzz
+from ..helpers import ONTO, at_once, fresh, fuzz
 from .test_differential import version
 
 
@@ -140,27 +138,13 @@ def test_loaders_racing_into_a_new_graph_land_every_conversation(dsn, graph_name
     target = Database(dsn, graph_name + "_raced").connect()
     fresh(target)
     loaders: list[Loader] = []
-    errors: list[BaseException] = []
-    go = threading.Barrier(2, timeout=60)
 
-    def run(part: list[Conversation]) -> None:
-        try:
-            db = Database(dsn, target.graph).connect()
-            try:
-                go.wait()
-                # What the other loader wrote first is skipped here.
-                loaders.append(_load(db, part, landed=("loaded", "skipped")))
-            finally:
-                db.close()
-        except BaseException as exc:  # reported below
-            errors.append(exc)
+    def run(i: int) -> None:
+        with Database(dsn, target.graph).connect() as db:
+            # What the other loader wrote first is skipped here.
+            loaders.append(_load(db, halves[i], landed=("loaded", "skipped")))
 
-    threads = [threading.Thread(target=run, args=(part,)) for part in halves]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(300)
-    assert not any(t.is_alive() for t in threads) and not errors, errors
+    assert at_once(run, 2) == []
     assert sorted(x.first_loads for x in loaders) == [0, 1]
     try:
         assert digest(target) == digest(_graph(other_graph("clean"), convs))
