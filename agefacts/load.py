@@ -153,10 +153,9 @@ class Loader:
         # every row by the upsert, as on the embedded engine (the tests compare the two).
         self.copy_new = True
         # A load into a graph that holds none of agefacts' labels yet goes by the first-load
-        # path (agefacts.firstload): one transaction, rows copied before the indexes are built.
-        # False: the ordinary path (the tests compare the two). On a server only: the embedded
-        # engine serves every client from one session, which a load-long transaction would
-        # hold from every other client.
+        # path (agefacts.firstload): one transaction, rows written before the indexes are
+        # built. False: the ordinary path (the tests compare the two). On the embedded engine,
+        # whose one session serves every client, other clients wait for it to commit.
         self.first_load = first_load
         # Rows a first load writes before it commits and goes on by the ordinary path: it keeps
         # every batch until then, to write them again by the ordinary path should it fail.
