@@ -72,7 +72,9 @@ def prior_hashes(db: Database, idents: Sequence[tuple[str, str]]) -> dict[tuple[
     return {(ns, cid): h for ns, cid, h in rows}
 
 
-def lock(db: Database, idents: Sequence[tuple[str, str]], *, moves: bool = True) -> dict[tuple[str, str], str]:
+def lock(
+    db: Database, idents: Sequence[tuple[str, str]], *, moves: bool = True, each: bool = True
+) -> dict[tuple[str, str], str]:
     """Inside the caller's transaction: take a lock per conversation (held to the end of the
     transaction, in one order for every loader so two cannot deadlock), then read the hashes
     as they are now. The read is a statement of its own, so it sees whatever a loader that
@@ -81,12 +83,17 @@ def lock(db: Database, idents: Sequence[tuple[str, str]], *, moves: bool = True)
     Each conversation's namespace is locked too, shared (a move locks it alone: it waits for
     the writes under way, and the writes after it see its note): a namespace that is being
     moved, or was moved, from this server is refused with :class:`NamespaceMoved` (unless
-    ``moves`` is false: the move's own writes)."""
+    ``moves`` is false: the move's own writes).
+
+    ``each`` false locks the namespaces alone: a first load (agefacts.firstload), whose
+    transaction creates the graph's labels and so holds every other writer at its own
+    creating of them until it commits, and which would hold a lock per conversation for the
+    whole load (at 30,000 conversations more than a server's lock table holds)."""
     ordered = sorted(set(idents))
     if not ordered:
         return {}
     namespaces = sorted({ns for ns, _ in ordered})
-    payload = json.dumps([{"ns": ns, "id": cid} for ns, cid in ordered])
+    payload = json.dumps([{"ns": ns, "id": cid} for ns, cid in (ordered if each else [])])
     # One statement for both kinds: the namespaces' locks are shared among writers and the
     # move's holds no conversation's, so their order cannot make a deadlock.
     db.execute(
@@ -96,6 +103,7 @@ def lock(db: Database, idents: Sequence[tuple[str, str]], *, moves: bool = True)
         "  FROM jsonb_to_recordset(%(idents)s::jsonb) AS r(ns text, id text))",
         {"g": db.graph, "ns": namespaces, "idents": payload},
     )
+    payload = json.dumps([{"ns": ns, "id": cid} for ns, cid in ordered])
     # What was committed before the locks were had, in one read: the hashes, and the notes
     # of namespaces leaving this server.
     rows = db.execute(

@@ -67,6 +67,7 @@ class _First:
     stack: contextlib.ExitStack[Any]
     load: FirstLoad
     held: list[tuple[list[Outcome | Prepared], Batch | None, list[Outcome | None]]] = field(default_factory=list)
+    namespaces: set[str] = field(default_factory=set)  # each locked until the commit
 
 
 class _PriorMoved(Exception):
@@ -158,8 +159,13 @@ class Loader:
         # whose one session serves every client, other clients wait for it to commit.
         self.first_load = first_load
         # Rows a first load writes before it commits and goes on by the ordinary path: it keeps
-        # every batch until then, to write them again by the ordinary path should it fail.
-        self.first_load_rows = 2_000_000
+        # every batch until then, to write them again by the ordinary path should it fail
+        # (300,000 statements, about 1.5 million rows, grew the loading process by 2.1 GB).
+        self.first_load_rows = 1_000_000
+        # Namespaces it writes before it commits: it holds a lock on each until then, and a
+        # server's lock table holds some thousands (max_locks_per_transaction, 64, times
+        # max_connections, 100, by default).
+        self.first_load_namespaces = 2_000
         self._first: _First | None = None
         self._first_tried = False
         self.first_loads = 0  # first loads committed (each a transaction of many batches)
@@ -320,7 +326,10 @@ class Loader:
             try:
                 self._first_write(prepared, assembled)
                 self._first.held.append((prepared, assembled, pending))
-                if self._first.load.rows >= self.first_load_rows:
+                if (
+                    self._first.load.rows >= self.first_load_rows
+                    or len(self._first.namespaces) >= self.first_load_namespaces
+                ):
                     yield from self._close_first()
                 return
             except (AgeFactsError, _PriorMoved, _NotFirstLoad) as exc:
@@ -368,7 +377,8 @@ class Loader:
 
             raise _NotFirstLoad("a conversation replaces one the ingest log holds")
         with stage(self.clock, "lock and check"):
-            self._check(entries)
+            self._check(entries, each=False)  # the namespaces alone (ledger.lock)
+        self._first.namespaces.update(e.conv.namespace for e in entries)
         self._first.load.write_batch(assembled)
         with stage(self.clock, "ingest log"):
             self._record([e.loaded() for e in entries])
@@ -506,8 +516,8 @@ class Loader:
             outcomes[i] = self._lost_outcome(e.source, e.conv) if self._lost else self._one(e)
         return [o for o in outcomes if o is not None]
 
-    def _check(self, entries: list[Prepared]) -> None:
-        now = ledger.lock(self.db, [e.ident for e in entries], moves=not self.moving)
+    def _check(self, entries: list[Prepared], each: bool = True) -> None:
+        now = ledger.lock(self.db, [e.ident for e in entries], moves=not self.moving, each=each)
         if any(now.get(e.ident) != e.prior for e in entries):
             raise _PriorMoved()
 

@@ -6,6 +6,8 @@ a failure anywhere in it leaves nothing, and the ordinary path then loads the sa
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -186,6 +188,46 @@ def test_a_first_load_too_large_to_hold_commits_and_goes_on_by_batches(db, other
     convs = [Conversation.model_validate(c) for c in generate(300, 5, seed=6)]
     loader = Loader(db, ONTO, batch_statements=50)
     loader.first_load_rows = 400
+    outs = list(loader.load_many((c.id, c) for c in convs))
+    assert {o.status for o in outs} == {"loaded"} and len(outs) == len(convs)
+    assert loader.first_loads == 1 and not loader.fallbacks
+    assert digest(db) == digest(_graph(other_graph("clean"), convs))
+
+
+def test_a_first_load_holds_a_lock_per_namespace_not_per_conversation(db, other_graph, monkeypatch):
+    # One transaction for the whole load: a lock per conversation held to its end overflowed
+    # a server's lock table at 30,000 conversations ("out of shared memory"), and the whole
+    # load went again the ordinary way. Its labels, made in that transaction, hold every other
+    # writer back until it commits; the namespaces stay locked against a move.
+    convs = [Conversation.model_validate(c) for c in generate(600, 5, seed=2)]
+    held: list[tuple[int, int]] = []
+    namespaces: set[str] = set()
+    real = FirstLoad.write_batch
+
+    def counted(self, batch):
+        # This batch's locks are taken before it is written.
+        rows = next(rows for label, rows, _ in batch.vertices if label == "Conversation")
+        namespaces.update(json.loads(r)["namespace"] for r in rows)
+        (locks,) = self.db.execute(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()"
+        )[0]
+        held.append((int(locks), len(namespaces)))
+        return real(self, batch)
+
+    monkeypatch.setattr(FirstLoad, "write_batch", counted)
+    loader = Loader(db, ONTO, batch_statements=50)
+    assert {o.status for o in loader.load_many((c.id, c) for c in convs)} == {"loaded"}
+    assert loader.first_loads == 1 and len(held) > 5
+    assert all(locks <= namespaces for locks, namespaces in held), held
+    monkeypatch.undo()
+    assert digest(db) == digest(_graph(other_graph("clean"), convs))
+
+
+def test_a_first_load_of_many_namespaces_commits_and_goes_on_by_batches(db, other_graph):
+    convs = [Conversation.model_validate(c) for c in generate(900, 5, seed=5)]
+    assert len({c.namespace for c in convs}) > 3
+    loader = Loader(db, ONTO, batch_statements=50)
+    loader.first_load_namespaces = 2
     outs = list(loader.load_many((c.id, c) for c in convs))
     assert {o.status for o in outs} == {"loaded"} and len(outs) == len(convs)
     assert loader.first_loads == 1 and not loader.fallbacks
