@@ -303,7 +303,11 @@ def test_the_bench_runs_every_path_and_its_digests_agree(dsn, graph_name, db):
     # loaded by the ordinary path: the same graph, and each path's server CPU against the copy's.
     assert d["first_load_digest_equal"]
     assert "first load and load by batches digests equal: yes" in result.table()
-    assert {"copy_vs_load_by_batches", "first_load_vs_by_batches", "load_server_cpu_vs_copy"} <= set(d["ratios"])
+    assert {"copy_vs_load_by_batches", "first_load_vs_by_batches"} <= set(d["ratios"])
+    # Against the copy's server CPU where it was read at all (clock ticks: this small a copy
+    # may take less than one).
+    copied = d["paths"]["copy"]["server_cpu_s"]
+    assert ("load_server_cpu_vs_copy" in d["ratios"]) is bool(copied), copied
     assert "CPU of load_by_batches by stage" in result.table()
     # Preparing alone, in one process and in two, made the same.
     assert d["prepared_equal"] and "prepare_2_vs_1_process" in d["ratios"]
