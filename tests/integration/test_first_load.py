@@ -182,15 +182,28 @@ def test_a_first_load_asked_to_stop_keeps_the_batches_it_wrote(db, other_graph, 
     assert digest(db) == digest(_graph(other_graph("whole"), convs))
 
 
-def test_a_first_load_too_large_to_hold_commits_and_goes_on_by_batches(db, other_graph):
-    # It keeps every batch until it commits (to load them again should it fail), so past
-    # first_load_rows it commits and the rest of the load goes the ordinary way.
-    convs = [Conversation.model_validate(c) for c in generate(300, 5, seed=6)]
+@pytest.mark.parametrize(
+    ("cap", "value", "statements"), [("first_load_rows", 400, 300), ("first_load_namespaces", 2, 900)]
+)
+def test_a_first_load_past_its_caps_commits_and_goes_on_by_batches(
+    db, other_graph, monkeypatch, cap, value, statements
+):
+    # It keeps every batch until it commits (to load them again should it fail), and holds a
+    # lock on each namespace: past either cap it commits and the rest of the load goes the
+    # ordinary way.
+    convs = [Conversation.model_validate(c) for c in generate(statements, 5, seed=6)]
+    assert len({c.namespace for c in convs}) > 2
+    first: list[int] = []
+    real = FirstLoad.write_batch
+    monkeypatch.setattr(FirstLoad, "write_batch", lambda self, batch: first.append(1) or real(self, batch))
     loader = Loader(db, ONTO, batch_statements=50)
-    loader.first_load_rows = 400
+    setattr(loader, cap, value)
     outs = list(loader.load_many((c.id, c) for c in convs))
     assert {o.status for o in outs} == {"loaded"} and len(outs) == len(convs)
     assert loader.first_loads == 1 and not loader.fallbacks
+    # 50 statements a batch: the first load took some of the batches, and no more.
+    assert 0 < len(first) < statements // 50 - 1, len(first)
+    monkeypatch.undo()
     assert digest(db) == digest(_graph(other_graph("clean"), convs))
 
 
@@ -220,15 +233,4 @@ def test_a_first_load_holds_a_lock_per_namespace_not_per_conversation(db, other_
     assert loader.first_loads == 1 and len(held) > 5
     assert all(locks <= namespaces for locks, namespaces in held), held
     monkeypatch.undo()
-    assert digest(db) == digest(_graph(other_graph("clean"), convs))
-
-
-def test_a_first_load_of_many_namespaces_commits_and_goes_on_by_batches(db, other_graph):
-    convs = [Conversation.model_validate(c) for c in generate(900, 5, seed=5)]
-    assert len({c.namespace for c in convs}) > 3
-    loader = Loader(db, ONTO, batch_statements=50)
-    loader.first_load_namespaces = 2
-    outs = list(loader.load_many((c.id, c) for c in convs))
-    assert {o.status for o in outs} == {"loaded"} and len(outs) == len(convs)
-    assert loader.first_loads == 1 and not loader.fallbacks
     assert digest(db) == digest(_graph(other_graph("clean"), convs))
