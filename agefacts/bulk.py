@@ -191,11 +191,7 @@ class BulkWriter(Retraction):
             for i, n in zip(new[label], taken, strict=True):
                 ids[keys[i]] = (lid, n)
             with stage(self.clock, "vertices"):
-                self.db.copy(
-                    self._table(label),
-                    ("id", "properties"),
-                    (f"{high | n}\t{copy_value(rows[i])}\n" for i, n in zip(new[label], taken, strict=True)),
-                )
+                self.write_new_vertices(label, ((high | n, rows[i]) for i, n in zip(new[label], taken, strict=True)))
         gid = {k: a << 48 | b for k, (a, b) in ids.items()}
         new_edges: dict[str, list[tuple[str, str, str]]] = {}
         for label, erows, _ in batch.edges:
@@ -212,13 +208,8 @@ class BulkWriter(Retraction):
             lid, taken = entries[label]
             high = lid << 48
             with stage(self.clock, "edges"):
-                self.db.copy(
-                    self._table(label),
-                    ("id", "start_id", "end_id", "properties"),
-                    (
-                        f"{high | n}\t{gid[s_]}\t{gid[e_]}\t{copy_value(pj)}\n"
-                        for (s_, e_, pj), n in zip(todo, taken, strict=True)
-                    ),
+                self.write_new_edges(
+                    label, ((high | n, gid[s_], gid[e_], pj) for (s_, e_, pj), n in zip(todo, taken, strict=True))
                 )
         return ids, existed
 

@@ -106,12 +106,17 @@ def _across(namespace: str | None, all_namespaces: bool) -> bool:
     )
 
 
-def _placed(cls: type, base: type, dsn: str | None, options: dict[str, Any]) -> Placement | None:
-    """The placement ``cls(dsn, placement=...)`` is a memory over, if any (read here once)."""
+def _new(cls: type, base: type, placed_cls: type, dsn: str | None, options: dict[str, Any]) -> Any:
+    """A new ``cls``, or over a placement (read here once) the placed memory ``placed_cls``:
+    the one place a memory routes."""
     placed = _placement(dsn, options.get("placement"))
-    if placed is not None and cls is not base:
+    if placed is None:
+        return object.__new__(cls)
+    if cls is not base:
         raise UsageError(f"a subclass of {base.__name__} reads one database: give it a dsn, not a placement")
-    return placed
+    memory: Any = object.__new__(placed_cls)
+    memory._placement_read = placed
+    return memory
 
 
 class Memory:
@@ -135,12 +140,7 @@ class Memory:
     _NOT_OPEN = _NO_ONE_DATABASE
 
     def __new__(cls, dsn: str | None = None, graph: str = DEFAULT_GRAPH, **options: Any) -> Memory:
-        # A memory over a placement is the placed one: the one place a memory routes.
-        placed = _placed(cls, Memory, dsn, options)
-        if placed is None:
-            return super().__new__(cls)
-        memory = super().__new__(_PlacedMemory)
-        memory._placement_read = placed
+        memory: Memory = _new(cls, Memory, _PlacedMemory, dsn, options)
         return memory
 
     def __init__(
@@ -407,11 +407,7 @@ class AsyncMemory:
     _NOT_OPEN = "the memory is not open: use `async with AsyncMemory(...) as memory`"
 
     def __new__(cls, dsn: str | None = None, graph: str = DEFAULT_GRAPH, **options: Any) -> AsyncMemory:
-        placed = _placed(cls, AsyncMemory, dsn, options)
-        if placed is None:
-            return super().__new__(cls)
-        memory = super().__new__(_AsyncPlacedMemory)
-        memory._placement_read = placed
+        memory: AsyncMemory = _new(cls, AsyncMemory, _AsyncPlacedMemory, dsn, options)
         return memory
 
     def __init__(
