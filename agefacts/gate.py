@@ -373,25 +373,24 @@ def _gate_claim(
     span = locate(text, c.quote)
     if span is None:
         return no("not_in_message", f"the quote {c.quote!r} is not in the message")
-    # Built without validation: every field here was just validated or computed.
-    evidence = Evidence.model_construct(
-        turn=turn,
-        quote=span.quote,
-        **span.offsets(),
-        at=at,
-        confidence=confidence,
+    # Validated, though every field was just checked or computed: pydantic's validator builds
+    # a model in half the time its model_construct does (a fifth of the gate's time went there).
+    evidence = Evidence.model_validate(
+        {"turn": turn, "quote": span.quote, **span.offsets(), "at": at, "confidence": confidence}
     )
-    return Fact.model_construct(
-        subject=c.subject,
-        predicate=c.predicate,
-        object=c.object,
-        value=value,
-        valid_from=times["valid_from"],
-        valid_until=times["valid_until"],
-        recurrence=times["recurrence"],
-        confidence=confidence,
-        tense=c.tense,
-        ends_validity=ends,
-        corrects=corrects,
-        evidence=(evidence,),
+    return Fact.model_validate(
+        {
+            "subject": c.subject,
+            "predicate": c.predicate,
+            "object": c.object,
+            "value": value,
+            "valid_from": times["valid_from"],
+            "valid_until": times["valid_until"],
+            "recurrence": times["recurrence"],
+            "confidence": confidence,
+            "tense": c.tense,
+            "ends_validity": ends,
+            "corrects": corrects,
+            "evidence": (evidence,),
+        }
     )

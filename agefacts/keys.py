@@ -170,6 +170,7 @@ def statement_key(
 
 
 def edge_key(label: str, start: str, end: str, *extra: Any) -> str:
-    blob = _canon((label, start, end, *extra))
+    # Most edges have no extra fields: their three strings are written here, as _canon would.
+    blob = _canon((label, start, end, *extra)) if extra else f"[{_STR(label)},{_STR(start)},{_STR(end)}]"
     space = start[start.index(":") + 1 :][:16]  # an edge is its start's namespace's
     return f"edge:{space}{hashlib.sha256(blob.encode('utf-8')).hexdigest()[:32]}"
