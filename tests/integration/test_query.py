@@ -241,6 +241,21 @@ def test_show_refuses_other_file_types(cli_env, tmp_path, capsys):
     assert main(["show", "Begoña", "--out", str(tmp_path / "x.pdf")]) == 2
 
 
+def test_history_over_every_namespace_is_each_entitys_history_in_turn(loaded):
+    """One query for several entities gives what one query per entity gave, in order."""
+    from agefacts.reads import history
+
+    db = loaded
+    keys = [e["key"] for e in run_named(db, "entities", {"text": "user", "namespace": None}).dicts()]
+    assert len(keys) > 3
+    for predicate in ("lives_in", "works_at", "likes"):
+        each = [run_named(db, "history", {"entity": k, "predicate": predicate}).rows for k in keys]
+        assert sum(1 for rows in each if rows) >= 2, predicate  # rows of several entities to keep apart
+        table = history(db, "user", predicate, all_namespaces=True)
+        assert table.columns == named_queries()["history"].columns
+        assert table.rows == [r for rows in each for r in rows]
+
+
 def test_every_shipped_query_states_its_parameters_and_columns_and_returns_them(loaded):
     db = loaded
     nina = run_named(db, "entities", {"text": "user", "namespace": "nina"}).dicts()[0]["key"]
@@ -262,6 +277,7 @@ def test_every_shipped_query_states_its_parameters_and_columns_and_returns_them(
         "graph_edges": {"namespace": "ann"},
         "graph_vertices": {"namespace": None},
         "history": {"entity": nina, "predicate": "lives_in"},
+        "history_each": {"entities": [nina], "predicate": "lives_in"},
         "message_statements": {"conversation": "ann-01", "ordinal": 0, "namespace": "ann"},
         "messages": {"keys": [message_key("baker", "bread", 0)]},
         # Omar lived in Hamburg (omar-02), then said he does not any more (omar-03).

@@ -101,16 +101,32 @@ def test_a_role_finds_the_entity_mentioned_with_it():
     assert [e["key"] for e in store.run(find_entities_plan("my partner", "ann"))] == ["ent:alex"]
 
 
-def test_history_asks_each_entity_found_and_keeps_their_rows_in_order():
+def test_history_of_several_entities_is_one_query_that_keeps_each_ones_rows_together_in_order():
+    # "Tom" of two namespaces (--all-namespaces): one round trip, not one per entity; the rows
+    # come back in the history order across both, and are given back entity by entity, as
+    # one query per entity gave them.
     rows = {
-        "entities": [entity("ent:t1", "ann", "Tom"), entity("ent:t2", "ann", "Tom")],
-        "history": [{"value": "Acme"}],
+        "entities": [entity("ent:t1", "ann", "Tom"), entity("ent:t2", "bob", "Tom")],
+        "history_each": [
+            {"value": "Acme", "entity": "ent:t2"},
+            {"value": "Initech", "entity": "ent:t1"},
+            {"value": "Globex", "entity": "ent:t2"},
+        ],
     }
     store = FakeStore(rows)
+    table = store.run(history_plan("Tom", "works_at", None, True, None))
+    assert store.names() == ["entities", "history_each"]
+    assert store.asked[1].params == {"entities": ["ent:t1", "ent:t2"], "predicate": "works_at"}
+    assert table.columns == named_queries()["history"].columns
+    assert [r["value"] for r in table.dicts()] == ["Initech", "Acme", "Globex"]
+
+
+def test_history_of_one_entity_is_its_own_query():
+    store = FakeStore({"entities": [entity("ent:t1", "ann", "Tom")], "history": [{"value": "Acme"}]})
     table = store.run(history_plan("Tom", "works_at", "ann", False, None))
-    assert store.names() == ["entities", "history", "history"]
-    assert [n.params["entity"] for n in store.asked[1:]] == ["ent:t1", "ent:t2"]
-    assert len(table.rows) == 2
+    assert store.names() == ["entities", "history"]
+    assert store.asked[1].params == {"entity": "ent:t1", "predicate": "works_at"}
+    assert [r["value"] for r in table.dicts()] == ["Acme"]
 
 
 @given(
