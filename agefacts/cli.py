@@ -147,7 +147,11 @@ def _placement(args: argparse.Namespace) -> Placement | None:
 
     if args.dsn is not None:
         return None
-    return placement_from(getattr(args, "placement", None))
+    # Read once a command: several of its steps ask (which server, then its database).
+    if not hasattr(args, "_placement_read"):
+        args._placement_read = placement_from(getattr(args, "placement", None))
+    placement: Placement | None = args._placement_read
+    return placement
 
 
 def _placed_dsn(args: argparse.Namespace, placement: Placement) -> tuple[str, str]:

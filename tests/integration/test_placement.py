@@ -18,7 +18,7 @@ from agefacts.db import Database
 from agefacts.engine import Engine
 from agefacts.errors import AgeFactsError
 from agefacts.load import Loader
-from agefacts.models import Turn
+from agefacts.models import Conversation, Turn
 from agefacts.placed import move
 from agefacts.placement import read_placement
 from agefacts.reads import digest
@@ -194,6 +194,30 @@ def test_the_command_line_loads_each_conversation_to_its_namespace_s_server(serv
     finally:
         one.drop_graph()
         one.close()
+
+
+def test_a_command_reads_its_placement_file_once(servers, graph_name, monkeypatch, capsys):
+    """The file is read once however many steps of a command need the placement (it was read
+    once to find the namespace's server and again to open its database)."""
+    from agefacts import placement as placement_module
+
+    path, dbs = servers
+    ns = _one_on_each(path)["b"]
+    Loader(dbs["b"], ONTO).load(Conversation(id="c1", namespace=ns, turns=[_said(1, "Oslo")]))
+    reads: list[str] = []
+    real = placement_module.read_placement
+
+    def counted(given):
+        reads.append(str(given))
+        return real(given)
+
+    monkeypatch.setattr(placement_module, "read_placement", counted)
+    argv = ["--placement", str(path), "--graph", graph_name, "--namespace", ns, "--format", "json"]
+    for command in (["facts", "user"], ["history", "user", "lives_in"]):
+        reads.clear()
+        assert main([*command, *argv]) == 0, capsys.readouterr().err
+        assert "Oslo" in capsys.readouterr().out
+        assert reads == [str(path)], command
 
 
 def test_a_move_refuses_writes_while_it_runs_and_an_interrupted_move_finishes_when_run_again(servers, graph_name):
