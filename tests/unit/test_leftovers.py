@@ -93,12 +93,13 @@ def test_a_run_ended_by_sigterm_still_ends_what_it_started(tmp_path):
     import select
     import signal
 
-    started = tmp_path / "started"
-    os.mkfifo(started)  # the test says it is waiting through a pipe: no clock to poll
+    # The test in the child says through a pipe that it waits, and that it was interrupted:
+    # no clock to poll. This end of the pipe stays open, so a read waits rather than ending.
+    said, says = os.pipe()
     (tmp_path / "test_ended.py").write_text(
         textwrap.dedent(
             f"""
-            import subprocess, sys, threading
+            import os, subprocess, sys, threading
             import pytest
 
             @pytest.fixture(scope="session")
@@ -109,11 +110,20 @@ def test_a_run_ended_by_sigterm_still_ends_what_it_started(tmp_path):
                 p.kill()
 
             def test_waits(daemon):
-                open({str(started)!r}, "w").write(str(daemon.pid))
-                threading.Event().wait()
+                try:
+                    os.write({says}, f"{{daemon.pid}}\\n".encode())
+                    threading.Event().wait()
+                except KeyboardInterrupt:
+                    os.write({says}, b"interrupted\\n")
+                    raise
             """
         )
     )
+
+    def heard(seconds: float) -> str:
+        ready, _, _ = select.select([said], [], [], seconds)
+        return os.read(said, 64).decode() if ready else ""
+
     run = subprocess.Popen(
         [sys.executable, "-m", "pytest", "-p", "tests.leftovers", "-q", "-p", "no:cacheprovider", str(tmp_path)],
         cwd=ROOT,
@@ -121,19 +131,33 @@ def test_a_run_ended_by_sigterm_still_ends_what_it_started(tmp_path):
         stderr=subprocess.STDOUT,
         text=True,
         env={**os.environ, "TEST_LEFTOVERS_GRACE": "2"},
+        pass_fds=(says,),
     )
     try:
-        fd = os.open(started, os.O_RDONLY | os.O_NONBLOCK)
-        try:
-            ready, _, _ = select.select([fd], [], [], 60)  # readable once the test has written
-            assert ready, "the test never started"
-            pid = int(os.read(fd, 64))
-        finally:
-            os.close(fd)
+        first = heard(60)
+        assert first, "the test never started"
+        pid = int(first.split()[0])
+        # CPython runs a signal's handler between two bytecodes, so a signal that lands after
+        # its last look and before a wait blocks is handled when the wait ends: never, here.
+        # This SIGTERM comes just as the child starts to wait, so it can land there (seen
+        # under load: the child asleep in its lock, the handler not run), where `timeout`'s
+        # comes at any moment. One sent again finds the child asleep. Again only while the
+        # child says nothing: once interrupted, a second one would cut its teardown short.
         run.send_signal(signal.SIGTERM)
+        said_so = "interrupted" in first
+        for _ in range(12):
+            if said_so:
+                break
+            said_so = "interrupted" in heard(5)
+            if not said_so:
+                assert run.poll() is None, "the run ended, but not by interrupting the test"
+                run.send_signal(signal.SIGTERM)
+        assert said_so, "SIGTERM never interrupted the test"
         out, _ = run.communicate(timeout=60)
     finally:
         run.kill()
+        os.close(said)
+        os.close(says)
     gone = not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split(")")[1][:3]
     if not gone:
         os.kill(pid, signal.SIGKILL)
