@@ -75,3 +75,45 @@ def test_every_key_names_its_namespaces_key_space_and_an_edge_its_starts(ns, oth
         assert k.split(":", 1)[1][:16] == space
     if ns != other:
         assert conversation_key(ns, text) != conversation_key(other, text)
+
+
+@given(st.text(min_size=1), st.text(), st.text(), st.lists(scalars, max_size=3))
+def test_an_edge_key_is_the_hash_of_its_canonical_fields_with_or_without_extra_ones(label, start, end, extra):
+    # An edge with no extra fields has its three strings written without _canon: the same text.
+    import hashlib
+
+    from agefacts.keys import edge_key
+
+    start = "ent:" + start
+    blob = json.dumps((label, start, end, *extra), ensure_ascii=False, separators=(",", ":"))
+    digest = hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    try:
+        got = edge_key(label, start, end, *extra)
+    except UnicodeEncodeError:
+        return  # a lone surrogate is no text to store: every input is checked before this
+    assert got == f"edge:{start[4:20]}{digest}"
+
+
+json_values = st.recursive(
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(-(2**63), 2**63 - 1),
+        st.floats(allow_nan=False, allow_infinity=False),
+        st.text(alphabet=st.characters(blacklist_categories=("Cs",))),
+    ),
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=8), inner, max_size=4)),
+    max_leaves=12,
+)
+
+
+@given(json_values)
+def test_rows_travel_as_json_that_reads_back_as_the_json_module_reads_its_own(value):
+    # Rows are written by pydantic-core's serializer (four times as fast): the same values,
+    # though a float's exponent is written 1e-5 where the json module writes 1e-05.
+    from agefacts.tables import dumps
+
+    text = dumps(value)
+    # Read back and written by the json module again: the same text, so the same values of
+    # the same types (an int is not a float, -0.0 stays -0.0).
+    assert json.dumps(json.loads(text)) == json.dumps(value)
