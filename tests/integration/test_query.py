@@ -8,12 +8,14 @@ import subprocess
 from decimal import Decimal
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from psycopg import sql
 
 from agefacts.agtype import Edge, Vertex, decode
 from agefacts.agtype import Path as AgPath
 from agefacts.cli import main
-from agefacts.db import cypher_statement
+from agefacts.db import Database, cypher_statement
 from agefacts.keys import keyphrase_key, message_key
 from agefacts.load import Loader, load_paths
 from agefacts.named import named_queries, run_named
@@ -21,7 +23,7 @@ from agefacts.query import return_columns, run
 from agefacts.reads import facts as query_facts
 from agefacts.retrieve import ask, link
 
-from ..helpers import EXAMPLES, ONTO, conversation
+from ..helpers import EXAMPLES, ONTO, conversation, fresh, fuzz
 
 
 @pytest.fixture
@@ -254,6 +256,34 @@ def test_history_over_every_namespace_is_each_entitys_history_in_turn(loaded):
         table = history(db, "user", predicate, all_namespaces=True)
         assert table.columns == named_queries()["history"].columns
         assert table.rows == [r for rows in each for r in rows]
+
+
+@fuzz(4)
+@given(seed=st.integers(0, 10_000), people=st.integers(2, 5))
+def test_history_over_every_namespace_is_each_entitys_history_in_turn_on_generated_people(
+    dsn, graph_name, seed, people
+):
+    """The same, on generated people (each a namespace, twenty conversations each, their
+    one-value facts said again and changed over time), for every predicate they have."""
+    from agefacts.corpus import generate
+    from agefacts.models import Conversation
+    from agefacts.reads import history
+
+    db = fresh(Database(dsn, graph_name).connect())
+    try:
+        convs = [Conversation.model_validate(c) for c in generate(people * 20 * 3, 3, seed=seed)]
+        assert {o.status for o in Loader(db, ONTO).load_many((c.id, c) for c in convs)} == {"loaded"}
+        keys = [e["key"] for e in run_named(db, "entities", {"text": "user", "namespace": None}).dicts()]
+        assert len(keys) == people
+        predicates = sorted(
+            {r[0] for r in db.cypher("MATCH (s:Statement) RETURN DISTINCT s.predicate", None, ["p"]).rows}
+        )
+        assert predicates
+        for predicate in predicates:
+            each = [run_named(db, "history", {"entity": k, "predicate": predicate}).rows for k in keys]
+            assert history(db, "user", predicate, all_namespaces=True).rows == [r for rows in each for r in rows]
+    finally:
+        db.drop_graph()
 
 
 def test_every_shipped_query_states_its_parameters_and_columns_and_returns_them(loaded):
