@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections import defaultdict
+from collections import ChainMap, defaultdict
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -200,17 +200,8 @@ class BulkWriter(Retraction):
                 with stage(self.clock, "edges"):
                     self._insert_edges_json(label, _edge_payload(old_edges, ids))
             new_edges[label] = [r for r in erows if r[0] not in existed or r[1] not in existed]
-        with stage(self.clock, "key look-up"):
-            entries = self._entries({label: len(todo) for label, todo in new_edges.items()})
-        for label, todo in new_edges.items():
-            if not todo:
-                continue
-            lid, taken = entries[label]
-            high = lid << 48
-            with stage(self.clock, "edges"):
-                self.write_new_edges(
-                    label, ((high | n, gid[s_], gid[e_], pj) for (s_, e_, pj), n in zip(todo, taken, strict=True))
-                )
+        with stage(self.clock, "edges"):
+            self.copy_new_edges(new_edges, gid)
         return ids, existed
 
     def _ids_of_labels(self, keys: Mapping[str, Sequence[str]]) -> dict[str, dict[str, int]]:
@@ -782,7 +773,7 @@ class BulkWriter(Retraction):
         self,
         new: Mapping[str, str],
         links: Mapping[str, list[tuple[str, str, str, str]]],
-        id_of: Mapping[str, int],
+        id_of: dict[str, int],
     ) -> None:
         """Write new fact versions (``new``: key -> properties as JSON) and their HOLDS and
         OBJECT edges (``links``: fact key -> (label, edge key, start key, end key); the ids of
@@ -806,20 +797,32 @@ class BulkWriter(Retraction):
         keys: list[str],
         new: Mapping[str, str],
         links: Mapping[str, list[tuple[str, str, str, str]]],
-        id_of: Mapping[str, int],
+        id_of: dict[str, int],
     ) -> None:
         """:meth:`_write_versions` into labels that hold no versions yet: every row is new."""
         lid, taken = self._entries({"Fact": len(keys)})["Fact"]
         ids = {k: lid << 48 | n for k, n in zip(keys, taken, strict=True)}
         self.write_new_vertices("Fact", ((ids[k], new[k]) for k in keys))
-        edges: dict[str, list[tuple[int, int, str]]] = defaultdict(list)
+        edges: dict[str, list[tuple[str, str, str]]] = defaultdict(list)
         for fk in keys:
             for label, ek, a, b in links[fk]:
-                edges[label].append((ids.get(a) or id_of[a], ids.get(b) or id_of[b], dumps({"k": ek})))
-        entries = self._entries({label: len(rows) for label, rows in edges.items()})
-        for label, erows in sorted(edges.items()):
-            elid, etaken = entries[label]
-            self.write_new_edges(label, ((elid << 48 | n, a, b, p) for (a, b, p), n in zip(erows, etaken, strict=True)))
+                edges[label].append((a, b, dumps({"k": ek})))
+        self.copy_new_edges(dict(sorted(edges.items())), ChainMap(ids, id_of))
+
+    def copy_new_edges(self, edges: Mapping[str, Sequence[tuple[str, str, str]]], id_of: Mapping[str, int]) -> None:
+        """Edges new to their labels (by label: start key, end key, properties as JSON; the
+        ends' ids in ``id_of``), their own ids taken from the labels' sequences in one
+        statement, then written by :meth:`write_new_edges`."""
+        with stage(self.clock, "key look-up"):  # ids from the labels' sequences
+            entries = self._entries({label: len(rows) for label, rows in edges.items()})
+        for label, rows in edges.items():
+            if not rows:
+                continue
+            lid, taken = entries[label]
+            high = lid << 48
+            self.write_new_edges(
+                label, ((high | n, id_of[s_], id_of[e_], pj) for (s_, e_, pj), n in zip(rows, taken, strict=True))
+            )
 
     def write_new_vertices(self, label: str, rows: Iterable[tuple[int, str]]) -> None:
         """Vertices new to ``label``'s table, each its id and its properties as JSON, written

@@ -111,19 +111,9 @@ class FirstLoad:
                 said_of = self.said_of
                 for s_, _, pj in todo[label]:
                     said_of[s_].append(pj)
-        with stage(self.clock, "key look-up"):
-            entries = self.writer._entries({label: len(rows) for label, rows in todo.items()})
-        ids = self.ids
-        for label, erows in todo.items():
-            if not erows:
-                continue
-            lid, taken = entries[label]
-            high = lid << 48
-            with stage(self.clock, "edges"):
-                self.writer.write_new_edges(
-                    label, ((high | n, ids[s_], ids[e_], pj) for (s_, e_, pj), n in zip(erows, taken, strict=True))
-                )
-            self.rows += len(taken)
+        with stage(self.clock, "edges"):
+            self.writer.copy_new_edges(todo, self.ids)
+        self.rows += sum(len(erows) for erows in todo.values())
         self.chains.update(batch.chain_of.values())
 
     def _merge(self, label: str, k: str, row: str) -> None:

@@ -93,7 +93,7 @@ def lock(
     if not ordered:
         return {}
     namespaces = sorted({ns for ns, _ in ordered})
-    payload = json.dumps([{"ns": ns, "id": cid} for ns, cid in (ordered if each else [])])
+    payload = json.dumps([{"ns": ns, "id": cid} for ns, cid in ordered])
     # One statement for both kinds: the namespaces' locks are shared among writers and the
     # move's holds no conversation's, so their order cannot make a deadlock.
     db.execute(
@@ -101,9 +101,8 @@ def lock(
         "  FROM unnest(%(ns)s::text[]) AS ns) "
         "+ (SELECT count(pg_advisory_xact_lock(hashtextextended(%(g)s || chr(31) || r.ns || chr(31) || r.id, 0))) "
         "  FROM jsonb_to_recordset(%(idents)s::jsonb) AS r(ns text, id text))",
-        {"g": db.graph, "ns": namespaces, "idents": payload},
+        {"g": db.graph, "ns": namespaces, "idents": payload if each else "[]"},
     )
-    payload = json.dumps([{"ns": ns, "id": cid} for ns, cid in ordered])
     # What was committed before the locks were had, in one read: the hashes, and the notes
     # of namespaces leaving this server.
     rows = db.execute(
