@@ -6,6 +6,7 @@ these, sync or async, in the same order."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import logging
 import threading
@@ -44,6 +45,7 @@ __all__ = [
     "forget_paid",
     "keep_paid",
     "kept_changing",
+    "load_correction",
     "load_whole",
     "remember_paid",
     "stored_version",
@@ -348,6 +350,12 @@ def load_whole(loader: Loader, conv: Conversation, extracted: int, errors: list[
     if out.status == "failed":
         raise AgeFactsError(f"conversation {conv.id!r} of namespace {conv.namespace!r} was not loaded: {out.reason}")
     return _added_of(conv, out, extracted, errors)
+
+
+def load_correction(loader: Loader, conv: Conversation) -> Added:
+    """An authored correction (:func:`agefacts.correction.correction`) loaded whole, with the
+    words it was written in (its one message: what a caller shows of it)."""
+    return dataclasses.replace(load_whole(loader, conv, 0, [], None), correction=conv.turns[0].text)
 
 
 def _added_of(conv: Conversation, out: Outcome, extracted: int, errors: list[str]) -> Added:

@@ -87,9 +87,10 @@ _Everything = Annotated[
 
 
 def jsonable(value: Any) -> Any:
-    """Typed results as JSON values: dataclasses as objects, dates and datetimes as ISO text."""
+    """Typed results as JSON values: dataclasses as objects (less the fields kept out of
+    their repr, such as a recall's answer as read), dates and datetimes as ISO text."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        return {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value) if f.repr}
     if isinstance(value, dt.datetime):
         return value.isoformat().replace("+00:00", "Z")
     if isinstance(value, dt.date):

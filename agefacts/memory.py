@@ -79,12 +79,16 @@ _NO_ONE_DATABASE = (
 )
 
 
-def _placement(dsn: str | None, placement: Placement | str | os.PathLike[str] | None) -> Placement | None:
-    """The placement a memory is opened on: the one given, else ``$AGEFACTS_PLACEMENT`` when no
-    dsn is given; None for one database."""
-    if dsn is not None and placement is not None:
-        raise UsageError("give a memory a dsn (one database) or a placement (several servers), not both")
-    return placement_from(placement) if dsn is None else None
+def _placement(
+    dsn: str | None, placement: Placement | str | os.PathLike[str] | None, database: Database | None
+) -> Placement | None:
+    """The placement a memory is opened on: the one given, else ``$AGEFACTS_PLACEMENT`` when
+    neither a dsn nor a database is given; None for one database."""
+    if sum(x is not None for x in (dsn, placement, database)) > 1:
+        raise UsageError(
+            "give a memory a dsn or a database (one database), or a placement (several servers): one of them"
+        )
+    return placement_from(placement) if dsn is None and database is None else None
 
 
 def _placed_namespace(namespace: str | None) -> str:
@@ -109,7 +113,7 @@ def _across(namespace: str | None, all_namespaces: bool) -> bool:
 def _new(cls: type, base: type, placed_cls: type, dsn: str | None, options: dict[str, Any]) -> Any:
     """A new ``cls``, or over a placement (read here once) the placed memory ``placed_cls``:
     the one place a memory routes."""
-    placed = _placement(dsn, options.get("placement"))
+    placed = _placement(dsn, options.get("placement"), options.get("database"))
     if placed is None:
         return object.__new__(cls)
     if cls is not base:
@@ -133,8 +137,11 @@ class Memory:
     ``placement`` (a :class:`~agefacts.placement.Placement` or its file; without a ``dsn``,
     ``$AGEFACTS_PLACEMENT`` when set) spreads namespaces over several servers, each call going
     to its namespace's (:mod:`agefacts.placed`); ``replica`` is a streaming replica's dsn that
-    reads go to once it holds this memory's own writes (:mod:`agefacts.replica`). Use it as a
-    context manager, or call :meth:`close`."""
+    reads go to once it holds this memory's own writes (:mod:`agefacts.replica`);
+    ``database`` is a :class:`~agefacts.db.Database` to use instead of a dsn (connected here
+    unless it is; the memory closes it); ``create=False`` opens an existing graph only (one
+    that does not exist is an error that says so, as a memory that only reads wants). Use it
+    as a context manager, or call :meth:`close`."""
 
     # What a write says where this memory has no one database of its own.
     _NOT_OPEN = _NO_ONE_DATABASE
@@ -156,6 +163,8 @@ class Memory:
         embedder: Embedder | None = None,
         placement: Placement | str | os.PathLike[str] | None = None,
         replica: str | None = None,
+        database: Database | None = None,
+        create: bool = True,
     ):
         self.llm = llm
         self.context_turns = context_turns
@@ -167,12 +176,26 @@ class Memory:
         self._writing = threading.Lock()
         self._tails = adding.Tails()
         self._unwritten = adding.Unwritten()
-        self._db: Database | None = Database(resolve_dsn(dsn), graph).connect()
+        if database is None:
+            database = Database(resolve_dsn(dsn), graph, create=create)
+        _ = database.conn  # connected here, unless it was
+        self._db: Database | None = database
         self._reads: ReplicaReads | None = None
         if replica is not None:
-            self._reads = ReplicaReads(self._db, replica, graph)
-        # Without one given, the ontology the graph was loaded with (or the shipped one).
-        self.ontology = ontology or ledger.graph_ontology(self.db) or default_ontology()
+            self._reads = ReplicaReads(self._db, replica, database.graph)
+        self._ontology = ontology
+
+    @property
+    def ontology(self) -> Ontology:
+        """What gates and judges facts: the one given, else the one the graph was loaded with
+        (or the shipped one), read when first needed (``facts`` does not need it)."""
+        if self._ontology is None:
+            self._ontology = ledger.graph_ontology(self.db) or default_ontology()
+        return self._ontology
+
+    @ontology.setter
+    def ontology(self, ontology: Ontology) -> None:
+        self._ontology = ontology
 
     def _reading(self) -> Database:
         """Where a read goes: the replica once it holds this memory's writes, else here."""
@@ -361,7 +384,7 @@ class Memory:
             conv = correction(
                 db, entity, predicate, said, namespace=namespace, by=by, instead=instead, reason=reason, at=at
             )
-            return adding.load_whole(loader, conv, 0, [], None)
+            return adding.load_correction(loader, conv)
 
         with self._writing:
             return self._wrote(work())
@@ -423,6 +446,7 @@ class AsyncMemory:
         embedder: Embedder | None = None,
         placement: Placement | str | os.PathLike[str] | None = None,
         replica: str | None = None,
+        create: bool = True,
     ):
         self._given_ontology = ontology
         self.ontology = ontology or default_ontology()  # until open() reads the graph's own
@@ -432,6 +456,7 @@ class AsyncMemory:
         self.embedder = embedder
         self._dsn = dsn
         self._graph = graph
+        self._create = create
         self._via = via
         self._db: Database | None = None
         self._adb: AsyncDatabase | None = None
@@ -453,7 +478,7 @@ class AsyncMemory:
 
         def writer() -> tuple[str, Database]:
             dsn = resolve_dsn(self._dsn)
-            return dsn, Database(dsn, self._graph).connect()
+            return dsn, Database(dsn, self._graph, create=self._create).connect()
 
         dsn, db = await asyncio.to_thread(writer)
         self._db = db
@@ -648,7 +673,7 @@ class AsyncMemory:
             conv = correction(
                 db, entity, predicate, said, namespace=namespace, by=by, instead=instead, reason=reason, at=at
             )
-            return adding.load_whole(loader, conv, 0, [], None)
+            return adding.load_correction(loader, conv)
 
         async with self._writing:
             return await self._wrote(await asyncio.to_thread(work))
@@ -702,6 +727,8 @@ class _PlacedMemory(Memory):
         embedder: Embedder | None = None,
         placement: Placement | str | os.PathLike[str] | None = None,
         replica: str | None = None,
+        database: Database | None = None,
+        create: bool = True,
     ):
         placed = self._placement_read  # read by __new__
         if replica is not None:
@@ -717,8 +744,7 @@ class _PlacedMemory(Memory):
 
         def member(server: Server) -> Memory:
             return Memory(
-                server.dsn,
-                graph,
+                database=Database(server.dsn, graph, create=create, server=server.name),
                 ontology=ontology,
                 llm=llm,
                 via=via,
@@ -853,6 +879,7 @@ class _AsyncPlacedMemory(AsyncMemory):
         embedder: Embedder | None = None,
         placement: Placement | str | os.PathLike[str] | None = None,
         replica: str | None = None,
+        create: bool = True,
     ):
         placed = self._placement_read  # read by __new__
         if replica is not None:
@@ -878,6 +905,7 @@ class _AsyncPlacedMemory(AsyncMemory):
                 tune_interpreter=tune_interpreter,
                 embedder=embedder,
                 replica=server.replica,
+                create=create,
             ).open()
 
         async def notes(m: AsyncMemory, ns: str | None) -> dict[str, tuple[str, str]]:

@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .retrieve import Answer, Linked, withdrawal
-from .temporal import to_python
+from .temporal import instant_text, to_python
+from .timeline import FACT_COLUMNS
 
 __all__ = ["Added", "Citation", "HistoryEntry", "Known", "MemoryFact", "Recall", "Remembered", "TopicMessage"]
 
@@ -50,6 +51,10 @@ class MemoryFact:
     valid_from_text: str | None
     valid_until_text: str | None
     evidence: int
+    subject_type: str | None = None
+    """The subject's entity type (its label: ``User``, ``Person``, ``Place`` ...)."""
+    object_type: str | None = None
+    """The object's entity type, for a fact with an object."""
 
     @classmethod
     def from_row(cls, r: Mapping[str, Any]) -> MemoryFact:
@@ -73,7 +78,41 @@ class MemoryFact:
             valid_from_text=r["valid_from"],
             valid_until_text=r["valid_until"],
             evidence=r["evidence"],
+            subject_type=r["subject_type"],
+            object_type=r["object_type"],
         )
+
+    def row(self) -> dict[str, Any]:
+        """The fact as the read gave it and ``agefacts facts`` prints it: the columns of
+        :data:`~agefacts.timeline.FACT_COLUMNS` in order, its times as stored (text, at the
+        precision stated). ``MemoryFact.from_row(f.row()) == f``."""
+        c = self.citation
+        row = {
+            "subject": self.subject,
+            "predicate": self.predicate,
+            "value": self.value,
+            "object": self.object,
+            "valid_from": self.valid_from_text,
+            "valid_until": self.valid_until_text,
+            "recorded_at": instant_text(self.recorded_at),
+            "superseded_at": instant_text(self.superseded_at),
+            "recurrence": self.recurrence,
+            "quote": c.quote,
+            "conversation": c.conversation,
+            "message": c.message,
+            "char_start": c.char_start,
+            "char_end": c.char_end,
+            "evidence": self.evidence,
+            "namespace": self.namespace,
+            "statement": self.statement,
+            "subject_type": self.subject_type,
+            "subject_key": self.subject_key,
+            "object_type": self.object_type,
+            "object_key": self.object_key,
+            "quoted_at": instant_text(c.at),
+        }
+        assert tuple(row) == FACT_COLUMNS
+        return row
 
 
 @dataclass(frozen=True)
@@ -94,6 +133,11 @@ class HistoryEntry:
     quote: str
     conversation: str
     statement: str
+    namespace: str = ""
+    """Whose memory said it (a history of every namespace has several)."""
+    valid_from_text: str | None = None
+    """``valid_from`` as stored, at the precision stated ("2024-06")."""
+    valid_until_text: str | None = None
 
     @classmethod
     def from_row(cls, r: Mapping[str, Any]) -> HistoryEntry:
@@ -109,7 +153,28 @@ class HistoryEntry:
             quote=r["quote"],
             conversation=r["conversation"],
             statement=r["statement"],
+            namespace=r["namespace"],
+            valid_from_text=r["valid_from"],
+            valid_until_text=r["valid_until"],
         )
+
+    def row(self) -> dict[str, Any]:
+        """The statement as the ``history`` query gave it and ``agefacts history`` prints it,
+        its times as stored. ``HistoryEntry.from_row(e.row()) == e``."""
+        return {
+            "subject": self.subject,
+            "predicate": self.predicate,
+            "value": self.value,
+            "object": self.object,
+            "kind": self.kind,
+            "valid_from": self.valid_from_text,
+            "valid_until": self.valid_until_text,
+            "recorded_at": instant_text(self.recorded_at),
+            "quote": self.quote,
+            "conversation": self.conversation,
+            "statement": self.statement,
+            "namespace": self.namespace,
+        }
 
 
 @dataclass(frozen=True)
@@ -132,6 +197,9 @@ class Recall:
     sentence with the words that took it back: the context says these first."""
     as_of: str | None = None
     """The valid time the facts were read at when the question named it and none was given."""
+    answer: Answer | None = field(default=None, repr=False, compare=False)
+    """The answer these were made from, its facts and messages as rows (what ``agefacts ask
+    --format json`` prints: ``answer.to_json()``); not part of the recall's value."""
 
     @classmethod
     def from_answer(cls, a: Answer) -> Recall:
@@ -145,6 +213,7 @@ class Recall:
             tuple(TopicMessage.from_row(m) for m in a.messages),
             tuple(withdrawal(c) for c in a.corrections),
             a.as_of,
+            a,
         )
 
 
@@ -239,6 +308,8 @@ class Added:
     failed: int
     errors: tuple[str, ...] = ()
     counts: Mapping[str, Any] = field(default_factory=dict)
+    correction: str | None = None
+    """For :meth:`Memory.correct`: the correction's words, as its one message keeps them."""
 
 
 def _instant(text: str | None) -> dt.datetime | None:

@@ -24,6 +24,7 @@ from dateutil import rrule
 from .errors import TimeError
 
 __all__ = [
+    "instant_text",
     "normalise_instant",
     "normalise_rrule",
     "normalise_valid",
@@ -57,6 +58,12 @@ def _fmt(dt: datetime) -> str:
     # fraction of a second is dropped (see the module's description), so every stored time
     # compares as text in time order.
     return f"{dt.year:04d}-{dt.month:02d}-{dt.day:02d}T{dt.hour:02d}:{dt.minute:02d}:{dt.second:02d}"
+
+
+def instant_text(value: datetime | None) -> str | None:
+    """An instant as stored (UTC, ``...Z``, whole seconds): :func:`normalise_instant`'s form,
+    and the inverse of :func:`to_python` on it."""
+    return None if value is None else _fmt(_utc(value) if value.tzinfo is not None else value) + "Z"
 
 
 @functools.lru_cache(maxsize=65536)

@@ -247,6 +247,7 @@ def test_one_fact_is_taken_back_as_data_and_forgotten_like_a_conversation(dsn, g
         (fix,) = memory.export("eve", [added.conversation])
         assert fix.title == "correction by assistant" and fix.model is None
         assert [s.correction for s in fix.turns[0].recorded.statements] == [True, None]
+        assert added.correction == fix.turns[0].text  # its words, as the command line prints them
         # Replayed into an empty graph, the export gives the same graph.
         fresh = other_graph("replay")
         load_all(fresh, "cypher", memory.export("eve"))
@@ -258,7 +259,8 @@ def test_one_fact_is_taken_back_as_data_and_forgotten_like_a_conversation(dsn, g
         async with AsyncMemory(dsn, graph_name) as m:
             return await m.correct("user", "likes", "hiking", namespace="eve", by="assistant", at="2024-04-01")
 
-    assert asyncio.run(twin()).status == "loaded"
+    twin_added = asyncio.run(twin())
+    assert twin_added.status == "loaded" and "assistant corrects: user likes hiking" in str(twin_added.correction)
     # From the command line: said, undone with the command it prints.
     capsys.readouterr()
     env_graph = ["--graph", graph_name, "--dsn", dsn]

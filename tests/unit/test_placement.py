@@ -128,6 +128,7 @@ def test_a_memory_on_a_placement_is_a_memory_that_opens_nothing_until_asked_and_
     subclass of Memory reads one database, and says so when given a placement."""
     import asyncio
 
+    from agefacts.db import Database
     from agefacts.memory import AsyncMemory, Memory
 
     path = tmp_path / "placement.toml"
@@ -153,5 +154,9 @@ def test_a_memory_on_a_placement_is_a_memory_that_opens_nothing_until_asked_and_
 
     with pytest.raises(UsageError, match="a subclass of Memory reads one database"):
         Mine(placement=path)
-    with pytest.raises(UsageError, match="a dsn .one database. or a placement"):
+    with pytest.raises(UsageError, match="a dsn or a database .one database., or a placement"):
         Memory("host=nowhere.invalid", placement=path)
+    # A database given is one database too: never read beside a placement (nor beside
+    # $AGEFACTS_PLACEMENT, which a memory given a database does not read).
+    with pytest.raises(UsageError, match="a dsn or a database .one database., or a placement"):
+        Memory(database=Database("host=nowhere.invalid"), placement=path)

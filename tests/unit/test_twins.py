@@ -53,12 +53,14 @@ APART: dict[tuple[str, str], tuple[str, str]] = {
         "edc6ab59cf30",
     ),
     ("memory.py", "AsyncMemory.__init__"): (
-        "its connections are opened on first use, on the event loop",
-        "4ae23bc3c8cb",
+        "its connections are opened on first use, on the event loop; it holds two (a sync writer and an "
+        "async reader), so it is not given one database as the sync memory may be",
+        "489cdcaa3d4c",
     ),
     ("memory.py", "_AsyncPlacedMemory.__init__"): (
-        "each server's memory is opened on first use, on the event loop, and its notes read in a thread",
-        "1a01566e1399",
+        "each server's memory is opened on first use, on the event loop, and its notes read in a thread; "
+        "the sync one gives each server's memory a database naming the server",
+        "c9558577e0e0",
     ),
     ("memory.py", "AsyncMemory.close"): (
         "the async memory holds a sync writer beside its async reader",
