@@ -12,7 +12,7 @@ import functools
 import json
 import os
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias, TypeVar
 
 if TYPE_CHECKING:
@@ -20,12 +20,11 @@ if TYPE_CHECKING:
     from .embed import Embedder
     from .errors import InputError
     from .extract import ConversationOutcome
+    from .memory import Memory
     from .model_client import LLMClient
     from .models import Conversation
     from .ontology import Ontology
-    from .placed import Everywhere
     from .placement import Placement
-    from .retrieve import Answer
     from .summary import Summary
 
 from ._version import __version__
@@ -174,24 +173,32 @@ def _placed_dsn(args: argparse.Namespace, placement: Placement) -> tuple[str, st
     return server.name, (server.replica if read else None) or server.dsn
 
 
-def _read(
-    args: argparse.Namespace,
-    one: Callable[[Database], _T],
-    everywhere: Callable[[], Everywhere[_T]],
-    embedder: Embedder | None = None,
-) -> _T:
-    """``one`` on the one database the command names (with a placement, its namespace's); or,
-    with a placement and --all-namespaces (and no --namespace), the read ``everywhere`` makes,
-    on every server at once (:func:`agefacts.placed.read_everywhere`)."""
-    placement = _placement(args)
-    if placement is None or not getattr(args, "all_namespaces", False) or args.namespace is not None:
-        with _open_db(args) as db:
-            return one(db)
-    # Only here: placement brings the loader and every stage with it, which one database's
-    # read does not need (a third of `agefacts facts`'s start-up).
-    from .placed import read_everywhere
+def _memory(args: argparse.Namespace, *, embedder: Embedder | None = None) -> Memory:
+    """The memory a command reads or writes, so that the command does what the library does:
+    on the database :func:`_open_db` names (with a placement, its namespace's server, or its
+    replica for a read that may), or, with a placement and --all-namespaces (and no
+    --namespace), on every server at once (:class:`agefacts.Memory` over the placement). Its
+    ontology is --ontology, else the one the graph was loaded with, else the shipped one."""
+    from .memory import Memory
 
-    return read_everywhere(placement, args.graph, everywhere(), lambda db: _read_ontology(args, db), embedder)
+    given = getattr(args, "ontology", None)
+    options: dict[str, Any] = {
+        "ontology": _ontology(args) if given else None,
+        "embedder": embedder,
+        "via": getattr(args, "via", "bulk"),
+    }
+    placement = _placement(args)
+    if placement is not None and getattr(args, "all_namespaces", False) and args.namespace is None:
+        # Reads only: a command reads every namespace; no graph is made to be read.
+        return Memory(graph=args.graph, placement=placement, create=False, **options)
+    return Memory(database=_open_db(args), **options)
+
+
+def _render(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], fmt: str, table_columns: Sequence[str]) -> str:
+    """Rows as a command prints them (:func:`agefacts.output.render_some`)."""
+    from . import output
+
+    return output.render_some(columns, [tuple(r[c] for c in columns) for r in rows], fmt, table_columns)
 
 
 def _open_db(args: argparse.Namespace, *, create: bool = False) -> Database:
@@ -415,27 +422,19 @@ def _args_facts(sub: _Commands, shared: _Shared) -> None:
 
 
 def _cmd_facts(args: argparse.Namespace) -> int:
-    from . import output, reads
+    from .timeline import FACT_COLUMNS
 
-    def read(db: Database) -> Table:
-        return reads.facts(
-            db,
+    with _memory(args) as memory:
+        facts = memory.facts(
             args.entity,
             namespace=args.namespace,
             all_namespaces=args.all_namespaces,
             valid_at=args.valid_at,
             known_at=args.known_at,
         )
-
-    def everywhere() -> Everywhere[Table]:
-        from .placed import facts_everywhere
-
-        return facts_everywhere(args.entity, args.valid_at, args.known_at)
-
-    table = _read(args, read, everywhere)
     keep = ["namespace"] if args.namespace is None else []
     keep += [*_FACT_COLUMNS, "recorded_at", "superseded_at", "quote", "conversation"]
-    _print(output.render_some(table.columns, table.rows, args.format, keep))
+    _print(_render([f.row() for f in facts], FACT_COLUMNS, args.format, keep))
     return _EXIT_OK
 
 
@@ -456,27 +455,16 @@ def _args_history(sub: _Commands, shared: _Shared) -> None:
 
 
 def _cmd_history(args: argparse.Namespace) -> int:
-    from . import output, reads
+    from .named import named_queries
 
-    def read(db: Database) -> Table:
-        return reads.history(
-            db,
-            args.entity,
-            args.predicate,
-            namespace=args.namespace,
-            all_namespaces=args.all_namespaces,
-            ontology=_read_ontology(args, db),
+    with _memory(args) as memory:
+        entries = memory.history(
+            args.entity, args.predicate, namespace=args.namespace, all_namespaces=args.all_namespaces
         )
-
-    def everywhere() -> Everywhere[Table]:
-        from .placed import history_everywhere
-
-        return history_everywhere(args.entity, args.predicate)
-
-    table = _read(args, read, everywhere)
     keep = ["namespace"] if args.namespace is None else []
     keep += ["subject", "kind", "value", "object", "valid_from", "valid_until", "recorded_at", "quote"]
-    _print(output.render_some(table.columns, table.rows, args.format, keep))
+    columns = named_queries()["history"].columns
+    _print(_render([e.row() for e in entries], columns, args.format, keep))
     return _EXIT_OK
 
 
@@ -500,29 +488,19 @@ def _args_ask(sub: _Commands, shared: _Shared) -> None:
 
 def _cmd_ask(args: argparse.Namespace) -> int:
     from . import output
-    from .retrieve import about, ask
+    from .retrieve import about
 
-    embedder = _embedder(args)
-
-    def one(db: Database) -> Answer:
-        return ask(
-            db,
+    with _memory(args, embedder=_embedder(args)) as memory:
+        recall = memory.ask(
             args.question,
-            _read_ontology(args, db),
             namespace=args.namespace,
             all_namespaces=args.all_namespaces,
             k=args.k,
             valid_at=args.valid_at,
             known_at=args.known_at,
-            embedder=embedder,
         )
-
-    def everywhere() -> Everywhere[Answer]:
-        from .placed import ask_everywhere
-
-        return ask_everywhere(args.question, _ontology(args), args.k, args.valid_at, args.known_at)
-
-    answer = _read(args, one, everywhere, embedder)
+    answer = recall.answer
+    assert answer is not None  # a memory's recall keeps the answer it was made from
     if args.format == "json":
         _print(json.dumps(answer.to_json(), ensure_ascii=False, indent=2))
         return _EXIT_OK
@@ -986,10 +964,8 @@ def _args_forget(sub: _Commands, shared: _Shared) -> None:
 
 
 def _cmd_forget(args: argparse.Namespace) -> int:
-    from .load import Loader
-
-    with _open_db(args) as db:
-        gone = Loader(db, _ontology(args), via=args.via).forget(args.namespace, args.conversation)
+    with _memory(args) as memory:
+        gone = memory.forget(args.namespace, args.conversation)
     if not gone:
         _print(f"namespace {args.namespace!r} has no conversations in graph {args.graph!r}; nothing to forget")
         return _EXIT_OK
@@ -1017,12 +993,8 @@ def _args_correct(sub: _Commands, shared: _Shared) -> None:
 
 
 def _cmd_correct(args: argparse.Namespace) -> int:
-    from .correction import correction
-    from .load import Loader
-
-    with _open_db(args) as db:
-        conv = correction(
-            db,
+    with _memory(args) as memory:
+        added = memory.correct(
             args.entity,
             args.predicate,
             args.said,
@@ -1032,13 +1004,9 @@ def _cmd_correct(args: argparse.Namespace) -> int:
             reason=args.reason,
             at=args.at,
         )
-        out = Loader(db, _ontology(args), via=args.via).load(conv, source=f"correct:{conv.namespace}/{conv.id}")
-    if out.status == "failed":
-        print(f"agefacts: the correction was not loaded: {out.reason}", file=sys.stderr)
-        return _EXIT_FAILED
     _print(
-        f"{out.status} correction {conv.id!r} in namespace {conv.namespace!r}: {conv.turns[0].text}\n"
-        f"(undo it: agefacts forget --namespace {conv.namespace} --conversation {conv.id})"
+        f"{added.status} correction {added.conversation!r} in namespace {added.namespace!r}: {added.correction}\n"
+        f"(undo it: agefacts forget --namespace {added.namespace} --conversation {added.conversation})"
     )
     return _EXIT_OK
 
@@ -1056,10 +1024,8 @@ def _args_export(sub: _Commands, shared: _Shared) -> None:
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
-    from . import ledger
-
-    with _open_db(args) as db:
-        convs = ledger.export(db, args.namespace, args.conversation)
+    with _memory(args) as memory:
+        convs = memory.export(args.namespace, args.conversation)
     lines = "".join(c.model_dump_json(exclude_none=True) + "\n" for c in convs)
     if args.out is None:
         sys.stdout.write(lines)

@@ -67,7 +67,6 @@ __all__ = [
     "move",
     "on_each",
     "on_each_async",
-    "read_everywhere",
     "run_everywhere",
     "run_everywhere_async",
 ]
@@ -486,24 +485,6 @@ def home_server(placement: Placement, graph: str, namespace: str) -> Server:
     router = database_router(placement, graph)
     try:
         return placement.server(router.server_of(namespace))
-    finally:
-        close_all(router)
-
-
-def read_everywhere(
-    placement: Placement,
-    graph: str,
-    read: Everywhere[_T],
-    ontology_of: Callable[[Database], Ontology],
-    embedder: Embedder | None = None,
-) -> _T:
-    """``read`` on every server's database at once (the command line's read of every
-    namespace), each judged by the ontology ``ontology_of`` gives for it (asked once a
-    server, however many steps the read has)."""
-    router = database_router(placement, graph)
-    ontology_once = functools.cache(ontology_of)
-    try:
-        return run_everywhere(router, read, lambda db, step: on_each(db, step, ontology_once(db), embedder))
     finally:
         close_all(router)
 

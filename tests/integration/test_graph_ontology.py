@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 from agefacts.cli import main
+from agefacts.db import Database
 from agefacts.ledger import graph_ontology
 from agefacts.memory import Memory
 from agefacts.ontology import default_ontology, parse_ontology
@@ -85,3 +86,59 @@ def test_a_dropped_graph_forgets_its_ontology_and_a_new_load_keeps_one_again(db)
     assert graph_ontology(db) is None  # the graph made again under the name starts empty
     Loader(db, _custom()).load(_band())  # on the same connection, which had kept it before
     assert graph_ontology(db).predicate("plays") is not None
+
+
+def _plays(cid: str, text: str, quote: str, value: str, at: str):
+    said = {
+        "entities": [],
+        "statements": [
+            {"subject": "user", "predicate": "plays", "value": value, "quote": quote}
+            | {"polarity": "asserted", "tense": "current"}
+        ],
+        "followups": [],
+    }
+    return conversation(cid, [{"speaker": "user", "text": text, "at": at, "recorded": said}], namespace="vio")
+
+
+def test_forget_and_export_on_the_command_line_do_what_the_memory_does(cli_env, tmp_path, dsn, graph_name, capsys):
+    """`agefacts forget` and `export` are ``Memory.forget`` and ``Memory.export`` on a graph
+    loaded with its own ontology (a single-valued "plays", which the shipped one lacks): what
+    is left is what a load of the conversations kept writes, with the violin current."""
+    single = _custom().model_dump(mode="json")
+    single["predicates"][-1]["single_valued"] = True
+    onto = tmp_path / "onto.json"
+    onto.write_text(json.dumps(single))
+    convs = [
+        _plays("band-1", "I play the cello.", "I play the cello", "cello", "2024-05-01T10:00:00Z"),
+        _plays("band-2", "I play the violin now.", "I play the violin", "violin", "2024-06-01T10:00:00Z"),
+        _plays("band-3", "I play the violin daily.", "I play the violin", "violin", "2024-07-01T10:00:00Z"),
+    ]
+    folder = tmp_path / "convs"
+    folder.mkdir()
+    for c in convs:
+        (folder / f"{c.id}.json").write_text(c.model_dump_json())
+    assert main(["load", str(folder), "--ontology", str(onto)]) == 0
+    capsys.readouterr()
+
+    assert main(["forget", "--namespace", "vio", "--conversation", "band-3"]) == 0
+    capsys.readouterr()
+    assert main(["facts", "user", "--namespace", "vio", "--format", "json"]) == 0
+    assert [f["value"] for f in json.loads(capsys.readouterr().out)] == ["violin"]
+    assert main(["digest"]) == 0
+    forgotten = capsys.readouterr().out
+
+    # The same graph as a load of what remains, with the graph's ontology.
+    assert main(["export", "--namespace", "vio"]) == 0
+    exported = capsys.readouterr().out
+    assert [json.loads(line)["id"] for line in exported.splitlines()] == ["band-1", "band-2"]
+    again = tmp_path / "again.jsonl"
+    again.write_text(exported)
+    other = graph_name + "_again"
+    try:
+        assert main(["load", str(again), "--ontology", str(onto), "--graph", other]) == 0
+        assert main(["digest", "--graph", other]) == 0
+        assert capsys.readouterr().out.splitlines()[-1] == forgotten.strip()
+        with Memory(dsn, graph_name) as memory:
+            assert [f.value for f in memory.facts("user", namespace="vio")] == ["violin"]
+    finally:
+        Database(dsn, other).connect().drop_graph()
