@@ -16,14 +16,12 @@ import psycopg
 from psycopg import sql
 
 from .db import (
-    _LABELS,
     _LOAD_AGE,
     _LOAD_AGE_BY_CALL,
     _ONE_READ,
     _SEARCH_PATH,
     _SHARED_SESSION,
     DEFAULT_GRAPH,
-    KEYS_STALE,
     Table,
     _bad_dsn,
     _closed_while_idle,
@@ -33,9 +31,10 @@ from .db import (
     check_graph_name,
     login_role,
     transaction_settings,
-    translate,
 )
+from .dberrors import translate
 from .errors import DatabaseError
+from .graphadmin import _LABELS, KEYS_STALE
 
 __all__ = ["AsyncDatabase"]
 

@@ -1062,7 +1062,8 @@ def _args_mcp(sub: _Commands, shared: _Shared) -> None:
 
 
 def _cmd_mcp(args: argparse.Namespace) -> int:
-    from .db import chooses_embedded, describe_dsn, resolve_dsn
+    from .db import chooses_embedded, resolve_dsn
+    from .dberrors import describe_dsn
     from .engine import Engine
     from .mcp_server import serve
 

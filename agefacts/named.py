@@ -16,9 +16,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .db import Database, Table, check_label
+from .db import Database, Table
 from .derive import HISTORY_ORDER
 from .errors import QueryError
+from .graphadmin import check_label
 from .keys import message_key
 from .names import is_entity_label
 from .query import _return_items, run, run_async

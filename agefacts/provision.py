@@ -7,8 +7,9 @@ from collections.abc import Sequence
 
 from psycopg import sql
 
-from .db import TENANT_READS_ONLY, Database, age_version_at_least
+from .db import Database
 from .errors import UsageError, need_text
+from .graphadmin import TENANT_READS_ONLY, age_version_at_least
 from .names import CORE_EDGE_LABELS, CORE_VERTEX_LABELS
 from .ontology import Ontology
 

@@ -9,8 +9,9 @@ import psycopg
 import pytest
 
 from agefacts.agtype import Edge, Path, Vertex
-from agefacts.db import STATISTICS_TARGET, Database
+from agefacts.db import Database
 from agefacts.errors import DatabaseError, QueryError
+from agefacts.graphadmin import STATISTICS_TARGET
 
 from ..helpers import at_once
 
@@ -195,10 +196,10 @@ def test_a_connection_at_the_current_set_up_runs_no_ddl(dsn, graph_name):
 
 
 def test_an_age_older_than_the_tested_range_is_refused_naming_its_version(dsn, graph_name, monkeypatch):
-    from agefacts import db as dbmod
+    from agefacts import graphadmin
 
-    assert dbmod.age_version_supported("1.6.0") and dbmod.age_version_supported("1.7.0-rc0")
-    assert not dbmod.age_version_supported("1.5.0") and not dbmod.age_version_supported("0.9")
+    assert graphadmin.age_version_supported("1.6.0") and graphadmin.age_version_supported("1.7.0-rc0")
+    assert not graphadmin.age_version_supported("1.5.0") and not graphadmin.age_version_supported("0.9")
     real = Database._run
 
     def old_age(self, stmt, args=None, names=None):
@@ -214,7 +215,7 @@ def test_an_age_older_than_the_tested_range_is_refused_naming_its_version(dsn, g
     (version,) = (
         Database(dsn, graph_name).connect().execute("SELECT extversion FROM pg_extension WHERE extname = 'age'")[0]
     )
-    assert dbmod.age_version_supported(version)
+    assert graphadmin.age_version_supported(version)
     Database(dsn, graph_name).connect().drop_graph()
 
 

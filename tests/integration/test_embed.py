@@ -153,7 +153,7 @@ def test_a_tenant_reads_no_other_namespaces_vectors(db, embeddings):
     ask over every namespace deleted the others'."""
     import uuid
 
-    from agefacts.db import age_version_at_least
+    from agefacts.graphadmin import age_version_at_least
     from agefacts.provision import setup
 
     if not age_version_at_least(db.age_version, (1, 7, 0)):

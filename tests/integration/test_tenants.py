@@ -16,8 +16,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agefacts.db import Database, age_version_at_least
+from agefacts.db import Database
 from agefacts.errors import DatabaseError, NotFound, UsageError
+from agefacts.graphadmin import age_version_at_least
 from agefacts.load import Loader, load_paths
 from agefacts.provision import setup
 from agefacts.reads import facts

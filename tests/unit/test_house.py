@@ -25,6 +25,8 @@ RANKS: list[set[str]] = [
     {"derive"},
     {"timeline"},
     {"engine"},
+    {"dberrors"},
+    {"graphadmin"},
     {"db"},
     {"asyncdb"},
     {"replica"},
