@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -31,10 +32,50 @@ def pytest_configure(config: pytest.Config) -> None:
     # fixtures started ran on: it stops the run as Ctrl-C does, fixtures torn down and this
     # check run.
     signal.signal(signal.SIGTERM, _interrupt)
+    _watch_for_a_lost_sigterm()
+
+
+_TAKEN = threading.Event()  # the SIGTERM's KeyboardInterrupt was raised
 
 
 def _interrupt(signum: int, frame: object) -> None:
+    # Once: a SIGTERM sent again (by the watcher, or by whoever ends the run) does not cut
+    # short the teardown the first one began.
+    if _TAKEN.is_set():
+        return
+    _TAKEN.set()
     raise KeyboardInterrupt(f"ended by signal {signum}")
+
+
+def _watch_for_a_lost_sigterm() -> None:
+    """CPython runs a signal's Python handler between bytecodes: a SIGTERM that lands after
+    the interpreter's last look and before a lock's wait blocks is handled when the wait ends,
+    never for a wait without end, and the run waits for CI's SIGKILL with its engines running.
+    The signal still reaches the wakeup fd at once; a thread reading it sends SIGTERM again to
+    the main thread, whose wait that one interrupts, until the handler has run."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    read, write = os.pipe()
+    os.set_blocking(write, False)
+    try:
+        signal.set_wakeup_fd(write, warn_on_full_buffer=False)
+    except ValueError:  # pragma: no cover - not the main thread of the main interpreter
+        os.close(read)
+        os.close(write)
+        return
+    main = threading.main_thread().ident
+    assert main is not None
+
+    def watch() -> None:
+        while True:
+            if signal.SIGTERM not in os.read(read, 512) or _TAKEN.is_set():
+                continue
+            for _ in range(60):  # bounded: a minute, as CI's grace before SIGKILL
+                if _TAKEN.wait(1.0):
+                    break
+                signal.pthread_kill(main, signal.SIGTERM)
+
+    threading.Thread(target=watch, name="leftovers-sigterm", daemon=True).start()
 
 
 def _ancestors() -> set[int]:
