@@ -183,9 +183,11 @@ def generate(statements: int, per_conversation: int = 10, seed: int = 7) -> list
 
 def more_of(statements: int, per_conversation: int = 10, share: float = 0.1) -> list[dict[str, Any]]:
     """Conversations of the people :func:`generate` made for ``statements``, holding about
-    ``share`` as many statements again: what the same people said later, for a load into a
+    ``share`` as many statements again: more of what the same people said, for a load into a
     graph that holds them (their entities met again, their one-value facts' chains longer).
-    Numbered on from the last conversation generated, so each is new."""
+    Numbered on from the last conversation generated, so each is new; dated as
+    :func:`generate` dates them, among the times said before (not after them all), so each
+    chain they touch is read again whole."""
     first = _conversations_for(statements, per_conversation)
     people = -(-first // 20)
     extra = generate(statements + max(1, int(statements * share)), per_conversation)[first:]
