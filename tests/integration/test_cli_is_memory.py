@@ -74,11 +74,22 @@ def test_the_command_line_prints_what_the_memory_returns_on_generated_people(
 
 def test_a_memory_that_only_reads_makes_no_graph(dsn, graph_name):
     """``create=False``: a graph that does not exist is an error naming it, as a command that
-    reads says, and none is made (a read of a mistyped graph made an empty one to read)."""
+    reads says, and none is made (a memory that writes, create=True by default, makes the graph
+    it is given, a mistyped name too)."""
+    import asyncio
+
     from agefacts.errors import AgeFactsError
+    from agefacts.memory import AsyncMemory
 
     missing = graph_name + "_never"
     with pytest.raises(AgeFactsError, match=f"graph '{missing}' does not exist"):
         Memory(dsn, missing, create=False)
+
+    async def opened() -> None:
+        async with AsyncMemory(dsn, missing, create=False):
+            pass
+
+    with pytest.raises(AgeFactsError, match=f"graph '{missing}' does not exist"):
+        asyncio.run(opened())
     with Database(dsn, graph_name) as db:
         assert not db.execute("SELECT 1 FROM ag_catalog.ag_graph WHERE name = %s", (missing,))
