@@ -86,6 +86,19 @@ def test_a_test_that_hangs_fails_in_bounded_time_with_the_stack_that_hung(tmp_pa
 
 
 @pytest.mark.slow
+def _pytest_with_a_pipe(tmp_path: Path, says: int) -> subprocess.Popen[str]:
+    """pytest with this plugin on the tests in ``tmp_path``, which may write to ``says``."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-p", "tests.leftovers", "-q", "-p", "no:cacheprovider", str(tmp_path)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "TEST_LEFTOVERS_GRACE": "2"},
+        pass_fds=(says,),
+    )
+
+
 def test_a_run_ended_by_sigterm_still_ends_what_it_started(tmp_path):
     """`timeout` and CI end a run with SIGTERM: it ended pytest at once, and the embedded
     engines its fixtures had started ran on (one was found 50 minutes later). The run now stops
@@ -124,15 +137,7 @@ def test_a_run_ended_by_sigterm_still_ends_what_it_started(tmp_path):
         ready, _, _ = select.select([said], [], [], seconds)
         return os.read(said, 64).decode() if ready else ""
 
-    run = subprocess.Popen(
-        [sys.executable, "-m", "pytest", "-p", "tests.leftovers", "-q", "-p", "no:cacheprovider", str(tmp_path)],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env={**os.environ, "TEST_LEFTOVERS_GRACE": "2"},
-        pass_fds=(says,),
-    )
+    run = _pytest_with_a_pipe(tmp_path, says)
     try:
         first = heard(60)
         assert first, "the test never started"
@@ -182,15 +187,7 @@ def test_a_sigterm_handled_late_by_the_interpreter_still_ends_the_run(tmp_path):
             """
         )
     )
-    run = subprocess.Popen(
-        [sys.executable, "-m", "pytest", "-p", "tests.leftovers", "-q", "-p", "no:cacheprovider", str(tmp_path)],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env={**os.environ, "TEST_LEFTOVERS_GRACE": "2"},
-        pass_fds=(says,),
-    )
+    run = _pytest_with_a_pipe(tmp_path, says)
     heard = ""
     try:
         while "interrupted" not in heard:
