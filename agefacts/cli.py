@@ -13,7 +13,7 @@ import json
 import os
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias
 
 if TYPE_CHECKING:
     from .db import Database, Table
@@ -34,8 +34,6 @@ __all__ = [
     "build_parser",
     "main",
 ]
-
-_T = TypeVar("_T")
 
 _EXIT_OK, _EXIT_FAILED, _EXIT_USAGE = 0, 1, 2
 _EXIT_SOFTWARE = 70  # sysexits.h EX_SOFTWARE: an internal error
@@ -740,12 +738,12 @@ def _read_ontology(args: argparse.Namespace, db: Database) -> Ontology:
     """For a read: the --ontology given, else the one the graph was loaded with, else the
     shipped one (a graph loaded with another ontology judged its facts by the shipped one
     unless it was given again, and served none of them)."""
-    from .ledger import graph_ontology
-    from .ontology import default_ontology, load_ontology
+    from .ledger import graph_ontology_or_shipped
+    from .ontology import load_ontology
 
     if getattr(args, "ontology", None):
         return load_ontology(args.ontology)
-    return graph_ontology(db) or default_ontology()
+    return graph_ontology_or_shipped(db)
 
 
 def _one_or_more_conversations(

@@ -18,7 +18,7 @@ from .compile import FollowupRow
 from .db import Database
 from .errors import DatabaseError, NamespaceMoved
 from .models import Conversation, Turn
-from .ontology import Ontology, parse_ontology
+from .ontology import Ontology, default_ontology, parse_ontology
 
 __all__ = [
     "AFTER_TURNS",
@@ -29,6 +29,7 @@ __all__ = [
     "export",
     "forget_paid",
     "graph_ontology",
+    "graph_ontology_or_shipped",
     "holds",
     "keep_paid",
     "loaded_ids",
@@ -476,3 +477,9 @@ def graph_ontology(db: Database) -> Ontology | None:
     if not rows:
         return None
     return parse_ontology(rows[0][0], f"the ontology graph {db.graph!r} was loaded with")
+
+
+def graph_ontology_or_shipped(db: Database) -> Ontology:
+    """What judges the graph's facts when no ontology is given: the one it was last loaded
+    with, else the shipped one."""
+    return graph_ontology(db) or default_ontology()

@@ -190,7 +190,7 @@ class Memory:
         """What gates and judges facts: the one given, else the one the graph was loaded with
         (or the shipped one), read when first needed (``facts`` does not need it)."""
         if self._ontology is None:
-            self._ontology = ledger.graph_ontology(self.db) or default_ontology()
+            self._ontology = ledger.graph_ontology_or_shipped(self.db)
         return self._ontology
 
     @ontology.setter
@@ -483,8 +483,7 @@ class AsyncMemory:
         dsn, db = await asyncio.to_thread(writer)
         self._db = db
         if self._given_ontology is None:
-            stored: Ontology | None = await asyncio.to_thread(ledger.graph_ontology, db)
-            self.ontology = stored or default_ontology()
+            self.ontology = await asyncio.to_thread(ledger.graph_ontology_or_shipped, db)
         self._adb = await AsyncDatabase(dsn, self._graph).connect()
         if self._replica is not None:
             self._reads = AsyncReplicaReads(self._adb, self._replica, self._graph)

@@ -19,7 +19,6 @@ from . import ledger
 from .db import Database
 from .errors import AgeFactsError
 from .load import Loader
-from .ontology import default_ontology
 
 __all__ = ["migrate"]
 
@@ -33,7 +32,7 @@ def migrate(db: Database, progress: Callable[[str], None] | None = None) -> int:
     if not db.graph_exists() or not db.keys_stale():
         say(f"migrate: graph {db.graph!r} holds this agefacts' keys already")
         return 0
-    ontology = ledger.graph_ontology(db) or default_ontology()
+    ontology = ledger.graph_ontology_or_shipped(db)
     logged = db.execute(
         "SELECT namespace, conversation, source FROM agefacts.ingest_log WHERE graph = %s ORDER BY 1, 2", (db.graph,)
     )

@@ -28,7 +28,7 @@ from .embed import Embedder
 from .errors import AgeFactsError, InputError, LoadInterrupted, NamespaceMoved, NotFound
 from .load import Loader, read_told
 from .models import Conversation
-from .ontology import Ontology, default_ontology
+from .ontology import Ontology
 from .placement import Placement, Server, read_placement
 from .plans import Plan, drive, drive_async, one_read, run_plan, run_plan_async
 from .reads import TimeArg, digest, facts_plan, history_plan
@@ -601,7 +601,7 @@ def move(
                 return placement
         assert source is not None
         src, dst = router.member(source), router.member(target.name)
-        ontology = ledger.graph_ontology(src) or default_ontology()
+        ontology = ledger.graph_ontology_or_shipped(src)
         with src.transaction():
             ledger.lock_namespace(src, namespace)
             note = ledger.moves(src, [namespace]).get(namespace)
@@ -691,6 +691,6 @@ def _cancel(router: Router[Database], namespace: str, home: str) -> str | None:
     if note is None or note[1] != "moving":
         return None
     other = router.member(note[0])
-    Loader(other, ledger.graph_ontology(other) or default_ontology(), moving=True).forget(namespace)
+    Loader(other, ledger.graph_ontology_or_shipped(other), moving=True).forget(namespace)
     ledger.clear_move(db, namespace)
     return f"the move of namespace {namespace!r} to server {note[0]!r} is cancelled; it stays on {home!r}"
