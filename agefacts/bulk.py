@@ -65,7 +65,9 @@ _NOT_SUPPORTED = "0A000"
 __all__ = [
     "Batch",
     "BulkWriter",
+    "ReadElsewhere",
     "assemble",
+    "read_versions_far",
 ]
 
 
@@ -88,6 +90,10 @@ class BulkWriter(Retraction):
         # Work for the server while the next refresh_versions reads time on its thread (a first
         # load builds the indexes no read of versions needs): run once, then forgotten.
         self.while_reading: Callable[[], None] | None = None
+        # Where the next refresh_versions reads time instead of its thread: worker processes
+        # with nothing left to prepare (a first load's end). Given a part's rows and the keys
+        # held, it starts reading them there and returns what waits for the reading. Run once.
+        self.read_elsewhere: ReadElsewhere | None = None
 
     # -- writing -----------------------------------------------------------------------------
     def write(self, plans: Sequence[Plan]) -> None:
@@ -708,12 +714,14 @@ class BulkWriter(Retraction):
         # this one writes the part read before: the engine writes while Python reads (on the
         # bench's load the reading was a third of the versions' time, the writing half). The
         # reading uses no connection; this thread holds the transaction and does every write.
-        # (Reading them in the loader's worker processes instead was measured on a server, where
-        # the loading process is what is slow: no faster on two cores, which were both busy.)
+        # While the loader's worker processes prepare batches, reading the versions in them
+        # instead was no faster on two cores, both busy; at a first load's end they have nothing
+        # left to prepare, and read every part (``read_elsewhere``).
         wanted: set[str] = set()
         held: dict[str, dict[str, Any]] = {}
         held_keys = frozenset(have)
         parts = list(_parts(rows))
+        elsewhere, self.read_elsewhere = self.read_elsewhere, None
         with ThreadPoolExecutor(1, thread_name_prefix="agefacts-versions") as thread:
             # The first part is read here, which nothing could overlap: one part (an add) starts
             # no thread.
@@ -721,14 +729,19 @@ class BulkWriter(Retraction):
             # With work of the server's own to do meanwhile (a first load's indexes), the thread
             # reads every part, the first too, while this one hands the server that work.
             meanwhile, self.while_reading = self.while_reading, None
-            ahead = 1 if meanwhile is not None else 0
-            read = [thread.submit(_read_versions, part, held_keys, reading) for part in parts[1 - ahead :]]
+            ahead = 1 if meanwhile is not None or elsewhere is not None else 0
+            futures = []
+            if elsewhere is not None:
+                read = [elsewhere(part, held_keys) for part in parts]
+            else:
+                futures = [thread.submit(_read_versions, part, held_keys, reading) for part in parts[1 - ahead :]]
+                read = [f.result for f in futures]
             try:
                 if meanwhile is not None:
                     meanwhile()
                 for i, part in enumerate(parts):
                     made, links, new, props = (
-                        read[i - 1 + ahead].result() if i or ahead else _read_versions(part, held_keys, reading)
+                        read[i - 1 + ahead]() if i or ahead else _read_versions(part, held_keys, reading)
                     )
                     if clash := sorted(foreign.keys() & set(made)):
                         raise _foreign_key("Fact", clash[0], *foreign[clash[0]])
@@ -738,8 +751,10 @@ class BulkWriter(Retraction):
                         with stage(self.clock, "versions written"):
                             self._write_versions(new, links, id_of)
             except BaseException:
-                for f in read:
-                    f.cancel()  # the transaction is to be rolled back: the rest need not be read
+                # The transaction is to be rolled back: the rest need not be read. (What a worker
+                # process reads ends with the loader's pool, which is closed without waiting.)
+                for f in futures:
+                    f.cancel()
                 raise
         with stage(self.clock, "versions written"):
             self._drop_versions([vid for k, (vid, _) in have.items() if k not in wanted])
@@ -879,6 +894,11 @@ _PART = 500
 _Read = tuple[list[str], dict[str, list[tuple[str, str, str, str]]], dict[str, str], dict[str, dict[str, Any]]]
 
 
+# Reading a part's versions elsewhere (BulkWriter.read_elsewhere): started by a call with the
+# part's rows and the keys held; what it returns waits for the reading and gives it.
+ReadElsewhere = Callable[[list[dict[str, Any]], frozenset[str]], Callable[[], _Read]]
+
+
 def _parts(rows: list[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
     """The statement rows in parts of about :data:`_PART` rows, in the chains' order
     (:func:`agefacts.timeline.chain_of`), never parting the chains of one subject and
@@ -934,6 +954,16 @@ def _read_versions(rows: list[dict[str, Any]], held: Collection[str], clock: Sta
                 ends.append(("OBJECT", fk, row["object_key"]))
             links[fk] = [(label, edge_key(label, a, b), a, b) for label, a, b in ends]
         return keys, links, new, props_of_held
+
+
+def read_versions_far(
+    rows: list[dict[str, Any]], held: frozenset[str], timed: bool = False
+) -> tuple[_Read, dict[str, float]]:
+    """:func:`_read_versions` in a worker process (:mod:`agefacts.workers`), with the CPU
+    seconds it spent by stage when ``timed``."""
+    clock = StageClock() if timed else None
+    got = _read_versions(rows, held, clock)
+    return got, ({} if clock is None else {n: t["client_s"] or 0.0 for n, t in clock.spent().items()})
 
 
 def _foreign_key(label: str, key: str, there: str | None, ours: str | None) -> DatabaseError:

@@ -29,7 +29,7 @@ from collections import defaultdict
 from typing import Any
 
 from . import derive
-from .bulk import Batch, BulkWriter, _foreign_key, _keep, _patch
+from .bulk import Batch, BulkWriter, ReadElsewhere, _foreign_key, _keep, _patch
 from .clock import stage
 from .compile import Chain
 from .names import CORE_VERTEX_LABELS
@@ -134,12 +134,13 @@ class FirstLoad:
         props.update((f, v) for f, v in new.items() if f not in keep)
         self.derive_again.add(k)
 
-    def finish(self) -> None:
+    def finish(self, read_elsewhere: ReadElsewhere | None = None) -> None:
         """What the batches leave to the end: the shared vertices derived from every batch's
         edges, the indexes, and the fact versions of every chain. The versions are read from
         the graph once the labels that read needs are indexed; the other indexes are built
-        while the versions are worked out on a thread of their own (the server builds while
-        Python reads time), and the versions' own labels are indexed after their rows."""
+        while the versions are worked out on a thread of their own, or by ``read_elsewhere``
+        (the loader's worker processes, idle now), and the versions' own labels are indexed
+        after their rows."""
         with stage(self.clock, "derived properties"):
             self._derive()
         first, later = self._index_order()
@@ -153,11 +154,13 @@ class FirstLoad:
         with stage(self.clock, "fact versions"):
             self.writer.fresh_versions = True
             self.writer.while_reading = meanwhile
+            self.writer.read_elsewhere = read_elsewhere
             try:
                 self.writer.refresh_versions(self.chains)
             finally:
                 self.writer.fresh_versions = False
                 self.writer.while_reading = None
+                self.writer.read_elsewhere = None
         with stage(self.clock, "indexes"):
             # Those of the versions' labels, and any the versions' read left to do (no chain).
             self.db.ensure_labels(vertex=sorted(self.vertex_labels), edge=sorted(self.edge_labels))

@@ -168,6 +168,7 @@ class Loader:
         self.first_load_namespaces = 2_000
         self._first: _First | None = None
         self._first_tried = False
+        self._preparing: Preparing | None = None  # while load_many runs
         self.first_loads = 0  # first loads committed (each a transaction of many batches)
         self._ontology_kept = False
 
@@ -275,36 +276,50 @@ class Loader:
         with Preparing(
             self.ontology, workers, self.tune_interpreter, self.worker_timeout, self.clock
         ).running() as preparing:
-            for batch, pending in self._batches(items):
-                if stop is not None and stop():
-                    break
-                idents = {(c.namespace, c.id) for _, c in batch}
-                if idents & run_seen:
-                    # A conversation of an earlier batch again: those batches must land first,
-                    # so that this one is compared with them.
-                    while inflight:
-                        yield from self._finish(*inflight.pop(0))
-                    yield from self._close_first()
-                run_seen |= idents
-                if batch:
-                    self._keep_ontology()
-                earlier = {i: self._seen[i] for i in idents if i in self._seen}
-                prior = self._prior_hashes(sorted(idents)) if batch else {}
-                for ident in idents & self._based_on.keys():
-                    # Compared with the version it was built on, not with what is there now.
-                    base = self._based_on[ident]
-                    if base is None:
-                        prior.pop(ident, None)
-                    else:
-                        prior[ident] = base
-                inflight.append((preparing.submit(self.force, batch, prior, self.via, earlier), pending))
-                while len(inflight) > preparing.ahead:
-                    yield from self._finish(*inflight.pop(0))
-            while inflight:
-                yield from self._finish(*inflight.pop(0))
-            yield from self._close_first()
+            self._preparing = preparing
+            try:
+                yield from self._load_batches(items, stop, run_seen, inflight, preparing)
+            finally:
+                self._preparing = None
+
+    def _load_batches(
+        self,
+        items: Iterable[tuple[str, Conversation | InputError]],
+        stop: Callable[[], bool] | None,
+        run_seen: set[tuple[str, str]],
+        inflight: list[tuple[Callable[[], Ready], list[Outcome | None]]],
+        preparing: Preparing,
+    ) -> Iterator[Outcome]:
+        for batch, pending in self._batches(items):
             if stop is not None and stop():
-                raise KeyboardInterrupt
+                break
+            idents = {(c.namespace, c.id) for _, c in batch}
+            if idents & run_seen:
+                # A conversation of an earlier batch again: those batches must land first,
+                # so that this one is compared with them.
+                while inflight:
+                    yield from self._finish(*inflight.pop(0))
+                yield from self._close_first()
+            run_seen |= idents
+            if batch:
+                self._keep_ontology()
+            earlier = {i: self._seen[i] for i in idents if i in self._seen}
+            prior = self._prior_hashes(sorted(idents)) if batch else {}
+            for ident in idents & self._based_on.keys():
+                # Compared with the version it was built on, not with what is there now.
+                base = self._based_on[ident]
+                if base is None:
+                    prior.pop(ident, None)
+                else:
+                    prior[ident] = base
+            inflight.append((preparing.submit(self.force, batch, prior, self.via, earlier), pending))
+            while len(inflight) > preparing.ahead:
+                yield from self._finish(*inflight.pop(0))
+        while inflight:
+            yield from self._finish(*inflight.pop(0))
+        yield from self._close_first()
+        if stop is not None and stop():
+            raise KeyboardInterrupt
 
     # -- batches ------------------------------------------------------------------------------
     def _batches(
@@ -392,7 +407,8 @@ class Loader:
         from .firstload import _NotFirstLoad
 
         try:
-            first.load.finish()
+            # Its worker processes, if it started any, have nothing left to prepare: they read time.
+            first.load.finish(None if self._preparing is None else self._preparing.read_elsewhere())
             committing = None if self.clock is None else self.clock.mark()
             self._first = None
             first.stack.close()  # the commit

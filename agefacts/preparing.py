@@ -29,7 +29,7 @@ from .summary import Outcome
 if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
 
-    from .bulk import Batch
+    from .bulk import Batch, ReadElsewhere, _Read
     from .workers import Pool
 
 __all__ = [
@@ -458,6 +458,39 @@ class Preparing:
             self._thread = ThreadPoolExecutor(max_workers=1)
         near = self._thread.submit(_prepare, self.ontology, force, batch, prior, via, earlier, self.clock)
         return near.result
+
+    def read_elsewhere(self) -> ReadElsewhere | None:
+        """Reading time (:attr:`agefacts.bulk.BulkWriter.read_elsewhere`) in this load's worker
+        processes, for when they have nothing left to prepare (a first load's end); None when
+        it started none, or lost one. A part whose worker is lost, or gives no answer in time,
+        is read here."""
+        if self._processes is None or self._broken:
+            return None
+        from .bulk import _read_versions, read_versions_far
+        from .errors import WorkerLost
+
+        pool, clock = self._processes, self.clock
+
+        def start(rows: list[dict[str, Any]], held: frozenset[str]) -> Callable[[], _Read]:
+            try:
+                far = pool.submit(read_versions_far, rows, held, clock is not None)
+            except WorkerLost as exc:
+                self._break(exc)
+                return lambda: _read_versions(rows, held, clock)
+
+            def result() -> _Read:
+                try:
+                    got, spent = far.result()
+                except WorkerLost as exc:
+                    self._break(exc)
+                    return _read_versions(rows, held, clock)
+                if clock is not None:
+                    clock.add_all(spent)
+                return got
+
+            return result
+
+        return start
 
     def _break(self, exc: BaseException) -> None:
         """A worker process ended (killed by the system short of memory, or by someone) or

@@ -234,3 +234,38 @@ def test_a_first_load_holds_a_lock_per_namespace_not_per_conversation(db, other_
     assert all(locks <= namespaces for locks, namespaces in held), held
     monkeypatch.undo()
     assert digest(db) == digest(_graph(other_graph("clean"), convs))
+
+
+@pytest.mark.parametrize("fault", ["killed", "stopped"])
+def test_a_first_load_whose_workers_are_lost_at_its_end_reads_time_itself(db, other_graph, monkeypatch, caplog, fault):
+    # At a first load's end its worker processes read time (Preparing.read_elsewhere). Killed
+    # then, or stopped (as a debugger or a system swapping stops a process: alive, answering
+    # nothing), the parts they held are read in the loading process, and the load commits.
+    import os
+    import signal
+
+    from agefacts.preparing import Preparing
+
+    convs = [Conversation.model_validate(c) for c in generate(400, 5, seed=12)]
+    real = Preparing.read_elsewhere
+    lost: list[int] = []
+
+    def read_elsewhere(self):
+        start = real(self)
+        assert start is not None and self._processes is not None  # this load started workers
+        for p in self._processes.processes:
+            os.kill(p.pid, signal.SIGKILL if fault == "killed" else signal.SIGSTOP)
+            lost.append(p.pid)
+        return start
+
+    monkeypatch.setattr(Preparing, "read_elsewhere", read_elsewhere)
+    caplog.set_level("INFO", logger="agefacts.load")
+    loader = Loader(db, ONTO, batch_statements=60, workers=2, worker_timeout=3.0)
+    outs = list(loader.load_many((c.id, c) for c in convs))
+    assert {o.status for o in outs} == {"loaded"} and len(outs) == len(convs)
+    assert len(lost) == 2 and loader.first_loads == 1 and not loader.fallbacks
+    # The fault happened, and was met where time was read: a worker was found gone, or silent.
+    said = "no answer within 3 s" if fault == "stopped" else "a worker process that prepares batches ended"
+    assert said in caplog.text
+    monkeypatch.undo()
+    assert digest(db) == digest(_graph(other_graph("clean"), convs))
