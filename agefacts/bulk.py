@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections import ChainMap, defaultdict
+from collections import defaultdict
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -68,6 +68,7 @@ __all__ = [
     "ReadElsewhere",
     "assemble",
     "read_versions_far",
+    "statement_row",
 ]
 
 
@@ -574,6 +575,14 @@ class BulkWriter(Retraction):
         like the person had, so an add cost more the longer the chat)."""
         if not chains:
             return
+        rows, id_of, asked = self.chain_rows(chains)
+        have, foreign = self._versions_held(rows, asked)
+        self.write_versions_of(rows, id_of, have, foreign)
+
+    def chain_rows(self, chains: set[Chain]) -> tuple[list[dict[str, Any]], dict[str, int], list[dict[str, Any]]]:
+        """The statements of these chains the graph holds, each with evidence, as the reading
+        of time takes them (:func:`statement_row`); the ids of their subjects and objects, by
+        key; and the chains as the read of the versions held asks for them."""
         fmt = self._fmt()
         whole = {c[:3] for c in chains if len(c) == 3}
         facts_of: dict[tuple[str, str, str], set[tuple[str, str]]] = defaultdict(set)
@@ -657,33 +666,23 @@ class BulkWriter(Retraction):
             okey, oname = named.get(obj, (None, None)) if obj is not None else (None, None)
             if okey is not None and obj is not None:
                 id_of[okey] = obj
-            rows.append(
-                {
-                    "statement": p["k"],
-                    "subject_key": p["subject_key"],
-                    "predicate": p.get("predicate"),
-                    "object_key": okey,
-                    "object": oname if oname is not None else okey,
-                    "value": p.get("value"),
-                    "valid_from": p.get("valid_from"),
-                    "stated_until": p.get("valid_until"),
-                    "recurrence": p.get("recurrence"),
-                    "ends_fact": bool(p.get("ends_fact")),
-                    "corrects": bool(p.get("corrects")),
-                    "single_valued": bool(p.get("single_valued")),
-                    "namespace": p.get("namespace"),
-                    "said": said[stid],
-                }
-            )
-        # What the graph holds for these chains now (found by subject key: the subject may be gone).
-        ns_of = {r["subject_key"]: r["namespace"] for r in rows}
-        have: dict[str, tuple[int, dict[str, Any]]] = {}
-        foreign: dict[str, tuple[str | None, str | None]] = {}  # key -> (its namespace, ours)
+            rows.append(statement_row(p, p["subject_key"], okey, oname, said[stid]))
         asked = [
             {"k": k, "pred": pred, "whole": c in whole} | of_facts(facts_of.get(c, set()))
             for c in sorted(whole | set(facts_of))
             for _, k, pred in [c]
         ]
+        return rows, id_of, asked
+
+    def _versions_held(
+        self, rows: list[dict[str, Any]], asked: list[dict[str, Any]]
+    ) -> tuple[dict[str, tuple[int, dict[str, Any]]], dict[str, tuple[str | None, str | None]]]:
+        """The versions the graph holds for the chains ``asked`` (:meth:`chain_rows`; found
+        by subject key: the subject may be gone), by key: their id and properties; and those
+        of another namespace than the rows' subject's, by key: (their namespace, ours)."""
+        ns_of = {r["subject_key"]: r["namespace"] for r in rows}
+        have: dict[str, tuple[int, dict[str, Any]]] = {}
+        foreign: dict[str, tuple[str | None, str | None]] = {}
         versions_held = self._versions_read(
             sql.SQL(
                 "SELECT v.id::text, v.properties::text FROM jsonb_to_recordset(%s::jsonb) AS "
@@ -710,6 +709,19 @@ class BulkWriter(Retraction):
                 foreign[p["k"]] = (p.get("namespace"), ours)
                 continue
             have[p["k"]] = (int(vid), p)
+        return have, foreign
+
+    def write_versions_of(
+        self,
+        rows: list[dict[str, Any]],
+        id_of: Mapping[str, int],
+        have: Mapping[str, tuple[int, dict[str, Any]]],
+        foreign: Mapping[str, tuple[str | None, str | None]],
+    ) -> None:
+        """Read the fact versions of whole chains' statement rows (:func:`statement_row`) and
+        write what changed against ``have`` (the versions the graph holds for those chains, by
+        key: their id and properties), refusing a key ``foreign`` holds; ``id_of``: the ids of
+        the rows' subjects and objects, by key."""
         # The versions are read a part of the chains at a time on a thread of their own, while
         # this one writes the part read before: the engine writes while Python reads (on the
         # bench's load the reading was a third of the versions' time, the writing half). The
@@ -720,8 +732,8 @@ class BulkWriter(Retraction):
         wanted: set[str] = set()
         held: dict[str, dict[str, Any]] = {}
         held_keys = frozenset(have)
-        parts = list(_parts(rows))
         elsewhere, self.read_elsewhere = self.read_elsewhere, None
+        parts = list(_parts(rows, _PART if elsewhere is None else _FAR_PART))
         with ThreadPoolExecutor(1, thread_name_prefix="agefacts-versions") as thread:
             # The first part is read here, which nothing could overlap: one part (an add) starts
             # no thread.
@@ -788,7 +800,7 @@ class BulkWriter(Retraction):
         self,
         new: Mapping[str, str],
         links: Mapping[str, list[tuple[str, str, str, str]]],
-        id_of: dict[str, int],
+        id_of: Mapping[str, int],
     ) -> None:
         """Write new fact versions (``new``: key -> properties as JSON) and their HOLDS and
         OBJECT edges (``links``: fact key -> (label, edge key, start key, end key); the ids of
@@ -812,7 +824,7 @@ class BulkWriter(Retraction):
         keys: list[str],
         new: Mapping[str, str],
         links: Mapping[str, list[tuple[str, str, str, str]]],
-        id_of: dict[str, int],
+        id_of: Mapping[str, int],
     ) -> None:
         """:meth:`_write_versions` into labels that hold no versions yet: every row is new."""
         lid, taken = self._entries({"Fact": len(keys)})["Fact"]
@@ -822,7 +834,10 @@ class BulkWriter(Retraction):
         for fk in keys:
             for label, ek, a, b in links[fk]:
                 edges[label].append((a, b, dumps({"k": ek})))
-        self.copy_new_edges(dict(sorted(edges.items())), ChainMap(ids, id_of))
+                for end in (a, b):
+                    if end not in ids:
+                        ids[end] = id_of[end]
+        self.copy_new_edges(dict(sorted(edges.items())), ids)
 
     def copy_new_edges(self, edges: Mapping[str, Sequence[tuple[str, str, str]]], id_of: Mapping[str, int]) -> None:
         """Edges new to their labels (by label: start key, end key, properties as JSON; the
@@ -887,6 +902,9 @@ class BulkWriter(Retraction):
 # Rows of chains read at a time by refresh_versions: small enough that the first part's
 # reading (which nothing overlaps) is short, large enough that a thread's hand-over is nothing.
 _PART = 500
+# Rows of chains read at a time in worker processes: they read while the server has work of its
+# own, so the parts are ready when written, and a few large writes cost less than many small.
+_FAR_PART = 5_000
 
 # What reading a part gives: every version's key; the edges of the new ones (fact key ->
 # (label, edge key, start key, end key)); the new ones as JSON by key; and the properties of
@@ -899,8 +917,8 @@ _Read = tuple[list[str], dict[str, list[tuple[str, str, str, str]]], dict[str, s
 ReadElsewhere = Callable[[list[dict[str, Any]], frozenset[str]], Callable[[], _Read]]
 
 
-def _parts(rows: list[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
-    """The statement rows in parts of about :data:`_PART` rows, in the chains' order
+def _parts(rows: list[dict[str, Any]], size: int = _PART) -> Iterator[list[dict[str, Any]]]:
+    """The statement rows in parts of about ``size`` rows, in the chains' order
     (:func:`agefacts.timeline.chain_of`), never parting the chains of one subject and
     predicate: versions alike in content and known time are of one subject and predicate, and
     are told apart by their place in its order (:func:`_read_versions`), so a part reads them
@@ -913,7 +931,7 @@ def _parts(rows: list[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
     part: list[dict[str, Any]] = []
     last: tuple[str, ...] | None = None
     for chain, chain_rows in sorted(by_chain.items()):
-        if len(part) >= _PART and chain[:2] != last:
+        if len(part) >= size and chain[:2] != last:
             yield part
             part = []
         part += chain_rows
@@ -954,6 +972,30 @@ def _read_versions(rows: list[dict[str, Any]], held: Collection[str], clock: Sta
                 ends.append(("OBJECT", fk, row["object_key"]))
             links[fk] = [(label, edge_key(label, a, b), a, b) for label, a, b in ends]
         return keys, links, new, props_of_held
+
+
+def statement_row(
+    p: Mapping[str, Any], subject_key: str, object_key: str | None, object_name: str | None, said: list[list[Any]]
+) -> dict[str, Any]:
+    """A statement as the reading of time takes it (:mod:`agefacts.timeline`): from its
+    properties ``p``, its subject's key, its object's key and name, and each piece of its
+    evidence as [time, edge key, quote, conversation, message ordinal, char start, char end]."""
+    return {
+        "statement": p["k"],
+        "subject_key": subject_key,
+        "predicate": p.get("predicate"),
+        "object_key": object_key,
+        "object": object_name if object_name is not None else object_key,
+        "value": p.get("value"),
+        "valid_from": p.get("valid_from"),
+        "stated_until": p.get("valid_until"),
+        "recurrence": p.get("recurrence"),
+        "ends_fact": bool(p.get("ends_fact")),
+        "corrects": bool(p.get("corrects")),
+        "single_valued": bool(p.get("single_valued")),
+        "namespace": p.get("namespace"),
+        "said": said,
+    }
 
 
 def read_versions_far(

@@ -13,8 +13,9 @@ that is needed, because everything the graph will hold comes from this load:
 - a vertex that several batches write (an entity, a statement said again) is merged and
   derived in the client, by the same rules (:mod:`agefacts.derive`, the engine's text order
   for mention words), and written once more at the end;
-- then the indexes are built (:meth:`agefacts.db.Database.ensure_labels`), and the fact
-  versions of every chain the load wrote are read and written once.
+- then the indexes are built (:meth:`agefacts.db.Database.ensure_labels`) while the fact
+  versions of every chain are worked out from the statements as this load wrote them (nothing
+  is read back), and written once.
 
 Nothing is visible before the commit, indexes included. A failure anywhere rolls the whole
 of it back, and the loader writes the same batches again by the ordinary path, which says
@@ -29,10 +30,8 @@ from collections import defaultdict
 from typing import Any
 
 from . import derive
-from .bulk import Batch, BulkWriter, ReadElsewhere, _foreign_key, _keep, _patch
+from .bulk import Batch, BulkWriter, ReadElsewhere, _foreign_key, _keep, _patch, statement_row
 from .clock import stage
-from .compile import Chain
-from .names import CORE_VERTEX_LABELS
 
 __all__ = ["FirstLoad"]
 
@@ -53,15 +52,20 @@ class FirstLoad:
         # copied, and every mention or evidence edge a batch gave them, to merge and derive
         # them again when a later batch writes them too.
         self.copied: dict[str, str] = {}
-        # Each entity's mention and each statement's evidence edges, as written (JSON), read
-        # only for those derived again: from the batch's edges, since a batch prepared in a
+        # Each entity's mention and each statement's evidence edges, as written (their end's
+        # key, their properties as JSON): from the batch's edges, since a batch prepared in a
         # worker process comes back without the parsed ones (Batch.edges_of).
-        self.said_of: dict[str, list[str]] = defaultdict(list)
+        self.said_of: dict[str, list[tuple[str, str]]] = defaultdict(list)
+        # What the reading of time is given for each statement (statement_rows): its subject,
+        # its object, and the message each piece of its evidence is in.
+        self.subject_of: dict[str, str] = {}
+        self.object_of: dict[str, str] = {}
+        self.messages: dict[str, str] = {}  # message key -> its row as JSON
+        self.final: dict[str, dict[str, Any]] = {}  # the properties of those derived again
         self.merged: dict[str, dict[str, Any]] = {}  # key -> its properties merged over batches
         self.label_of: dict[str, str] = {}
         self.entities: set[str] = set()  # the keys of the entities some batch mentions
         self.derive_again: set[str] = set()  # written by several batches, or left to the engine's order
-        self.chains: set[Chain] = set()
         self.rows = 0
 
     def write_batch(self, batch: Batch) -> None:
@@ -97,6 +101,8 @@ class FirstLoad:
                 if shared:
                     self.copied[keys[i]] = rows[i]
                     self.label_of[keys[i]] = label
+            if label == "Message":
+                self.messages.update((keys[i], rows[i]) for i in new[label])
             with stage(self.clock, "vertices"):
                 self.writer.write_new_vertices(
                     label, ((high | n, rows[i]) for i, n in zip(new[label], taken, strict=True))
@@ -109,12 +115,15 @@ class FirstLoad:
             written.update(ekeys)
             if label in _DERIVED_FROM:
                 said_of = self.said_of
-                for s_, _, pj in todo[label]:
-                    said_of[s_].append(pj)
+                for s_, e_, pj in todo[label]:
+                    said_of[s_].append((e_, pj))
+            elif label == "SUBJECT_OF":
+                self.subject_of.update((e_, s_) for s_, e_, _ in todo[label])
+            elif label == "ABOUT":
+                self.object_of.update((s_, e_) for s_, e_, _ in todo[label])
         with stage(self.clock, "edges"):
             self.writer.copy_new_edges(todo, self.ids)
         self.rows += sum(len(erows) for erows in todo.values())
-        self.chains.update(batch.chain_of.values())
 
     def _merge(self, label: str, k: str, row: str) -> None:
         """A vertex an earlier batch wrote, written again: its properties merged over what it
@@ -137,60 +146,68 @@ class FirstLoad:
     def finish(self, read_elsewhere: ReadElsewhere | None = None) -> None:
         """What the batches leave to the end: the shared vertices derived from every batch's
         edges, the indexes, and the fact versions of every chain. The versions are read from
-        the graph once the labels that read needs are indexed; the other indexes are built
-        while the versions are worked out on a thread of their own, or by ``read_elsewhere``
-        (the loader's worker processes, idle now), and the versions' own labels are indexed
-        after their rows."""
+        the statements this load wrote (:meth:`statement_rows`), not read back from the graph,
+        on a thread of their own or by ``read_elsewhere`` (the loader's worker processes, idle
+        now), while the server builds the indexes; the versions' own labels are indexed after
+        their rows."""
         with stage(self.clock, "derived properties"):
             self._derive()
-        first, later = self._index_order()
-        with stage(self.clock, "indexes"):
-            self.db.ensure_labels(vertex=first[0], edge=first[1])
+        with stage(self.clock, "fact versions"):
+            rows = self.statement_rows()
 
         def meanwhile() -> None:
             with stage(self.clock, "indexes"):
-                self.db.ensure_labels(vertex=later[0], edge=later[1])
+                self.db.ensure_labels(
+                    vertex=sorted(self.vertex_labels - _VERSIONS), edge=sorted(self.edge_labels - _VERSIONS)
+                )
 
         with stage(self.clock, "fact versions"):
             self.writer.fresh_versions = True
             self.writer.while_reading = meanwhile
             self.writer.read_elsewhere = read_elsewhere
             try:
-                self.writer.refresh_versions(self.chains)
+                self.writer.write_versions_of(rows, self.ids, {}, {})
             finally:
                 self.writer.fresh_versions = False
                 self.writer.while_reading = None
                 self.writer.read_elsewhere = None
         with stage(self.clock, "indexes"):
-            # Those of the versions' labels, and any the versions' read left to do (no chain).
+            # Those of the versions' labels (and every other, when no version was read).
             self.db.ensure_labels(vertex=sorted(self.vertex_labels), edge=sorted(self.edge_labels))
 
-    def _index_order(self) -> tuple[tuple[list[str], list[str]], tuple[list[str], list[str]]]:
-        """The labels to index before the versions are read (vertex, edge), and those to index
-        while they are worked out: reading them finds subjects and objects by key, and walks
-        from a subject to its statements, their objects and evidence and its messages, so the
-        entity labels come first, and the labels walked only where AGE made no index on
-        their ids (AGE 1.6; 1.7 makes its own with the label)."""
-        walked = {"Statement": "v", "Message": "v", "SUBJECT_OF": "e", "ABOUT": "e", "EVIDENCED_BY": "e"}
-        todo = [label for label in walked if label in self.vertex_labels | self.edge_labels]
-        bare = {
-            label
-            for label, unindexed in self.db.execute(
-                "SELECT u.l, agefacts.walk_columns_unindexed(%s, u.l, u.k) <> '{}' "
-                "FROM unnest(%s::text[], %s::text[]) AS u(l, k)",
-                (self.db.graph, todo, [walked[label] for label in todo]),
-            )
-            if unindexed
-        }
-        now = {label for label in self.vertex_labels if label not in CORE_VERTEX_LABELS} | bare
-        v_now = sorted(now & self.vertex_labels)
-        e_now = sorted(now & self.edge_labels)
-        v_later = sorted(self.vertex_labels - now - _VERSIONS)
-        e_later = sorted(self.edge_labels - now - _VERSIONS)
-        return (v_now, e_now), (v_later, e_later)
+    def statement_rows(self) -> list[dict[str, Any]]:
+        """Every statement this load wrote that has evidence, as the reading of time takes it
+        (:func:`agefacts.bulk.statement_row`): what :meth:`BulkWriter.refresh_versions` reads
+        back from the graph, made from the rows as written (their properties as derived at the
+        end, for those derived again). Every statement's chain is this load's alone, so each is
+        read whole."""
+        place: dict[str, tuple[str, int]] = {}  # message key -> (conversation, ordinal)
+
+        def props(k: str) -> dict[str, Any]:
+            got = self.final.get(k)
+            return got if got is not None else json.loads(self.copied[k])
+
+        rows = []
+        for stk, sk in self.subject_of.items():
+            said = []
+            for mk, pj in self.said_of.get(stk, ()):
+                where = place.get(mk)
+                if where is None:
+                    m = json.loads(self.messages[mk])
+                    where = place[mk] = (m["conversation"], int(m["ordinal"]))
+                e = json.loads(pj)
+                said.append([e.get("at"), e["k"], e.get("quote"), *where, e.get("char_start"), e.get("char_end")])
+            if not said:
+                continue
+            okey = oname = None
+            if (obj := self.object_of.get(stk)) is not None:
+                o = props(obj)
+                okey, oname = o.get("k"), o.get("name")
+            rows.append(statement_row(props(stk), sk, okey, oname, said))
+        return rows
 
     def _derive(self) -> None:
-        edges_of = {k: [json.loads(pj) for pj in self.said_of.get(k, ())] for k in self.derive_again}
+        edges_of = {k: [json.loads(pj) for _, pj in self.said_of.get(k, ())] for k in self.derive_again}
         words: set[str] = set()
         for k in self.derive_again:
             if k in self.entities:
@@ -214,6 +231,7 @@ class FirstLoad:
                         props.pop(f, None)
                     else:
                         props[f] = v
+            self.final[k] = props
             patches[label] += _patch(self.ids[k], was, {f: props.get(f) for f in set(was) | set(props)})
         for label, todo in sorted(patches.items()):
             with stage(self.clock, "vertices"):

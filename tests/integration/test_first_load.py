@@ -77,6 +77,41 @@ def test_a_first_load_writes_the_graph_the_ordinary_path_writes(dsn, graph_name,
         ordinary.drop_graph()
 
 
+def _as_read(rows: list[dict]) -> list[dict]:
+    return sorted(({**r, "said": sorted(r["said"])} for r in rows), key=lambda r: r["statement"])
+
+
+@fuzz(6)
+@given(corpus=corpora())
+def test_a_first_load_reads_time_from_the_statements_the_graph_gives_back(db, monkeypatch, corpus):
+    # A first load reads time from the rows it wrote (FirstLoad.statement_rows), not from a
+    # read of the graph: what it gives the reading is what the graph gives back for the same
+    # chains once it is committed (BulkWriter.chain_rows, what every other load reads), and
+    # the ids it writes the versions' edges with are the graph's.
+    convs, batch = corpus
+    fresh(db)
+    made: list[tuple[list[dict], dict]] = []
+    chains: set = set()
+    real_rows, real_write = FirstLoad.statement_rows, FirstLoad.write_batch
+
+    def write_batch(self, batch):
+        chains.update(batch.chain_of.values())  # every chain the load writes a statement of
+        return real_write(self, batch)
+
+    def statement_rows(self):
+        rows = real_rows(self)
+        made.append((rows, dict(self.ids)))
+        return rows
+
+    monkeypatch.setattr(FirstLoad, "write_batch", write_batch)
+    monkeypatch.setattr(FirstLoad, "statement_rows", statement_rows)
+    assert _load(db, convs, batch=batch).first_loads == 1
+    ((rows, ids),) = made
+    read, id_of, _ = BulkWriter(db).chain_rows(chains)
+    assert rows and _as_read(rows) == _as_read(read)
+    assert id_of and all(ids[k] == i for k, i in id_of.items())
+
+
 def test_a_first_load_that_fails_is_loaded_again_by_the_ordinary_path(db, other_graph, monkeypatch, caplog):
     convs = [Conversation.model_validate(c) for c in generate(300, 5, seed=3)]
     failed: list[str] = []
