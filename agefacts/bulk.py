@@ -733,7 +733,7 @@ class BulkWriter(Retraction):
         held: dict[str, dict[str, Any]] = {}
         held_keys = frozenset(have)
         elsewhere, self.read_elsewhere = self.read_elsewhere, None
-        parts = list(_parts(rows, _PART if elsewhere is None else _FAR_PART))
+        parts = list(_parts(rows))
         with ThreadPoolExecutor(1, thread_name_prefix="agefacts-versions") as thread:
             # The first part is read here, which nothing could overlap: one part (an add) starts
             # no thread.
@@ -902,9 +902,6 @@ class BulkWriter(Retraction):
 # Rows of chains read at a time by refresh_versions: small enough that the first part's
 # reading (which nothing overlaps) is short, large enough that a thread's hand-over is nothing.
 _PART = 500
-# Rows of chains read at a time in worker processes: they read while the server has work of its
-# own, so the parts are ready when written, and a few large writes cost less than many small.
-_FAR_PART = 5_000
 
 # What reading a part gives: every version's key; the edges of the new ones (fact key ->
 # (label, edge key, start key, end key)); the new ones as JSON by key; and the properties of
@@ -917,8 +914,8 @@ _Read = tuple[list[str], dict[str, list[tuple[str, str, str, str]]], dict[str, s
 ReadElsewhere = Callable[[list[dict[str, Any]], frozenset[str]], Callable[[], _Read]]
 
 
-def _parts(rows: list[dict[str, Any]], size: int = _PART) -> Iterator[list[dict[str, Any]]]:
-    """The statement rows in parts of about ``size`` rows, in the chains' order
+def _parts(rows: list[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
+    """The statement rows in parts of about :data:`_PART` rows, in the chains' order
     (:func:`agefacts.timeline.chain_of`), never parting the chains of one subject and
     predicate: versions alike in content and known time are of one subject and predicate, and
     are told apart by their place in its order (:func:`_read_versions`), so a part reads them
@@ -931,7 +928,7 @@ def _parts(rows: list[dict[str, Any]], size: int = _PART) -> Iterator[list[dict[
     part: list[dict[str, Any]] = []
     last: tuple[str, ...] | None = None
     for chain, chain_rows in sorted(by_chain.items()):
-        if len(part) >= size and chain[:2] != last:
+        if len(part) >= _PART and chain[:2] != last:
             yield part
             part = []
         part += chain_rows
