@@ -45,7 +45,7 @@ from .preparing import Prepared, Preparing, Ready, Seen, batches, prepare_one
 from .summary import Outcome, Summary
 
 if TYPE_CHECKING:
-    from .bulk import Batch, BulkWriter
+    from .bulk import Batch, BulkWriter, ReadElsewhere
     from .firstload import FirstLoad
     from .retract import Stale
 
@@ -169,6 +169,7 @@ class Loader:
         self._first: _First | None = None
         self._first_tried = False
         self._preparing: Preparing | None = None  # while load_many runs
+        self._read_last: ReadElsewhere | None = None  # while the last batch is written
         self.first_loads = 0  # first loads committed (each a transaction of many batches)
         self._ontology_kept = False
 
@@ -316,7 +317,14 @@ class Loader:
             while len(inflight) > preparing.ahead:
                 yield from self._finish(*inflight.pop(0))
         while inflight:
-            yield from self._finish(*inflight.pop(0))
+            if len(inflight) == 1:
+                # The last batch: the worker processes have nothing left to prepare, and read
+                # its time (an incremental load's reading is most of its client's work).
+                self._read_last = preparing.read_elsewhere()
+            try:
+                yield from self._finish(*inflight.pop(0))
+            finally:
+                self._read_last = None
         yield from self._close_first()
         if stop is not None and stop():
             raise KeyboardInterrupt
@@ -511,7 +519,11 @@ class Loader:
                     writer = self._writer_for()
                     with stage(clock, "retract"):
                         stale = writer.retract([conversation_key(*e.ident) for e in entries if e.replaces])
-                    writer.write_batch(assembled, stale)
+                    writer.read_elsewhere = self._read_last
+                    try:
+                        writer.write_batch(assembled, stale)
+                    finally:
+                        writer.read_elsewhere = None
                     with stage(clock, "ingest log"):
                         self._record([e.loaded() for e in entries])
                     committing = None if clock is None else clock.mark()

@@ -271,11 +271,13 @@ def test_a_first_load_holds_a_lock_per_namespace_not_per_conversation(db, other_
     assert digest(db) == digest(_graph(other_graph("clean"), convs))
 
 
+@pytest.mark.parametrize("first", [True, False], ids=["first load", "by batches"])
 @pytest.mark.parametrize("fault", ["killed", "stopped"])
-def test_a_first_load_whose_workers_are_lost_at_its_end_reads_time_itself(db, other_graph, monkeypatch, caplog, fault):
-    # At a first load's end its worker processes read time (Preparing.read_elsewhere). Killed
-    # then, or stopped (as a debugger or a system swapping stops a process: alive, answering
-    # nothing), the parts they held are read in the loading process, and the load commits.
+def test_a_load_whose_workers_are_lost_at_its_end_reads_time_itself(db, other_graph, monkeypatch, caplog, fault, first):
+    # At a first load's end, and for an ordinary load's last batch, the worker processes have
+    # nothing left to prepare and read time (Preparing.read_elsewhere). Killed then, or stopped
+    # (as a debugger or a system swapping stops a process: alive, answering nothing), the parts
+    # they held are read in the loading process, and the load lands whole.
     import os
     import signal
 
@@ -288,17 +290,17 @@ def test_a_first_load_whose_workers_are_lost_at_its_end_reads_time_itself(db, ot
     def read_elsewhere(self):
         start = real(self)
         assert start is not None and self._processes is not None  # this load started workers
-        for p in self._processes.processes:
+        for p in [] if lost else self._processes.processes:
             os.kill(p.pid, signal.SIGKILL if fault == "killed" else signal.SIGSTOP)
             lost.append(p.pid)
         return start
 
     monkeypatch.setattr(Preparing, "read_elsewhere", read_elsewhere)
     caplog.set_level("INFO", logger="agefacts.load")
-    loader = Loader(db, ONTO, batch_statements=60, workers=2, worker_timeout=3.0)
+    loader = Loader(db, ONTO, batch_statements=60, workers=2, worker_timeout=3.0, first_load=first)
     outs = list(loader.load_many((c.id, c) for c in convs))
     assert {o.status for o in outs} == {"loaded"} and len(outs) == len(convs)
-    assert len(lost) == 2 and loader.first_loads == 1 and not loader.fallbacks
+    assert len(lost) == 2 and loader.first_loads == int(first) and not loader.fallbacks
     # The fault happened, and was met where time was read: a worker was found gone, or silent.
     said = "no answer within 3 s" if fault == "stopped" else "a worker process that prepares batches ended"
     assert said in caplog.text
