@@ -31,7 +31,7 @@ import json
 import logging
 from collections import defaultdict
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -713,7 +713,7 @@ class BulkWriter(Retraction):
 
     def write_versions_of(
         self,
-        rows: list[dict[str, Any]],
+        rows: list[dict[str, Any]] | Callable[[], list[dict[str, Any]]],
         id_of: Mapping[str, int],
         have: Mapping[str, tuple[int, dict[str, Any]]],
         foreign: Mapping[str, tuple[str | None, str | None]],
@@ -721,7 +721,9 @@ class BulkWriter(Retraction):
         """Read the fact versions of whole chains' statement rows (:func:`statement_row`) and
         write what changed against ``have`` (the versions the graph holds for those chains, by
         key: their id and properties), refusing a key ``foreign`` holds; ``id_of``: the ids of
-        the rows' subjects and objects, by key."""
+        the rows' subjects and objects, by key. ``rows`` may be the call that makes them: with
+        work of the server's own to do meanwhile (``while_reading``), they are made on a
+        thread while the server does it."""
         # The versions are read a part of the chains at a time on a thread of their own, while
         # this one writes the part read before: the engine writes while Python reads (on the
         # bench's load the reading was a third of the versions' time, the writing half). The
@@ -733,24 +735,35 @@ class BulkWriter(Retraction):
         held: dict[str, dict[str, Any]] = {}
         held_keys = frozenset(have)
         elsewhere, self.read_elsewhere = self.read_elsewhere, None
-        parts = list(_parts(rows))
+        # With work of the server's own to do meanwhile (a first load's indexes), the thread
+        # reads every part, the first too, while this one hands the server that work.
+        meanwhile, self.while_reading = self.while_reading, None
+        ahead = 1 if meanwhile is not None or elsewhere is not None else 0
+        # The first part is read here, which nothing could overlap: one part (an add) starts no
+        # thread.
+        reading = None if self.clock is None else self.clock.client_only()
+        futures: list[Future[Any]] = []
         with ThreadPoolExecutor(1, thread_name_prefix="agefacts-versions") as thread:
-            # The first part is read here, which nothing could overlap: one part (an add) starts
-            # no thread.
-            reading = None if self.clock is None else self.clock.client_only()
-            # With work of the server's own to do meanwhile (a first load's indexes), the thread
-            # reads every part, the first too, while this one hands the server that work.
-            meanwhile, self.while_reading = self.while_reading, None
-            ahead = 1 if meanwhile is not None or elsewhere is not None else 0
-            futures = []
-            if elsewhere is not None:
-                read = [elsewhere(part, held_keys) for part in parts]
-            else:
-                futures = [thread.submit(_read_versions, part, held_keys, reading) for part in parts[1 - ahead :]]
-                read = [f.result for f in futures]
+
+            def start(made: list[dict[str, Any]]) -> tuple[list[list[dict[str, Any]]], list[Callable[[], _Read]]]:
+                """The rows in parts, and for each part read ahead what waits for its reading."""
+                parts = list(_parts(made))
+                if elsewhere is not None:
+                    return parts, [elsewhere(part, held_keys) for part in parts]
+                later = [thread.submit(_read_versions, part, held_keys, reading) for part in parts[1 - ahead :]]
+                futures.extend(later)
+                return parts, [f.result for f in later]
+
             try:
-                if meanwhile is not None:
+                if callable(rows) and meanwhile is not None:
+                    started = thread.submit(lambda: start(rows()))
+                    futures.append(started)
                     meanwhile()
+                    parts, read = started.result()
+                else:
+                    parts, read = start(rows() if callable(rows) else rows)
+                    if meanwhile is not None:
+                        meanwhile()
                 for i, part in enumerate(parts):
                     made, links, new, props = (
                         read[i - 1 + ahead]() if i or ahead else _read_versions(part, held_keys, reading)

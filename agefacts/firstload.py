@@ -146,14 +146,17 @@ class FirstLoad:
     def finish(self, read_elsewhere: ReadElsewhere | None = None) -> None:
         """What the batches leave to the end: the shared vertices derived from every batch's
         edges, the indexes, and the fact versions of every chain. The versions are read from
-        the statements this load wrote (:meth:`statement_rows`), not read back from the graph,
-        on a thread of their own or by ``read_elsewhere`` (the loader's worker processes, idle
-        now), while the server builds the indexes; the versions' own labels are indexed after
-        their rows."""
+        the statements this load wrote (:meth:`statement_rows`, made on a thread), not read
+        back from the graph, on that thread or by ``read_elsewhere`` (the loader's worker
+        processes, idle now), while the server builds the indexes; the versions' own labels are
+        indexed after their rows."""
         with stage(self.clock, "derived properties"):
             self._derive()
-        with stage(self.clock, "fact versions"):
-            rows = self.statement_rows()
+
+        def rows() -> list[dict[str, Any]]:
+            # On a thread while the server builds indexes: its seconds are not this stage's.
+            with stage(None if self.clock is None else self.clock.client_only(), "fact versions"):
+                return self.statement_rows()
 
         def meanwhile() -> None:
             with stage(self.clock, "indexes"):
