@@ -1,5 +1,7 @@
 """Preparing in worker processes: grounding, gating, consolidating and compiling are pure
 Python and hold the interpreter lock, so one process prepares on one core whatever its threads.
+Once a load has nothing left to prepare, its workers read time too (the fact versions of its
+last writes: :func:`agefacts.bulk.read_versions_far`).
 
 Workers are started by a fork server that has imported agefacts and nothing of the caller's
 (``spawn`` where there is no fork server): a caller's ``__main__`` is not imported again, and no
