@@ -88,12 +88,13 @@ class BulkWriter(Retraction):
         # The fact versions' labels hold nothing yet and have no key index (a first load,
         # agefacts.firstload): new versions go in as new rows, with nothing to merge.
         self.fresh_versions = False
-        # Work for the server while the next refresh_versions reads time on its thread (a first
-        # load builds the indexes no read of versions needs): run once, then forgotten.
+        # Work for the server while the next write_versions_of reads time on its thread (a
+        # first load builds its indexes meanwhile): run once, then forgotten.
         self.while_reading: Callable[[], None] | None = None
-        # Where the next refresh_versions reads time instead of its thread: worker processes
-        # with nothing left to prepare (a first load's end). Given a part's rows and the keys
-        # held, it starts reading them there and returns what waits for the reading. Run once.
+        # Where the next write_versions_of reads time instead of its thread: worker processes
+        # with nothing left to prepare (a first load's end, a load's last batch). Given a part's
+        # rows and the keys held, it starts reading them there and returns what waits for the
+        # reading. Run once.
         self.read_elsewhere: ReadElsewhere | None = None
 
     # -- writing -----------------------------------------------------------------------------
