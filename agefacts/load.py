@@ -168,8 +168,6 @@ class Loader:
         self.first_load_namespaces = 2_000
         self._first: _First | None = None
         self._first_tried = False
-        self._preparing: Preparing | None = None  # while load_many runs
-        self._read_last: ReadElsewhere | None = None  # while the last batch is written
         self.first_loads = 0  # first loads committed (each a transaction of many batches)
         self._ontology_kept = False
 
@@ -277,57 +275,40 @@ class Loader:
         with Preparing(
             self.ontology, workers, self.tune_interpreter, self.worker_timeout, self.clock
         ).running() as preparing:
-            self._preparing = preparing
-            try:
-                yield from self._load_batches(items, stop, run_seen, inflight, preparing)
-            finally:
-                self._preparing = None
-
-    def _load_batches(
-        self,
-        items: Iterable[tuple[str, Conversation | InputError]],
-        stop: Callable[[], bool] | None,
-        run_seen: set[tuple[str, str]],
-        inflight: list[tuple[Callable[[], Ready], list[Outcome | None]]],
-        preparing: Preparing,
-    ) -> Iterator[Outcome]:
-        for batch, pending in self._batches(items):
-            if stop is not None and stop():
-                break
-            idents = {(c.namespace, c.id) for _, c in batch}
-            if idents & run_seen:
-                # A conversation of an earlier batch again: those batches must land first,
-                # so that this one is compared with them.
-                while inflight:
+            for batch, pending in self._batches(items):
+                if stop is not None and stop():
+                    break
+                idents = {(c.namespace, c.id) for _, c in batch}
+                if idents & run_seen:
+                    # A conversation of an earlier batch again: those batches must land first,
+                    # so that this one is compared with them (the workers wait meanwhile).
+                    while inflight:
+                        yield from self._finish(*inflight.pop(0))
+                    yield from self._close_first(preparing.read_elsewhere() if self._first else None)
+                run_seen |= idents
+                if batch:
+                    self._keep_ontology()
+                earlier = {i: self._seen[i] for i in idents if i in self._seen}
+                prior = self._prior_hashes(sorted(idents)) if batch else {}
+                for ident in idents & self._based_on.keys():
+                    # Compared with the version it was built on, not with what is there now.
+                    base = self._based_on[ident]
+                    if base is None:
+                        prior.pop(ident, None)
+                    else:
+                        prior[ident] = base
+                inflight.append((preparing.submit(self.force, batch, prior, self.via, earlier), pending))
+                while len(inflight) > preparing.ahead:
                     yield from self._finish(*inflight.pop(0))
-                yield from self._close_first()
-            run_seen |= idents
-            if batch:
-                self._keep_ontology()
-            earlier = {i: self._seen[i] for i in idents if i in self._seen}
-            prior = self._prior_hashes(sorted(idents)) if batch else {}
-            for ident in idents & self._based_on.keys():
-                # Compared with the version it was built on, not with what is there now.
-                base = self._based_on[ident]
-                if base is None:
-                    prior.pop(ident, None)
-                else:
-                    prior[ident] = base
-            inflight.append((preparing.submit(self.force, batch, prior, self.via, earlier), pending))
-            while len(inflight) > preparing.ahead:
-                yield from self._finish(*inflight.pop(0))
-        while inflight:
-            if len(inflight) == 1:
-                # The last batch: the worker processes have nothing left to prepare, and read
-                # its time (an incremental load's reading is most of its client's work).
-                self._read_last = preparing.read_elsewhere()
-            try:
-                yield from self._finish(*inflight.pop(0))
-            finally:
-                self._read_last = None
-        yield from self._close_first()
-        if stop is not None and stop():
-            raise KeyboardInterrupt
+            while inflight:
+                # The last batch: the worker processes have nothing left to prepare, and read its
+                # time (an incremental load's reading is most of its client's work), as they do
+                # at a first load's end.
+                last = preparing.read_elsewhere() if len(inflight) == 1 else None
+                yield from self._finish(*inflight.pop(0), last)
+            yield from self._close_first(preparing.read_elsewhere() if self._first else None)
+            if stop is not None and stop():
+                raise KeyboardInterrupt
 
     # -- batches ------------------------------------------------------------------------------
     def _batches(
@@ -335,7 +316,11 @@ class Loader:
     ) -> Iterator[tuple[list[tuple[str, Conversation]], list[Outcome | None]]]:
         return batches(items, self.batch_statements, self.batch_conversations)
 
-    def _finish(self, ready: Callable[[], Ready], pending: list[Outcome | None]) -> Iterator[Outcome]:
+    def _finish(
+        self, ready: Callable[[], Ready], pending: list[Outcome | None], read_elsewhere: ReadElsewhere | None = None
+    ) -> Iterator[Outcome]:
+        """Write a prepared batch (by the first-load path while one is open); its fact versions
+        are read by ``read_elsewhere`` when given (:attr:`BulkWriter.read_elsewhere`)."""
         prepared, assembled, hashes = ready()
         for e in prepared:
             ident = e.ident if isinstance(e, Prepared) else (e.namespace or "", e.conversation or "")
@@ -357,7 +342,7 @@ class Loader:
                 return
             except (AgeFactsError, _PriorMoved, _NotFirstLoad) as exc:
                 yield from self._first_failed(exc)
-        yield from self._slots(pending, self._write(prepared, assembled))
+        yield from self._slots(pending, self._write(prepared, assembled, read_elsewhere))
 
     @staticmethod
     def _slots(pending: list[Outcome | None], written: list[Outcome]) -> Iterator[Outcome]:
@@ -406,7 +391,7 @@ class Loader:
         with stage(self.clock, "ingest log"):
             self._record([e.loaded() for e in entries])
 
-    def _close_first(self) -> Iterator[Outcome]:
+    def _close_first(self, read_elsewhere: ReadElsewhere | None = None) -> Iterator[Outcome]:
         """Finish and commit the open first load, and report its conversations; should that
         fail, write them again by the ordinary path."""
         first = self._first
@@ -415,8 +400,7 @@ class Loader:
         from .firstload import _NotFirstLoad
 
         try:
-            # Its worker processes, if it started any, have nothing left to prepare: they read time.
-            first.load.finish(None if self._preparing is None else self._preparing.read_elsewhere())
+            first.load.finish(read_elsewhere)
             committing = None if self.clock is None else self.clock.mark()
             self._first = None
             first.stack.close()  # the commit
@@ -499,7 +483,9 @@ class Loader:
                 return {}
             raise
 
-    def _write(self, prepared: list[Outcome | Prepared], assembled: Batch | None) -> list[Outcome]:
+    def _write(
+        self, prepared: list[Outcome | Prepared], assembled: Batch | None, read_elsewhere: ReadElsewhere | None = None
+    ) -> list[Outcome]:
         outcomes: list[Outcome | None] = [e if isinstance(e, Outcome) else None for e in prepared]
         todo = [(i, e) for i, e in enumerate(prepared) if isinstance(e, Prepared)]
         if self._lost:
@@ -519,7 +505,7 @@ class Loader:
                     writer = self._writer_for()
                     with stage(clock, "retract"):
                         stale = writer.retract([conversation_key(*e.ident) for e in entries if e.replaces])
-                    writer.read_elsewhere = self._read_last
+                    writer.read_elsewhere = read_elsewhere
                     try:
                         writer.write_batch(assembled, stale)
                     finally:
