@@ -32,8 +32,8 @@ import psycopg
 from psycopg import sql
 
 from .dberrors import one_line, translate, where
-from .errors import DatabaseError, EngineError, NotFound, QueryError
-from .graphadmin import SETUP_LOCK, GraphAdmin
+from .errors import DatabaseError, EngineError, NotFound
+from .graphadmin import SETUP_LOCK, GraphAdmin, _accepted
 from .names import is_graph_name, is_identifier
 
 __all__ = [
@@ -101,21 +101,22 @@ _PG_ENV = ("PGHOST", "PGPORT", "PGDATABASE", "PGUSER", "PGSERVICE")
 
 def check_graph_name(name: str) -> str:
     """A graph name is interpolated into SQL, so only plain identifiers are accepted."""
-    if not is_graph_name(name):
-        raise QueryError(
-            f"graph name {name!r} is not accepted: use 3 to 63 letters, digits or underscores, "
-            "starting with a letter or underscore (AGE needs at least 3 characters)"
-        )
-    return name
+    return _accepted(
+        name,
+        is_graph_name,
+        "graph name",
+        "use 3 to 63 letters, digits or underscores, starting with a letter or underscore (AGE needs at least 3 "
+        "characters)",
+    )
 
 
 def check_column(name: str) -> str:
-    if not is_identifier(name):
-        raise QueryError(
-            f"column name {name!r} is not accepted: use letters, digits and underscores; "
-            "alias the expression in RETURN (RETURN n.name AS name) or pass --columns"
-        )
-    return name
+    return _accepted(
+        name,
+        is_identifier,
+        "column name",
+        "use letters, digits and underscores; alias the expression in RETURN (RETURN n.name AS name) or pass --columns",
+    )
 
 
 _COPY_CHUNK = 1 << 20  # characters sent to COPY at once

@@ -12,7 +12,7 @@ import contextlib
 import hashlib
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
@@ -87,14 +87,22 @@ TENANT_READS_ONLY = ("tenants", "moves", "graph_ontology", "schema_version")
 STATISTICS_TARGET = 30
 
 
+def _accepted(name: str, ok: Callable[[str], bool], what: str, rule: str) -> str:
+    """``name`` when ``ok`` says so; else the error naming it as ``what`` and saying ``rule``.
+    (Names that are interpolated into SQL or Cypher are checked this way.)"""
+    if not ok(name):
+        raise QueryError(f"{what} {name!r} is not accepted: {rule}")
+    return name
+
+
 def check_label(name: str) -> str:
     """Labels are interpolated into Cypher, so they must match ``^[A-Z][A-Za-z0-9_]*$``."""
-    if not is_label(name):
-        raise QueryError(
-            f"label {name!r} is not accepted: a label starts with an upper-case ASCII letter "
-            "followed by letters, digits or underscores"
-        )
-    return name
+    return _accepted(
+        name,
+        is_label,
+        "label",
+        "a label starts with an upper-case ASCII letter followed by letters, digits or underscores",
+    )
 
 
 class GraphAdmin:
