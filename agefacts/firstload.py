@@ -185,6 +185,7 @@ class FirstLoad:
         end, for those derived again). Every statement's chain is this load's alone, so each is
         read whole."""
         place: dict[str, tuple[str, int]] = {}  # message key -> (conversation, ordinal)
+        named: dict[str, tuple[Any, Any]] = {}  # object key -> (its key, its name): many statements' object
 
         def props(k: str) -> dict[str, Any]:
             got = self.final.get(k)
@@ -204,8 +205,10 @@ class FirstLoad:
                 continue
             okey = oname = None
             if (obj := self.object_of.get(stk)) is not None:
-                o = props(obj)
-                okey, oname = o.get("k"), o.get("name")
+                if (got := named.get(obj)) is None:
+                    o = props(obj)
+                    got = named[obj] = (o.get("k"), o.get("name"))
+                okey, oname = got
             rows.append(statement_row(props(stk), sk, okey, oname, said))
         return rows
 
